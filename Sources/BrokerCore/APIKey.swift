@@ -1,0 +1,93 @@
+import Crypto
+import Foundation
+
+/// What an API key may do. Keys carry every scope unless created with fewer.
+public enum APIKeyScope: String, Sendable, Codable, CaseIterable {
+    /// Sign people in, refresh/introspect/revoke sessions.
+    case sessions
+    /// Read and manage accounts and their identities.
+    case accounts
+    /// Read the tenant's own settings.
+    case tenant
+
+    public static func parseList(_ values: [String]) throws(BrokerError) -> [APIKeyScope] {
+        var scopes: [APIKeyScope] = []
+        for value in values.flatMap({ $0.split(separator: ",") }) {
+            let trimmed = value.trimmingCharacters(in: .whitespaces)
+            guard let scope = APIKeyScope(rawValue: trimmed) else {
+                throw .invalidArgument(
+                    "Unknown scope '\(trimmed.prefix(40))'.",
+                    hint: "Valid scopes: \(allCases.map(\.rawValue).joined(separator: ", "))."
+                )
+            }
+            if !scopes.contains(scope) { scopes.append(scope) }
+        }
+        return scopes.isEmpty ? allCases : scopes
+    }
+}
+
+/// A stored API key: never the key itself, only its hash and a short visible prefix.
+public struct APIKeyRecord: Sendable, Equatable, Identifiable {
+    public var id: UUID
+    public var tenantID: UUID
+    public var name: String
+    public var prefix: String
+    public var scopes: [APIKeyScope]
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    public var revokedAt: Date?
+
+    public init(
+        id: UUID, tenantID: UUID, name: String, prefix: String, scopes: [APIKeyScope],
+        createdAt: Date, lastUsedAt: Date?, revokedAt: Date?
+    ) {
+        self.id = id
+        self.tenantID = tenantID
+        self.name = name
+        self.prefix = prefix
+        self.scopes = scopes
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// The plaintext form of an API key: `ibk_` + 8 visible characters + `_` + 43 secret
+/// characters (256 random bits in all, base64url). Only its SHA-256 is stored: the key is
+/// random, so a plain hash cannot be brute-forced, and lookup by hash is constant-time
+/// with respect to the secret.
+public struct APIKeyToken: Sendable {
+    public static let scheme = "ibk_"
+    public let value: String
+
+    public static func generate() -> APIKeyToken {
+        let random = SymmetricKey(size: .bits256).withUnsafeBytes { Base64URL.encode(Data($0)) }
+        let visible = random.prefix(8)
+        let secret = random.dropFirst(8)
+        return APIKeyToken(checked: "\(scheme)\(visible)_\(secret)")
+    }
+
+    /// Accepts only strings of the exact key shape, so junk never reaches the database.
+    public init?(parsing value: String) {
+        let expectedLength = Self.scheme.count + 8 + 1 + 35
+        guard value.utf8.count == expectedLength, value.hasPrefix(Self.scheme) else { return nil }
+        let body = value.dropFirst(Self.scheme.count)
+        guard body.dropFirst(8).first == "_" else { return nil }
+        let allowed = body.unicodeScalars.enumerated().allSatisfy { index, scalar in
+            if index == 8 { return scalar == "_" }
+            switch scalar {
+            case "a"..."z", "A"..."Z", "0"..."9", "-", "_": return true
+            default: return false
+            }
+        }
+        guard allowed else { return nil }
+        self.value = value
+    }
+
+    private init(checked value: String) { self.value = value }
+
+    /// `ibk_` and the 8 visible characters: enough for an operator to tell keys apart.
+    public var prefix: String { String(value.prefix(Self.scheme.count + 8)) }
+
+    public var hash: Data { Data(SHA256.hash(data: Data(value.utf8))) }
+}

@@ -1,0 +1,79 @@
+import Foundation
+
+public enum TenantStatus: String, Sendable, Codable {
+    case active
+    case disabled
+}
+
+/// Session settings a tenant can tune; defaults follow DESIGN.md.
+public struct SessionSettings: Sendable, Equatable, Codable {
+    /// Lifetime of an access token, in seconds (default 15 minutes).
+    public var accessTokenTTL: Int
+    /// Absolute lifetime of a refresh-token family, in seconds (default 60 days).
+    public var refreshTokenAbsoluteTTL: Int
+    /// Idle lifetime of a refresh token, in seconds (default 30 days).
+    public var refreshTokenIdleTTL: Int
+    /// The `aud` claim of access tokens; empty means "the tenant slug".
+    public var audiences: [String]
+
+    public static let `default` = SessionSettings(
+        accessTokenTTL: 900,
+        refreshTokenAbsoluteTTL: 60 * 86_400,
+        refreshTokenIdleTTL: 30 * 86_400,
+        audiences: []
+    )
+
+    public init(accessTokenTTL: Int, refreshTokenAbsoluteTTL: Int, refreshTokenIdleTTL: Int, audiences: [String]) {
+        self.accessTokenTTL = accessTokenTTL
+        self.refreshTokenAbsoluteTTL = refreshTokenAbsoluteTTL
+        self.refreshTokenIdleTTL = refreshTokenIdleTTL
+        self.audiences = audiences
+    }
+}
+
+/// Account-linking settings of a tenant.
+public struct LinkingSettings: Sendable, Equatable, Codable {
+    /// Link a new provider identity to an existing account with the same verified email.
+    /// Off by default; never applies to Apple private-relay addresses.
+    public var autoLinkVerifiedEmail: Bool
+
+    public static let `default` = LinkingSettings(autoLinkVerifiedEmail: false)
+
+    public init(autoLinkVerifiedEmail: Bool) {
+        self.autoLinkVerifiedEmail = autoLinkVerifiedEmail
+    }
+}
+
+public struct Tenant: Sendable, Equatable, Identifiable {
+    public var id: UUID
+    public var slug: TenantSlug
+    public var displayName: String
+    public var status: TenantStatus
+    public var session: SessionSettings
+    public var linking: LinkingSettings
+    /// Seconds a newly rotated signing key is published as `next` before it signs.
+    public var keyActivationDelay: Int
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(
+        id: UUID, slug: TenantSlug, displayName: String, status: TenantStatus,
+        session: SessionSettings, linking: LinkingSettings, keyActivationDelay: Int,
+        createdAt: Date, updatedAt: Date
+    ) {
+        self.id = id
+        self.slug = slug
+        self.displayName = displayName
+        self.status = status
+        self.session = session
+        self.linking = linking
+        self.keyActivationDelay = keyActivationDelay
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    /// The audiences put in access tokens: the configured ones, or the slug.
+    public var effectiveAudiences: [String] {
+        session.audiences.isEmpty ? [slug.rawValue] : session.audiences
+    }
+}

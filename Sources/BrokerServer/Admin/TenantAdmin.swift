@@ -1,0 +1,45 @@
+import BrokerCore
+import Foundation
+import Storage
+
+/// Operator actions on tenants, shared by the CLI and any future admin API.
+public struct TenantAdmin: Sendable {
+    let database: Database
+    let actor: String
+
+    public init(database: Database, actor: String) {
+        self.database = database
+        self.actor = actor
+    }
+
+    /// Creates the tenant with an active signing key.
+    public func create(slug: String, name: String?, secrets: SecretBox, now: Date = Date()) async throws -> Tenant {
+        let slug = try TenantSlug(slug)
+        let displayName = (name?.trimmingCharacters(in: .whitespacesAndNewlines)).flatMap { $0.isEmpty ? nil : $0 }
+            ?? slug.rawValue
+        guard displayName.count <= 200 else {
+            throw BrokerError.invalidArgument("The tenant name is longer than 200 characters.")
+        }
+        let tenant = Tenant(
+            id: UUID(), slug: slug, displayName: displayName, status: .active, session: .default, linking: .default,
+            keyActivationDelay: 600, createdAt: now, updatedAt: now)
+        let key = try SigningKeyAdmin.makeKey(tenantID: tenant.id, activatesAt: now, secrets: secrets, now: now)
+        return try await database.tenants.create(tenant, firstKey: key, actor: actor)
+    }
+
+    public func list() async throws -> [Tenant] {
+        try await database.tenants.list()
+    }
+
+    public func find(_ slug: String) async throws -> Tenant {
+        guard let tenant = try await database.tenants.find(slug: slug) else { throw BrokerError.tenantNotFound(slug) }
+        return tenant
+    }
+
+    public func setStatus(_ slug: String, _ status: TenantStatus) async throws -> Tenant {
+        guard let tenant = try await database.tenants.setStatus(slug: slug, status, actor: actor) else {
+            throw BrokerError.tenantNotFound(slug)
+        }
+        return tenant
+    }
+}

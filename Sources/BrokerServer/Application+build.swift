@@ -1,0 +1,38 @@
+import BrokerAPI
+import Hummingbird
+import Logging
+import OpenAPIHummingbird
+import OpenAPIRuntime
+import ServiceLifecycle
+
+/// The broker's router: middleware, then every route of openapi.yaml through the generated
+/// server code.
+public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
+    BrokerMetrics.bootstrap()
+    let router = Router(context: BrokerRequestContext.self)
+    router.add(middleware: LogRequestsMiddleware(.debug))
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: ProblemMiddleware())
+    router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
+    let handlers = APIHandlers(services: services)
+    try handlers.registerHandlers(
+        on: router, configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
+    return router
+}
+
+/// The whole application; `lifecycle` services (e.g. the database pool) run alongside the
+/// HTTP server, and `beforeServing` runs once they are up and before the port opens.
+public func buildApplication(
+    services: BrokerServices, host: String, port: Int, lifecycle: [any Service] = [], logger: Logger,
+    beforeServing: @escaping @Sendable () async throws -> Void = {}
+) throws -> some ApplicationProtocol {
+    let router = try buildRouter(services: services)
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(host, port: port), serverName: "IdentityBroker"),
+        services: lifecycle,
+        logger: logger
+    )
+    app.beforeServerStarts(perform: beforeServing)
+    return app
+}

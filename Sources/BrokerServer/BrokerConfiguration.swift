@@ -1,0 +1,76 @@
+import BrokerCore
+import Foundation
+
+/// The broker's settings, read from environment variables (see README "Configuration").
+public struct BrokerConfiguration: Sendable {
+    /// `DATABASE_URL`: an existing PostgreSQL; nil means the embedded default.
+    public var databaseURL: String?
+    /// `BROKER_DATA_DIR`: the embedded default's folder (default `./.broker`).
+    public var dataDirectory: URL
+    /// `BROKER_MASTER_KEY`: base64 of 32 bytes; with the embedded default a generated key in
+    /// the data folder is used when unset.
+    public var masterKey: String?
+    /// `BROKER_HOST` / `BROKER_PORT` (default 127.0.0.1:8080).
+    public var host: String
+    public var port: Int
+    /// `BROKER_PUBLIC_URL`: the URL clients reach the broker at; issuer URLs start with it.
+    public var publicURL: String
+    /// `BROKER_DB_POOL_SIZE` (default 16).
+    public var databasePoolSize: Int
+    /// `BROKER_POSTGRES_BIN`: folder of initdb/pg_ctl for the embedded default (auto-detected).
+    public var postgresBinDirectory: String?
+    /// `BROKER_POSTGRES_USER`: OS user that runs the embedded PostgreSQL when the broker runs as root.
+    public var postgresUser: String
+    /// `BROKER_LOG_LEVEL` (trace, debug, info, notice, warning, error, critical); nil: the command's default.
+    public var logLevel: String?
+    /// `BROKER_LOG_FORMAT` (json or text; default json).
+    public var logFormat: String
+    /// `BROKER_MAX_BODY_BYTES`: largest request body accepted (default 65536).
+    public var maxBodyBytes: Int
+
+    public static let variables: [(name: String, meaning: String)] = [
+        ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
+        ("BROKER_DATA_DIR", "folder of the embedded PostgreSQL and its generated master key (default ./.broker)"),
+        ("BROKER_MASTER_KEY", "base64 of 32 random bytes that encrypts secrets at rest (required with DATABASE_URL)"),
+        ("BROKER_HOST", "address to listen on (default 127.0.0.1)"),
+        ("BROKER_PORT", "port to listen on (default 8080)"),
+        ("BROKER_PUBLIC_URL", "external base URL used in issuer URLs (default http://HOST:PORT)"),
+        ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default 16)"),
+        ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
+        ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
+        ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
+        ("BROKER_LOG_FORMAT", "json|text (default json)"),
+        ("BROKER_MAX_BODY_BYTES", "largest accepted request body in bytes (default 65536)"),
+    ]
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws(BrokerError) {
+        func value(_ name: String) -> String? {
+            environment[name].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        func integer(_ name: String, default defaultValue: Int, range: ClosedRange<Int>) throws(BrokerError) -> Int {
+            guard let raw = value(name) else { return defaultValue }
+            guard let number = Int(raw), range.contains(number) else {
+                throw .invalidArgument("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound).")
+            }
+            return number
+        }
+        databaseURL = value("DATABASE_URL")
+        dataDirectory = URL(fileURLWithPath: value("BROKER_DATA_DIR") ?? ".broker").standardizedFileURL
+        masterKey = value("BROKER_MASTER_KEY")
+        host = value("BROKER_HOST") ?? "127.0.0.1"
+        port = try integer("BROKER_PORT", default: 8080, range: 0...65535)
+        let defaultURL = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+        let publicURL = value("BROKER_PUBLIC_URL") ?? defaultURL
+        guard let parsed = URL(string: publicURL), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
+        else {
+            throw .invalidArgument("BROKER_PUBLIC_URL must be an http(s) URL such as https://id.example.com.")
+        }
+        self.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
+        databasePoolSize = try integer("BROKER_DB_POOL_SIZE", default: 16, range: 1...500)
+        postgresBinDirectory = value("BROKER_POSTGRES_BIN")
+        postgresUser = value("BROKER_POSTGRES_USER") ?? "postgres"
+        logLevel = value("BROKER_LOG_LEVEL")
+        logFormat = value("BROKER_LOG_FORMAT") ?? "json"
+        maxBodyBytes = try integer("BROKER_MAX_BODY_BYTES", default: 65_536, range: 1_024...10_485_760)
+    }
+}

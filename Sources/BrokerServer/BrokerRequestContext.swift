@@ -1,0 +1,14 @@
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The request context of the broker's router: Hummingbird's core storage plus the peer address.
+public struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
+    }
+}

@@ -1,0 +1,62 @@
+import BrokerCore
+import HTTPTypes
+import Hummingbird
+import Logging
+import OpenAPIRuntime
+
+/// Turns every error into an RFC 9457 problem with a stable `code`: domain errors keep their
+/// code, requests that do not match the contract get `invalid_request`, unknown routes
+/// `not_found`, and anything unexpected `internal_error` (logged, never shown).
+struct ProblemMiddleware: RouterMiddleware {
+    typealias Context = BrokerRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch {
+            var problem = Self.problem(for: error, logger: context.logger)
+            problem.instance = request.uri.path
+            problem.requestID = context.id
+            var headers: HTTPFields = [.requestID: context.id]
+            if problem.status == 401 { headers[.wwwAuthenticate] = #"Bearer realm="identitybroker""# }
+            return problem.response(headers: headers)
+        }
+    }
+
+    static func problem(for error: any Error, logger: Logger) -> Problem {
+        switch error {
+        case let error as BrokerError:
+            if error.kind == .internalError { logger.error("request failed", metadata: ["code": "\(error.code)"]) }
+            return Problem(error)
+        case let error as ServerError:
+            if let underlying = error.underlyingError as? BrokerError { return problem(for: underlying, logger: logger) }
+            if let underlying = error.underlyingError as? any HTTPResponseError {
+                return problem(for: underlying, logger: logger)
+            }
+            if error.underlyingError is DecodingError || error.causeDescription.contains("decod")
+                || error.causeDescription.contains("content type") || error.causeDescription.contains("Missing")
+            {
+                return Problem(
+                    status: .badRequest, code: "invalid_request", title: "Invalid request",
+                    detail: "The request does not match the API contract (\(error.causeDescription)).")
+            }
+            logger.error("handler failed", metadata: ["operation": "\(error.operationID)", "error": "\(error.underlyingError)"])
+            return Problem(status: .internalServerError, code: "internal_error", title: "Internal error", detail: nil)
+        case let error as any HTTPResponseError:
+            let (code, title) =
+                switch error.status {
+                case .notFound: ("not_found", "Not found")
+                case .methodNotAllowed: ("method_not_allowed", "Method not allowed")
+                case .contentTooLarge: ("payload_too_large", "Request body too large")
+                case .badRequest: ("invalid_request", "Invalid request")
+                default: ("http_\(error.status.code)", error.status.reasonPhrase)
+                }
+            return Problem(status: error.status, code: code, title: title, detail: nil)
+        default:
+            logger.error("request failed", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return Problem(status: .internalServerError, code: "internal_error", title: "Internal error", detail: nil)
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
+/// Caps the request body, then runs the rest of the chain with ``RequestInfo/current`` set
+/// and the request id echoed in `X-Request-Id`.
+struct RequestInfoMiddleware: RouterMiddleware {
+    typealias Context = BrokerRequestContext
+    let maxBodyBytes: Int
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        var request = request
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
+            throw HTTPError(.contentTooLarge)
+        }
+        _ = try await request.collectBody(upTo: maxBodyBytes)
+        let info = RequestInfo(
+            headers: request.headers, requestID: context.id,
+            remoteAddress: context.remoteAddress?.ipAddress, logger: context.logger)
+        var response = try await RequestInfo.$current.withValue(info) {
+            try await next(request, context)
+        }
+        response.headers[.requestID] = context.id
+        for field in info.extraResponseHeaders.fields.withLock({ $0 }) { response.headers[field.name] = field.value }
+        return response
+    }
+}
+
+extension HTTPField.Name {
+    static let requestID = HTTPField.Name("X-Request-Id")!
+}

@@ -1,0 +1,34 @@
+import BrokerCore
+import Foundation
+import HTTPTypes
+import Storage
+
+/// The tenant and key behind a request's `Authorization: Bearer <api key>`.
+public struct AuthenticatedCaller: Sendable {
+    public let tenant: Tenant
+    public let apiKey: APIKeyRecord
+}
+
+/// Checks API keys: shape first (junk never reaches the database), then one lookup by hash
+/// that also loads the tenant.
+struct APIKeyAuthenticator: Sendable {
+    let database: Database
+
+    func authenticate(_ headers: HTTPFields?) async throws -> AuthenticatedCaller {
+        guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer",
+            let token = APIKeyToken(parsing: parts[1].trimmingCharacters(in: .whitespaces))
+        else { throw BrokerError.malformedAPIKey }
+        guard let (key, tenant) = try await database.apiKeys.authenticate(hash: token.hash) else {
+            throw BrokerError.invalidAPIKey
+        }
+        guard tenant.status == .active else { throw BrokerError.tenantDisabled }
+        return AuthenticatedCaller(tenant: tenant, apiKey: key)
+    }
+
+    /// Authenticates the request in ``RequestInfo/current``.
+    func authenticateCurrentRequest() async throws -> AuthenticatedCaller {
+        try await authenticate(RequestInfo.current?.headers)
+    }
+}

@@ -1,0 +1,1 @@
+// MockIdP: Apple/Google/Facebook-shaped identity provider on loopback (issue 3).

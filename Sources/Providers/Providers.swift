@@ -1,0 +1,1 @@
+// Providers: IdentityProvider protocol, JWKS cache and the shared verifier (issue 3).

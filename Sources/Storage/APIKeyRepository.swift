@@ -1,0 +1,76 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+public struct APIKeyRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    static let columns = "k.id, k.tenant_id, k.name, k.prefix, k.scopes, k.created_at, k.last_used_at, k.revoked_at"
+
+    public func insert(_ record: APIKeyRecord, hash: Data, actor: String) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query(
+                """
+                INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, scopes, created_at)
+                VALUES (\(record.id), \(record.tenantID), \(record.name), \(record.prefix), \(hash),
+                    \(record.scopes.map(\.rawValue)), \(record.createdAt))
+                """, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: record.tenantID, actor: actor, action: "api_key.create", target: record.id.uuidString.lowercased(),
+                on: connection, logger: logger)
+        }
+    }
+
+    public func list(tenantID: UUID) async throws -> [APIKeyRecord] {
+        let rows = try await client.query(
+            "SELECT \(unescaped: Self.columns) FROM api_keys k WHERE k.tenant_id = \(tenantID) ORDER BY k.created_at, k.id",
+            logger: logger)
+        return try await rows.collect().map(Self.decode)
+    }
+
+    /// Revokes the key; returns it, or nil when the tenant has no such key. Idempotent.
+    public func revoke(tenantID: UUID, id: UUID, actor: String) async throws -> APIKeyRecord? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE api_keys k SET revoked_at = coalesce(k.revoked_at, now())
+                WHERE k.tenant_id = \(tenantID) AND k.id = \(id)
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            guard let record = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "api_key.revoke", target: id.uuidString.lowercased(),
+                on: connection, logger: logger)
+            return record
+        }
+    }
+
+    /// The live key with this hash and its tenant, in one round trip. Revoked keys do not match.
+    public func authenticate(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: Self.columns), \(unescaped: TenantRepository.columns(alias: "t"))
+            FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+            WHERE k.key_hash = \(hash) AND k.revoked_at IS NULL
+            """, logger: logger)
+        guard let row = try await rows.collect().first else { return nil }
+        var reader = RowReader(row)
+        let key = try Self.decode(&reader)
+        let tenant = try TenantRepository.decode(&reader)
+        return (key, tenant)
+    }
+
+    static func decode(_ row: PostgresRow) throws -> APIKeyRecord {
+        var reader = RowReader(row)
+        return try decode(&reader)
+    }
+
+    static func decode(_ reader: inout RowReader) throws -> APIKeyRecord {
+        APIKeyRecord(
+            id: try reader.next(), tenantID: try reader.next(), name: try reader.next(), prefix: try reader.next(),
+            scopes: try reader.next([String].self).compactMap(APIKeyScope.init(rawValue:)),
+            createdAt: try reader.next(), lastUsedAt: try reader.next(), revokedAt: try reader.next())
+    }
+}

@@ -1,0 +1,52 @@
+import Logging
+import PostgresNIO
+
+/// The broker's PostgreSQL: a connection pool (`PostgresClient`) and the repositories on it.
+/// The pool runs while `run()` runs; start it in a task group or as a service.
+public struct Database: Sendable {
+    public let client: PostgresClient
+    public let logger: Logger
+
+    public init(configuration: DatabaseConfiguration, logger: Logger) throws {
+        self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: logger)
+        self.logger = logger
+    }
+
+    public func run() async { await client.run() }
+
+    public var tenants: TenantRepository { TenantRepository(client: client, logger: logger) }
+    public var apiKeys: APIKeyRepository { APIKeyRepository(client: client, logger: logger) }
+    public var signingKeys: SigningKeyRepository { SigningKeyRepository(client: client, logger: logger) }
+    public var auditLog: AuditLogRepository { AuditLogRepository(client: client, logger: logger) }
+
+    public func migrator() throws -> Migrator {
+        Migrator(client: client, migrations: try Migration.bundled(), logger: logger)
+    }
+
+    /// `SELECT 1`: is the database reachable?
+    public func ping() async -> Bool {
+        do {
+            try await client.query("SELECT 1", logger: logger)
+            return true
+        } catch {
+            return false
+        }
+    }
+}
+
+extension PSQLError {
+    /// PostgreSQL's SQLSTATE of the failure, when the server sent one.
+    var sqlState: String? { serverInfo?[.sqlState] }
+    var isUniqueViolation: Bool { sqlState == "23505" }
+}
+
+extension Error {
+    /// The PostgreSQL error behind an error thrown inside `withTransaction`.
+    var postgresError: PSQLError? {
+        if let error = self as? PSQLError { return error }
+        if let error = self as? PostgresTransactionError {
+            return (error.closureError ?? error.commitError).flatMap { $0 as? PSQLError }
+        }
+        return nil
+    }
+}

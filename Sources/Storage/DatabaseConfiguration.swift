@@ -1,0 +1,104 @@
+import Foundation
+import NIOSSL
+import PostgresNIO
+
+/// Where the broker's PostgreSQL is, parsed from a `DATABASE_URL`:
+/// `postgres://user:password@host:5432/db?sslmode=require` over TCP, or
+/// `postgres:///db?host=/path/to/socket/dir&user=name` over a unix socket.
+public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
+    public enum Endpoint: Sendable, Equatable {
+        case tcp(host: String, port: Int)
+        case unixSocket(path: String)
+    }
+
+    public enum TLSMode: String, Sendable {
+        case disable, prefer, require
+        case verifyFull = "verify-full"
+    }
+
+    public var endpoint: Endpoint
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var tlsMode: TLSMode
+    public var maxConnections: Int
+
+    public init(
+        endpoint: Endpoint, username: String, password: String? = nil, database: String,
+        tlsMode: TLSMode = .disable, maxConnections: Int = 16
+    ) {
+        self.endpoint = endpoint
+        self.username = username
+        self.password = password
+        self.database = database
+        self.tlsMode = tlsMode
+        self.maxConnections = maxConnections
+    }
+
+    public init(url string: String, maxConnections: Int = 16) throws(StorageError) {
+        guard let components = URLComponents(string: string),
+            let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme)
+        else {
+            throw .configuration(
+                "DATABASE_URL must look like postgres://user:password@host:5432/database (or postgres:///database?host=/socket/dir)."
+            )
+        }
+        let query = Dictionary(
+            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last })
+        let database = String(components.path.drop { $0 == "/" })
+        let socketHost = query["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        let host = components.host.flatMap { $0.isEmpty ? nil : $0 }
+        let username = components.user ?? query["user"] ?? "postgres"
+        let password = components.password ?? query["password"]
+        if let socketDir = socketHost ?? (host == nil ? "/var/run/postgresql" : nil) {
+            let port = components.port ?? query["port"].flatMap(Int.init) ?? 5432
+            self.endpoint = .unixSocket(path: "\(socketDir)/.s.PGSQL.\(port)")
+        } else if let host {
+            self.endpoint = .tcp(host: host, port: components.port ?? 5432)
+        } else {
+            throw .configuration("DATABASE_URL names no host.")
+        }
+        let defaultTLS: TLSMode = if case .tcp = endpoint { .prefer } else { .disable }
+        guard let tls = TLSMode(rawValue: query["sslmode"] ?? defaultTLS.rawValue) else {
+            throw .configuration("DATABASE_URL sslmode must be disable, prefer, require or verify-full.")
+        }
+        self.username = username.removingPercentEncoding ?? username
+        self.password = password.map { $0.removingPercentEncoding ?? $0 }
+        self.database = database.isEmpty ? self.username : database
+        self.tlsMode = tls
+        self.maxConnections = maxConnections
+    }
+
+    /// The configuration without the password, for logs and status output.
+    public var description: String {
+        switch endpoint {
+        case .tcp(let host, let port): "postgres://\(username)@\(host):\(port)/\(database)"
+        case .unixSocket(let path): "postgres://\(username)@unix(\(path))/\(database)"
+        }
+    }
+
+    public func clientConfiguration() throws -> PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
+        switch endpoint {
+        case .unixSocket(let path):
+            configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
+        case .tcp(let host, let port):
+            let tls: PostgresClient.Configuration.TLS
+            switch tlsMode {
+            case .disable:
+                tls = .disable
+            case .prefer, .require:
+                var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+                tlsConfiguration.certificateVerification = .none
+                tls = tlsMode == .prefer ? .prefer(tlsConfiguration) : .require(tlsConfiguration)
+            case .verifyFull:
+                tls = .require(TLSConfiguration.makeClientConfiguration())
+            }
+            configuration = .init(
+                host: host, port: port, username: username, password: password, database: database, tls: tls)
+        }
+        configuration.options.maximumConnections = maxConnections
+        configuration.options.minimumConnections = 0
+        return configuration
+    }
+}

@@ -1,0 +1,95 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+public struct SigningKeyRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    static let columns =
+        "id, tenant_id, kid, algorithm, public_key, private_key_sealed, created_at, activates_at, retired_at"
+
+    public func insert(_ key: SigningKeyRecord, actor: String) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await Self.insert(key, on: connection, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: key.tenantID, actor: actor, action: "signing_key.create", target: key.kid,
+                on: connection, logger: logger)
+        }
+    }
+
+    static func insert(_ key: SigningKeyRecord, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO signing_keys (id, tenant_id, kid, algorithm, public_key, private_key_sealed, created_at, activates_at)
+            VALUES (\(key.id), \(key.tenantID), \(key.kid), \(key.algorithm), \(key.publicKey), \(key.sealedPrivateKey),
+                \(key.createdAt), \(key.activatesAt))
+            """, logger: logger)
+    }
+
+    public func list(tenantID: UUID) async throws -> [SigningKeyRecord] {
+        let rows = try await client.query(
+            "SELECT \(unescaped: Self.columns) FROM signing_keys WHERE tenant_id = \(tenantID) ORDER BY activates_at, created_at",
+            logger: logger)
+        return try await rows.collect().map(Self.decode)
+    }
+
+    /// Keys of a tenant looked up by slug, in one round trip (JWKS and metadata paths).
+    public func list(tenantSlug: String) async throws -> (tenant: Tenant, keys: [SigningKeyRecord])? {
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: TenantRepository.columns(alias: "t")), \(unescaped: Self.columns(alias: "k"))
+            FROM tenants t LEFT JOIN signing_keys k ON k.tenant_id = t.id
+            WHERE t.slug = \(tenantSlug)
+            ORDER BY k.activates_at, k.created_at
+            """, logger: logger)
+        var tenant: Tenant?
+        var keys: [SigningKeyRecord] = []
+        for try await row in rows {
+            var reader = RowReader(row)
+            if tenant == nil { tenant = try TenantRepository.decode(&reader) } else { _ = try TenantRepository.decode(&reader) }
+            var probe = reader
+            if try probe.next(UUID?.self) != nil { keys.append(try Self.decode(&reader)) }
+        }
+        return tenant.map { ($0, keys) }
+    }
+
+    /// Sets when keys activate and retire, in one transaction.
+    public func update(
+        tenantID: UUID, retire: (id: UUID, at: Date)?, activate: (id: UUID, at: Date)?, actor: String, target: String
+    ) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            if let activate {
+                try await connection.query(
+                    "UPDATE signing_keys SET activates_at = \(activate.at) WHERE tenant_id = \(tenantID) AND id = \(activate.id)",
+                    logger: logger)
+            }
+            if let retire {
+                try await connection.query(
+                    """
+                    UPDATE signing_keys SET retired_at = coalesce(retired_at, \(retire.at))
+                    WHERE tenant_id = \(tenantID) AND id = \(retire.id)
+                    """, logger: logger)
+            }
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "signing_key.retire", target: target, on: connection, logger: logger)
+        }
+    }
+
+    static func columns(alias: String) -> String {
+        columns.split(separator: ",").map { "\(alias).\($0.trimmingCharacters(in: .whitespaces))" }.joined(separator: ", ")
+    }
+
+    static func decode(_ row: PostgresRow) throws -> SigningKeyRecord {
+        var reader = RowReader(row)
+        return try decode(&reader)
+    }
+
+    static func decode(_ reader: inout RowReader) throws -> SigningKeyRecord {
+        SigningKeyRecord(
+            id: try reader.next(), tenantID: try reader.next(), kid: try reader.next(), algorithm: try reader.next(),
+            publicKey: try reader.next(), sealedPrivateKey: try reader.next(), createdAt: try reader.next(),
+            activatesAt: try reader.next(), retiredAt: try reader.next())
+    }
+}

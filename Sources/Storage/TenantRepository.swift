@@ -1,0 +1,90 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+public struct TenantRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    static let columns = """
+        id, slug, display_name, status, access_token_ttl, refresh_token_absolute_ttl, refresh_token_idle_ttl,
+        audiences, auto_link_verified_email, key_activation_delay, created_at, updated_at
+        """
+
+    /// Creates the tenant and its first signing key in one transaction.
+    public func create(_ tenant: Tenant, firstKey: SigningKeyRecord, actor: String) async throws -> Tenant {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO tenants (id, slug, display_name, status, access_token_ttl, refresh_token_absolute_ttl,
+                        refresh_token_idle_ttl, audiences, auto_link_verified_email, key_activation_delay)
+                    VALUES (\(tenant.id), \(tenant.slug.rawValue), \(tenant.displayName), \(tenant.status.rawValue),
+                        \(tenant.session.accessTokenTTL), \(tenant.session.refreshTokenAbsoluteTTL),
+                        \(tenant.session.refreshTokenIdleTTL), \(tenant.session.audiences),
+                        \(tenant.linking.autoLinkVerifiedEmail), \(tenant.keyActivationDelay))
+                    RETURNING \(unescaped: Self.columns)
+                    """, logger: logger)
+                guard let created = try await rows.collect().first.map(Self.decode) else {
+                    throw StorageError.configuration("INSERT INTO tenants returned no row")
+                }
+                try await SigningKeyRepository.insert(firstKey, on: connection, logger: logger)
+                try await AuditLogRepository.append(
+                    tenantID: created.id, actor: actor, action: "tenant.create", target: created.slug.rawValue,
+                    on: connection, logger: logger)
+                return created
+            }
+        } catch let error where error.postgresError?.isUniqueViolation == true {
+            throw BrokerError.tenantExists(tenant.slug)
+        }
+    }
+
+    public func list() async throws -> [Tenant] {
+        let rows = try await client.query("SELECT \(unescaped: Self.columns) FROM tenants ORDER BY slug", logger: logger)
+        return try await rows.collect().map(Self.decode)
+    }
+
+    public func find(slug: String) async throws -> Tenant? {
+        let rows = try await client.query(
+            "SELECT \(unescaped: Self.columns) FROM tenants WHERE slug = \(slug)", logger: logger)
+        return try await rows.collect().first.map(Self.decode)
+    }
+
+    public func setStatus(slug: String, _ status: TenantStatus, actor: String) async throws -> Tenant? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE tenants SET status = \(status.rawValue), updated_at = now() WHERE slug = \(slug)
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            guard let tenant = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await AuditLogRepository.append(
+                tenantID: tenant.id, actor: actor, action: "tenant.\(status == .active ? "enable" : "disable")",
+                target: slug, on: connection, logger: logger)
+            return tenant
+        }
+    }
+
+    static func decode(_ row: PostgresRow) throws -> Tenant {
+        var reader = RowReader(row)
+        return try decode(&reader)
+    }
+
+    static func decode(_ reader: inout RowReader) throws -> Tenant {
+        Tenant(
+            id: try reader.next(), slug: try TenantSlug(try reader.next(String.self)), displayName: try reader.next(),
+            status: TenantStatus(rawValue: try reader.next(String.self)) ?? .disabled,
+            session: SessionSettings(
+                accessTokenTTL: try reader.next(), refreshTokenAbsoluteTTL: try reader.next(),
+                refreshTokenIdleTTL: try reader.next(), audiences: try reader.next()),
+            linking: LinkingSettings(autoLinkVerifiedEmail: try reader.next()), keyActivationDelay: try reader.next(),
+            createdAt: try reader.next(), updatedAt: try reader.next())
+    }
+
+    /// The columns above qualified with a table alias, for joins.
+    static func columns(alias: String) -> String {
+        columns.split(separator: ",").map { "\(alias).\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            .joined(separator: ", ")
+    }
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import BrokerCore
+import BrokerServer
+import Foundation
+import Logging
+import Storage
+
+/// Options every admin command takes.
+struct CommonOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print machine-readable JSON.")
+    var json = false
+}
+
+/// The database and secrets a command works with, resolved from the environment.
+struct CLIContext {
+    let configuration: BrokerConfiguration
+    let logger: Logger
+
+    init(logLevel: Logger.Level = .warning) throws {
+        configuration = try BrokerConfiguration()
+        logger = LogSetup.logger(label: "broker", configuration: configuration, defaultLevel: logLevel)
+    }
+
+    var actor: String { "cli:\(ProcessInfo.processInfo.userName)" }
+
+    /// The master key: `BROKER_MASTER_KEY`, or with the embedded default the generated key file.
+    func masterKey() throws -> MasterKey {
+        if let value = configuration.masterKey { return try MasterKey(base64: value) }
+        guard configuration.databaseURL == nil else {
+            throw BrokerError.invalidArgument(
+                "BROKER_MASTER_KEY is not set. With DATABASE_URL the broker needs the master key that encrypts its secrets.",
+                hint: "Set BROKER_MASTER_KEY to the base64 key this database was set up with (new setup: openssl rand -base64 32).")
+        }
+        return try MasterKeyFile.loadOrCreate(in: configuration.dataDirectory)
+    }
+
+    /// Runs `body` with a connected database: the embedded default (started if needed and
+    /// stopped afterwards unless another broker process uses it) or `DATABASE_URL`.
+    /// `migrate`: apply pending migrations first (always fine for the private embedded
+    /// database; with DATABASE_URL only `serve` and `db migrate` do).
+    func withDatabase<T: Sendable>(
+        migrate: MigrationPolicy = .embeddedOnly, _ body: @Sendable (Database) async throws -> T
+    ) async throws -> T {
+        let lease: EmbeddedPostgres.Lease?
+        let databaseConfiguration: DatabaseConfiguration
+        if let url = configuration.databaseURL {
+            databaseConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
+            lease = nil
+        } else {
+            let embedded = try EmbeddedPostgres(
+                dataDirectory: configuration.dataDirectory, binDirectory: configuration.postgresBinDirectory,
+                unprivilegedUser: configuration.postgresUser, logger: logger)
+            lease = try embedded.start()
+            var embeddedConfiguration = embedded.databaseConfiguration
+            embeddedConfiguration.maxConnections = configuration.databasePoolSize
+            databaseConfiguration = embeddedConfiguration
+        }
+        defer { lease?.release() }
+        let database = try Database(configuration: databaseConfiguration, logger: logger)
+        let isEmbedded = lease != nil
+        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+            group.addTask { await database.run() }
+            defer { group.cancelAll() }
+            let migrator = try database.migrator()
+            switch migrate {
+            case .always:
+                try await migrator.migrate()
+            case .embeddedOnly where isEmbedded:
+                try await migrator.migrate()
+            case .embeddedOnly, .never:
+                if migrate == .embeddedOnly, let pending = try await migrator.status().pending.first {
+                    throw BrokerError(
+                        code: "migrations_pending", kind: .unavailable, title: "Database not migrated",
+                        detail: "The database at \(databaseConfiguration) lacks migration \(pending.version) (\(pending.name)).",
+                        hint: "Run 'broker db migrate' first.")
+                }
+            }
+            return try await body(database)
+        }
+    }
+
+    enum MigrationPolicy: Equatable { case always, embeddedOnly, never }
+}

@@ -1,0 +1,75 @@
+import ArgumentParser
+import BrokerCore
+import Foundation
+import Storage
+
+/// Printing for the CLI: JSON (sorted keys, ISO 8601 dates) or aligned text tables.
+enum Output {
+    static func json(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    static func table(_ header: [String], _ rows: [[String]]) {
+        let widths = header.indices.map { column in
+            ([header[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0
+        }
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }
+                .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        }
+        print(line(header))
+        for row in rows { print(line(row)) }
+    }
+
+    static func date(_ date: Date?) -> String {
+        date.map { $0.formatted(.iso8601) } ?? "-"
+    }
+
+    static func stderr(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+}
+
+/// Runs a command body and turns failures into a message that says what to do, and exit 1.
+func runReporting(json: Bool, _ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as BrokerError {
+        report(code: error.code, message: error.detail, hint: error.hint, json: json)
+        throw ExitCode.failure
+    } catch let error as StorageError {
+        report(code: "storage_error", message: error.description, hint: nil, json: json)
+        throw ExitCode.failure
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        report(
+            code: "error", message: String(describing: error),
+            hint: "Check that the database is reachable (broker db status) and retry.", json: json)
+        throw ExitCode.failure
+    }
+}
+
+private func report(code: String, message: String, hint: String?, json: Bool) {
+    if json {
+        struct ErrorBody: Encodable {
+            struct Inner: Encodable {
+                let code: String
+                let message: String
+                let hint: String?
+            }
+            let error: Inner
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        if let data = try? encoder.encode(ErrorBody(error: .init(code: code, message: message, hint: hint))) {
+            Output.stderr(String(decoding: data, as: UTF8.self))
+        }
+    } else {
+        Output.stderr("error: \(message)")
+        if let hint { Output.stderr("hint: \(hint)") }
+    }
+}

@@ -1,0 +1,49 @@
+import ArgumentParser
+import BrokerCore
+import BrokerServer
+import Foundation
+import Hummingbird
+import Logging
+import Storage
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the HTTP server.",
+        discussion: """
+            With no DATABASE_URL the broker starts (or reuses) its embedded PostgreSQL in \
+            BROKER_DATA_DIR and stops it on SIGINT/SIGTERM unless another broker process still uses it. \
+            Pending migrations are applied before the port opens.
+
+            Environment:
+            \(BrokerConfiguration.variables.map { "  \($0.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \($0.meaning)" }.joined(separator: "\n"))
+            """
+    )
+
+    @Flag(name: .long, help: "Do not apply pending migrations at start (fail instead if any are pending).")
+    var noMigrate = false
+
+    func run() async throws {
+        try await runReporting(json: false) {
+            let context = try CLIContext(logLevel: .info)
+            let configuration = context.configuration
+            let secrets = SecretBox(masterKey: try context.masterKey())
+            let logger = context.logger
+            try await context.withDatabase(migrate: noMigrate ? .embeddedOnly : .always) { database in
+                let services = BrokerServices(
+                    database: database, secrets: secrets, publicURL: configuration.publicURL,
+                    maxBodyBytes: configuration.maxBodyBytes)
+                let app = try buildApplication(
+                    services: services, host: configuration.host, port: configuration.port, logger: logger)
+                logger.info(
+                    "IdentityBroker serving",
+                    metadata: [
+                        "address": "\(configuration.host):\(configuration.port)",
+                        "public_url": "\(configuration.publicURL)",
+                        "database": "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
+                    ])
+                try await app.runService()
+            }
+        }
+    }
+}
