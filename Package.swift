@@ -118,12 +118,16 @@ let package = Package(
         ),
         .target(
             name: "TestSupport",
-            dependencies: ["Storage", "BrokerCore"],
+            dependencies: [
+                "Storage", "BrokerCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport", "BrokerCore", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [

@@ -25,6 +25,9 @@ public struct MasterKey: Sendable {
     }
 
     private init(key: SymmetricKey) { self.key = key }
+
+    /// The base64 form, for handing a test key to a child process.
+    public var base64ForTests: String { key.withUnsafeBytes { Data($0).base64EncodedString() } }
 }
 
 /// Seals secrets at rest with AES-256-GCM under the master key. The associated data binds a

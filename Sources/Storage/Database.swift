@@ -8,7 +8,11 @@ public struct Database: Sendable {
     public let logger: Logger
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
-        self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: logger)
+        // The pool warns when a query races its own start-up; keep its background chatter at
+        // error level unless debugging.
+        var backgroundLogger = logger
+        if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = .error }
+        self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: backgroundLogger)
         self.logger = logger
     }
 

@@ -1,0 +1,80 @@
+import Foundation
+import PostgresNIO
+import Storage
+import TestSupport
+import Testing
+
+@Suite struct MigratorTests {
+    @Test func migratesFromEmptyAndRerunIsANoOp() async throws {
+        try await TestDatabase.withFresh(migrated: false) { database, _ in
+            let migrator = try database.migrator()
+            let before = try await migrator.status()
+            #expect(before.applied.isEmpty)
+            #expect(before.pending.count == (try Migration.bundled()).count)
+
+            let applied = try await migrator.migrate()
+            #expect(applied.count == before.pending.count)
+            #expect(try await migrator.migrate().isEmpty)
+
+            let after = try await migrator.status()
+            #expect(after.pending.isEmpty && after.modified.isEmpty && after.unknown.isEmpty)
+            #expect(after.applied.map(\.version) == applied.map(\.version))
+            // The whole data model exists.
+            let rows = try await database.client.query(
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'")
+            var tables: Set<String> = []
+            for try await name in rows.decode(String.self) { tables.insert(name) }
+            let expected: Set<String> = [
+                "tenants", "api_keys", "signing_keys", "apple_teams", "apple_app_groups", "apple_clients",
+                "provider_configs", "accounts", "identities", "sessions", "refresh_tokens", "web_auth_requests",
+                "notification_receipts", "audit_log", "events_outbox", "import_jobs", "schema_migrations",
+            ]
+            #expect(expected.isSubset(of: tables), "missing: \(expected.subtracting(tables))")
+        }
+    }
+
+    @Test func concurrentMigratorsApplyOnce() async throws {
+        try await TestDatabase.withFresh(migrated: false) { database, _ in
+            let count = try Migration.bundled().count
+            let results = try await withThrowingTaskGroup(of: Int.self, returning: [Int].self) { group in
+                for _ in 0..<4 { group.addTask { try await database.migrator().migrate().count } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.sorted() == [0, 0, 0, count])
+            let rows = try await database.client.query("SELECT count(*)::int FROM schema_migrations")
+            for try await applied in rows.decode(Int.self) { #expect(applied == count) }
+        }
+    }
+
+    @Test func anEditedAppliedMigrationIsRefused() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            var migrations = try Migration.bundled()
+            let first = migrations[0]
+            migrations[0] = Migration(version: first.version, name: first.name, sql: first.sql + "\n-- edited\n")
+            let edited = Migrator(client: database.client, migrations: migrations, logger: TestDatabase.logger)
+            await #expect(throws: StorageError.self) { try await edited.migrate() }
+            #expect(try await edited.status().modified.map(\.version) == [first.version])
+        }
+    }
+
+    @Test func aFailingMigrationRollsBackWhole() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let broken = Migration(version: 9_999, name: "broken", sql: "CREATE TABLE half_done (x int);\nSELECT nonsense;")
+            let migrator = Migrator(
+                client: database.client, migrations: try Migration.bundled() + [broken], logger: TestDatabase.logger)
+            await #expect(throws: (any Error).self) { try await migrator.migrate() }
+            let rows = try await database.client.query("SELECT to_regclass('half_done')::text")
+            for try await table in rows.decode(String?.self) { #expect(table == nil) }
+            #expect(try await migrator.status().pending.map(\.version) == [9_999])
+        }
+    }
+
+    @Test func migrationFilesAreNamedAndOrdered() throws {
+        #expect(Migration(fileName: "0002_add_things.sql", sql: "")?.version == 2)
+        #expect(Migration(fileName: "0002_add_things.sql", sql: "")?.name == "add_things")
+        #expect(Migration(fileName: "add_things.sql", sql: "") == nil)
+        #expect(Migration(fileName: "0002_x.txt", sql: "") == nil)
+        let versions = try Migration.bundled().map(\.version)
+        #expect(versions == versions.sorted() && versions.first == 1)
+    }
+}

@@ -1,0 +1,52 @@
+import BrokerCore
+import Foundation
+import Storage
+
+/// Runs the built `broker` executable (`BROKER_BIN`, set by scripts/test.sh) as an operator would.
+public struct BrokerCLI: Sendable {
+    public struct Result: Sendable {
+        public let status: Int32
+        /// stdout and stderr, interleaved.
+        public let output: String
+    }
+
+    public var environment: [String: String]
+
+    /// A CLI bound to `DATABASE_URL` (or, with nil, to the embedded default in `dataDirectory`).
+    public init(databaseURL: String?, dataDirectory: String? = nil, extra: [String: String] = [:]) {
+        var environment: [String: String] = [
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+            "BROKER_MASTER_KEY": TestDatabase.masterKey.base64ForTests,
+            "BROKER_LOG_FORMAT": "text",
+            "HOME": NSTemporaryDirectory(),
+        ]
+        if let databaseURL { environment["DATABASE_URL"] = databaseURL }
+        if let dataDirectory {
+            environment["BROKER_DATA_DIR"] = dataDirectory
+            environment["BROKER_MASTER_KEY"] = nil
+        }
+        if let bin = ProcessInfo.processInfo.environment["BROKER_POSTGRES_BIN"] { environment["BROKER_POSTGRES_BIN"] = bin }
+        self.environment = environment.merging(extra) { $1 }
+    }
+
+    public static func executable() throws -> String {
+        guard let path = ProcessInfo.processInfo.environment["BROKER_BIN"], FileManager.default.isExecutableFile(atPath: path)
+        else { throw TestDatabase.MissingCluster() }
+        return path
+    }
+
+    @discardableResult
+    public func run(_ arguments: String...) throws -> Result {
+        try run(arguments)
+    }
+
+    public func run(_ arguments: [String]) throws -> Result {
+        let result = try ProcessRunner.run(try Self.executable(), arguments, environment: environment)
+        return Result(status: result.status, output: result.output)
+    }
+
+    /// Starts `broker serve` in the background.
+    public func spawn(_ arguments: [String]) throws -> ProcessRunner.Running {
+        try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment)
+    }
+}

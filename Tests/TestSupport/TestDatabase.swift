@@ -1,0 +1,68 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+import Storage
+
+/// A fresh, migrated database per test on the throwaway cluster that scripts/test.sh starts
+/// (`BROKER_TEST_DATABASE_URL`). Tests never share a database, so they run in parallel.
+public enum TestDatabase {
+    public struct MissingCluster: Error, CustomStringConvertible {
+        public var description: String {
+            "BROKER_TEST_DATABASE_URL is not set: run the tests with scripts/test.sh, which starts a PostgreSQL for them."
+        }
+    }
+
+    public static var logger: Logger {
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        return logger
+    }
+
+    /// The admin URL of the test cluster.
+    public static func clusterURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["BROKER_TEST_DATABASE_URL"] else { throw MissingCluster() }
+        return url
+    }
+
+    /// Creates an empty database and returns its name and URL.
+    public static func create() async throws -> (name: String, url: String, configuration: DatabaseConfiguration) {
+        let adminURL = try clusterURL()
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        let admin = try DatabaseConfiguration(url: adminURL, maxConnections: 1)
+        let client = PostgresClient(configuration: try admin.clientConfiguration(), backgroundLogger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        }
+        var configuration = admin
+        configuration.database = String(name)
+        configuration.maxConnections = 8
+        let url = adminURL.replacingOccurrences(of: "///postgres?", with: "///\(name)?")
+        return (String(name), url, configuration)
+    }
+
+    /// Runs `body` with a connected ``Database`` on a fresh database (migrated unless told not to).
+    public static func withFresh<T: Sendable>(
+        migrated: Bool = true, _ body: @Sendable (Database, _ url: String) async throws -> T
+    ) async throws -> T {
+        let (_, url, configuration) = try await create()
+        let database = try Database(configuration: configuration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+            group.addTask { await database.run() }
+            defer { group.cancelAll() }
+            if migrated { try await database.migrator().migrate() }
+            return try await body(database, url)
+        }
+    }
+
+    /// A master key for tests.
+    public static let masterKey: MasterKey = {
+        // 32 fixed bytes: tests must be repeatable.
+        let bytes = Data((0..<32).map { UInt8($0) })
+        do { return try MasterKey(base64: bytes.base64EncodedString()) } catch { preconditionFailure("\(error)") }
+    }()
+
+    public static var secrets: SecretBox { SecretBox(masterKey: masterKey) }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Sets up what is missing and runs every test against a real, throwaway PostgreSQL cluster
+# that this script starts (and stops on exit). Also validates openapi.yaml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+# The OpenAPI contract must validate with a stock validator.
+python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install -q openapi-spec-validator
+python3 -m openapi_spec_validator openapi.yaml
+
+bin_dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[[ -x "$bin_dir/initdb" ]] || { echo "test: PostgreSQL server binaries not found" >&2; exit 1; }
+
+# PostgreSQL refuses to run as root: run the cluster as the 'postgres' user when we are root.
+run_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+work=$(mktemp -d /tmp/identitybroker-test.XXXXXX)
+chmod 711 "$work"
+mkdir -p "$work/data" "$work/run"
+[[ $(id -u) -eq 0 ]] && chown postgres:postgres "$work/data" "$work/run"
+cleanup() {
+    run_pg "$bin_dir/pg_ctl" -D "$work/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+run_pg "$bin_dir/initdb" -D "$work/data" -U postgres --auth=trust --no-locale -E UTF8 --no-instructions >/dev/null
+run_pg "$bin_dir/pg_ctl" -D "$work/data" -l "$work/data/server.log" -w -s \
+    -o "-k $work/run -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" start
+
+export BROKER_TEST_DATABASE_URL="postgres:///postgres?host=$work/run&user=postgres"
+export BROKER_POSTGRES_BIN="$bin_dir"
+
+swift build --build-tests
+export BROKER_BIN="$(swift build --show-bin-path)/broker"
+swift test --skip-build "$@"
