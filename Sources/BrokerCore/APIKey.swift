@@ -52,8 +52,8 @@ public struct APIKeyRecord: Sendable, Equatable, Identifiable {
     }
 }
 
-/// The plaintext form of an API key: `ibk_` + 8 visible characters + `_` + 43 secret
-/// characters (256 random bits in all, base64url). Only its SHA-256 is stored: the key is
+/// The plaintext form of an API key: `ibk_` + 8 visible characters + `_` + 35 secret
+/// characters (43 base64url characters: 256 random bits in all). Only its SHA-256 is stored: the key is
 /// random, so a plain hash cannot be brute-forced, and lookup by hash is constant-time
 /// with respect to the secret.
 public struct APIKeyToken: Sendable {

@@ -68,6 +68,13 @@ extension BrokerError {
         detail: "The API key is unknown or has been revoked."
     )
 
+    public static func insufficientScope(_ scope: APIKeyScope) -> BrokerError {
+        BrokerError(
+            code: "insufficient_scope", kind: .forbidden, title: "API key lacks a scope",
+            detail: "This API key does not carry the '\(scope.rawValue)' scope this operation needs.",
+            hint: "Create a key with it: broker api-key create --tenant <slug> --scopes \(scope.rawValue)")
+    }
+
     public static func apiKeyNotFound(_ id: String) -> BrokerError {
         BrokerError(
             code: "api_key_not_found", kind: .notFound, title: "API key not found",

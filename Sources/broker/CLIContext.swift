@@ -36,8 +36,9 @@ struct CLIContext {
 
     /// Runs `body` with a connected database: the embedded default (started if needed and
     /// stopped afterwards unless another broker process uses it) or `DATABASE_URL`.
-    /// `migrate`: apply pending migrations first (always fine for the private embedded
-    /// database; with DATABASE_URL only `serve` and `db migrate` do).
+    /// `migrate`: `.always` applies pending migrations first; `.embeddedOnly` applies them to
+    /// the private embedded database and refuses to work on an external one that lacks them;
+    /// `.never` neither applies nor checks (the `db` commands); `.require` only checks.
     func withDatabase<T: Sendable>(
         migrate: MigrationPolicy = .embeddedOnly, _ body: @Sendable (Database) async throws -> T
     ) async throws -> T {
@@ -67,8 +68,10 @@ struct CLIContext {
                 try await migrator.migrate()
             case .embeddedOnly where isEmbedded:
                 try await migrator.migrate()
-            case .embeddedOnly, .never:
-                if migrate == .embeddedOnly, let pending = try await migrator.status().pending.first {
+            case .never:
+                break
+            case .embeddedOnly, .require:
+                if let pending = try await migrator.status().pending.first {
                     throw BrokerError(
                         code: "migrations_pending", kind: .unavailable, title: "Database not migrated",
                         detail: "The database at \(databaseConfiguration) lacks migration \(pending.version) (\(pending.name)).",
@@ -79,5 +82,5 @@ struct CLIContext {
         }
     }
 
-    enum MigrationPolicy: Equatable { case always, embeddedOnly, never }
+    enum MigrationPolicy: Equatable { case always, embeddedOnly, require, never }
 }

@@ -29,7 +29,7 @@ struct ServeCommand: AsyncParsableCommand {
             let configuration = context.configuration
             let secrets = SecretBox(masterKey: try context.masterKey())
             let logger = context.logger
-            try await context.withDatabase(migrate: noMigrate ? .embeddedOnly : .always) { database in
+            try await context.withDatabase(migrate: noMigrate ? .require : .always) { database in
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
                     maxBodyBytes: configuration.maxBodyBytes)

@@ -5,7 +5,7 @@ import Foundation
 /// The calling tenant.
 extension APIHandlers {
     func getCurrentTenant(_ input: Operations.GetCurrentTenant.Input) async throws -> Operations.GetCurrentTenant.Output {
-        let caller = try await authenticator.authenticateCurrentRequest()
+        let caller = try await authenticator.authenticateCurrentRequest(requiring: .tenant)
         let tenant = caller.tenant
         let info = Components.Schemas.TenantInfo(
             slug: tenant.slug.rawValue,

@@ -14,7 +14,7 @@ public struct AuthenticatedCaller: Sendable {
 struct APIKeyAuthenticator: Sendable {
     let database: Database
 
-    func authenticate(_ headers: HTTPFields?) async throws -> AuthenticatedCaller {
+    func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
         guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer",
@@ -24,11 +24,12 @@ struct APIKeyAuthenticator: Sendable {
             throw BrokerError.invalidAPIKey
         }
         guard tenant.status == .active else { throw BrokerError.tenantDisabled }
+        guard key.scopes.contains(scope) else { throw BrokerError.insufficientScope(scope) }
         return AuthenticatedCaller(tenant: tenant, apiKey: key)
     }
 
-    /// Authenticates the request in ``RequestInfo/current``.
-    func authenticateCurrentRequest() async throws -> AuthenticatedCaller {
-        try await authenticate(RequestInfo.current?.headers)
+    /// Authenticates the request in ``RequestInfo/current``; the key must carry `scope`.
+    func authenticateCurrentRequest(requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
+        try await authenticate(RequestInfo.current?.headers, requiring: scope)
     }
 }

@@ -1,0 +1,50 @@
+import BrokerCore
+import BrokerServer
+import Foundation
+import HTTPTypes
+import NIOCore
+import Hummingbird
+import HummingbirdTesting
+import Storage
+import TestSupport
+
+/// A broker application on a fresh database, exercised through HummingbirdTesting.
+struct TestApp {
+    static let publicURL = "https://id.example.com"
+
+    let database: Database
+    let databaseURL: String
+    var secrets: SecretBox { TestDatabase.secrets }
+
+    static func run(_ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void) async throws {
+        try await TestDatabase.withFresh { database, url in
+            let services = BrokerServices(
+                database: database, secrets: TestDatabase.secrets, publicURL: publicURL, maxBodyBytes: 4_096)
+            let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
+            let testApp = TestApp(database: database, databaseURL: url)
+            try await app.test(.router) { client in try await test(testApp, client) }
+        }
+    }
+
+    func createTenant(_ slug: String) async throws -> Tenant {
+        try await TenantAdmin(database: database, actor: "test").create(slug: slug, name: nil, secrets: secrets)
+    }
+
+    func createKey(_ slug: String) async throws -> String {
+        try await APIKeyAdmin(database: database, actor: "test").create(tenant: slug, name: "test", scopes: []).key
+    }
+
+    var keys: SigningKeyAdmin { SigningKeyAdmin(database: database, secrets: secrets, actor: "test") }
+}
+
+extension TestResponse {
+    func json() throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView))
+        guard let dictionary = object as? [String: Any] else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an object")) }
+        return dictionary
+    }
+
+    var problemCode: String? { (try? json())?["code"] as? String }
+}
+
+func bearer(_ key: String) -> HTTPFields { [.authorization: "Bearer \(key)"] }
