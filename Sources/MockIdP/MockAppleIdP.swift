@@ -1,0 +1,171 @@
+import Crypto
+import Foundation
+import JWTKit
+import Synchronization
+import _CryptoExtras
+
+/// An Apple-shaped identity provider for tests, the demo and benchmarks: a JWKS at
+/// `/auth/keys`, a token endpoint at `/auth/token`, `/auth/revoke`, key rotation, identity
+/// tokens with any claims (also wrong ones), and authorization codes bound to a client and a
+/// subject. Serve it with ``MockIdPServer``; never point a production broker at it.
+public final class MockAppleIdP: Sendable {
+    public static let issuer = "https://appleid.apple.com"
+
+    struct State {
+        var keys: [MockSigningKey]
+        /// kids published at /auth/keys.
+        var published: [String]
+        var codes: [String: IssuedCode] = [:]
+        var refreshTokens: [String: IssuedCode] = [:]
+        var revokedTokens: [String] = []
+        /// Team id → the P-256 public key (PEM) client secrets of that team must verify with.
+        var teams: [String: (keyID: String, publicKey: P256.Signing.PublicKey)] = [:]
+    }
+
+    struct IssuedCode {
+        let clientID: String
+        let subject: String
+        let claims: [String: JWTHeaderField]
+        let issuedAt: Date
+        var used = false
+    }
+
+    let state: Mutex<State>
+    /// A key that is never published, for `.unpublishedKey`.
+    let strangerKey: MockSigningKey
+
+    public init() throws {
+        let first = try MockSigningKey.generate()
+        state = Mutex(State(keys: [first], published: [first.kid]))
+        strangerKey = try MockSigningKey.generate(kid: "not-published")
+    }
+
+    /// A mock whose signing key lives in `keyFile` (PEM; created when missing), so a
+    /// `mock-idp serve` and a `mock-idp mint` started separately sign with the same key.
+    public init(keyFile: URL) throws {
+        let key: MockSigningKey
+        if let pem = try? String(contentsOf: keyFile, encoding: .utf8) {
+            key = MockSigningKey(kid: "mock-file", privateKey: try _RSA.Signing.PrivateKey(pemRepresentation: pem))
+        } else {
+            key = try MockSigningKey.generate(kid: "mock-file")
+            try key.privateKey.pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
+        }
+        state = Mutex(State(keys: [key], published: [key.kid]))
+        strangerKey = try MockSigningKey.generate(kid: "not-published")
+    }
+
+    /// The kid new tokens are signed with.
+    public var currentKeyID: String { state.withLock { $0.keys[$0.keys.count - 1].kid } }
+
+    /// Adds a new signing key; new tokens use it. `keepOld`: keep publishing earlier keys
+    /// (Apple publishes several at once). Returns the new kid.
+    @discardableResult
+    public func rotateKeys(keepOld: Bool = true) throws -> String {
+        let key = try MockSigningKey.generate()
+        state.withLock { state in
+            state.keys.append(key)
+            state.published = keepOld ? state.published + [key.kid] : [key.kid]
+        }
+        return key.kid
+    }
+
+    /// Signs new tokens with a fresh key that is not published yet: a token then names a kid
+    /// the verifier does not know until the key set is fetched again.
+    public func rotateKeysUnpublished() throws -> (kid: String, publish: @Sendable () -> Void) {
+        let key = try MockSigningKey.generate()
+        state.withLock { $0.keys.append(key) }
+        return (key.kid, { [self] in self.state.withLock { $0.published.append(key.kid) } })
+    }
+
+    /// The JWKS document served at /auth/keys.
+    public func jwksJSON() throws -> Data {
+        let keys = state.withLock { state in state.keys.filter { state.published.contains($0.kid) } }
+        let document = ["keys": try keys.map { try $0.jwk() }]
+        return try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
+    }
+
+    /// Registers a team's key so client secrets are checked like Apple does.
+    public func registerTeam(_ teamID: String, keyID: String, publicKey: P256.Signing.PublicKey) {
+        state.withLock { $0.teams[teamID] = (keyID, publicKey) }
+    }
+
+    /// Apple-shaped claims for an identity token.
+    public func claims(
+        subject: String, audience: String, nonce: String? = nil, email: String? = nil, emailVerified: Bool = true,
+        isPrivateEmail: Bool = false, issuedAt: Date = Date(), lifetime: TimeInterval = 600,
+        extra: [String: JWTHeaderField] = [:]
+    ) -> [String: JWTHeaderField] {
+        var claims: [String: JWTHeaderField] = [
+            "iss": .string(Self.issuer), "sub": .string(subject), "aud": .string(audience),
+            "iat": .int(Int(issuedAt.timeIntervalSince1970)), "exp": .int(Int(issuedAt.timeIntervalSince1970 + lifetime)),
+            "auth_time": .int(Int(issuedAt.timeIntervalSince1970)), "nonce_supported": .bool(true),
+            "real_user_status": .int(2),
+        ]
+        if let nonce { claims["nonce"] = .string(nonce) }
+        if let email {
+            claims["email"] = .string(email)
+            claims["email_verified"] = .bool(emailVerified)
+            claims["is_private_email"] = .bool(isPrivateEmail)
+        }
+        return claims.merging(extra) { $1 }
+    }
+
+    /// Mints an identity token with exactly these claims (and extra header fields).
+    public func mint(
+        _ claims: [String: JWTHeaderField], header extraHeader: [String: JWTHeaderField] = [:],
+        forgery: TokenForgery = .valid
+    ) throws -> String {
+        let key = forgery == .unpublishedKey ? strangerKey : state.withLock { $0.keys[$0.keys.count - 1] }
+        var header: [String: JWTHeaderField] = ["alg": .string("RS256"), "kid": .string(key.kid), "typ": .string("JWT")]
+        switch forgery {
+        case .algNone: header["alg"] = .string("none")
+        case .hs256WithPublicKey: header["alg"] = .string("HS256")
+        default: break
+        }
+        header.merge(extraHeader) { $1 }
+        return try mint(rawHeader: Self.json(header), rawPayload: Self.json(claims), key: key, forgery: forgery)
+    }
+
+    /// Mints from raw JSON texts (for tokens with duplicate members and other malformed JSON).
+    public func mint(rawHeader: Data, rawPayload: Data, forgery: TokenForgery = .valid) throws -> String {
+        try mint(rawHeader: rawHeader, rawPayload: rawPayload, key: state.withLock { $0.keys[$0.keys.count - 1] }, forgery: forgery)
+    }
+
+    private func mint(rawHeader: Data, rawPayload: Data, key: MockSigningKey, forgery: TokenForgery) throws -> String {
+        let signingInput = "\(base64URL(rawHeader)).\(base64URL(rawPayload))"
+        let signature: Data
+        switch forgery {
+        case .valid, .unpublishedKey:
+            signature = try key.sign(Data(signingInput.utf8))
+        case .badSignature:
+            var bytes = try key.sign(Data(signingInput.utf8))
+            bytes[bytes.count / 2] ^= 0xFF
+            signature = bytes
+        case .algNone:
+            signature = Data()
+        case .hs256WithPublicKey:
+            let secret = SymmetricKey(data: Data(key.privateKey.publicKey.pemRepresentation.utf8))
+            signature = Data(HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: secret))
+        }
+        return "\(signingInput).\(base64URL(signature))"
+    }
+
+    /// Issues an authorization code bound to a client id and subject, as Apple does after the
+    /// user consents; `/auth/token` exchanges it once, within five minutes.
+    public func issueCode(clientID: String, subject: String, extraClaims: [String: JWTHeaderField] = [:]) -> String {
+        let code = "c" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        state.withLock {
+            $0.codes[code] = IssuedCode(clientID: clientID, subject: subject, claims: extraClaims, issuedAt: Date())
+        }
+        return code
+    }
+
+    /// Tokens revoked through /auth/revoke.
+    public var revokedTokens: [String] { state.withLock { $0.revokedTokens } }
+
+    static func json(_ fields: [String: JWTHeaderField]) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(fields)
+    }
+}

@@ -1,1 +1,0 @@
-// MockIdP: Apple/Google/Facebook-shaped identity provider on loopback (issue 3).

@@ -1,0 +1,94 @@
+import AsyncHTTPClient
+import BrokerCore
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Apple's token endpoint: exchanges authorization codes. Apple's errors become problems that
+/// tell the operator what to fix.
+public struct AppleTokenClient: Sendable {
+    public struct TokenResponse: Decodable, Sendable {
+        public let accessToken: String?
+        public let idToken: String?
+        public let refreshToken: String?
+        public let expiresIn: Int?
+        enum CodingKeys: String, CodingKey {
+            case accessToken = "access_token"
+            case idToken = "id_token"
+            case refreshToken = "refresh_token"
+            case expiresIn = "expires_in"
+        }
+    }
+
+    let baseURL: String
+    let httpClient: HTTPClient
+
+    public init(baseURL: String, httpClient: HTTPClient = .shared) {
+        self.baseURL = baseURL
+        self.httpClient = httpClient
+    }
+
+    public func exchange(code: String, clientID: String, clientSecret: String, redirectURI: String? = nil) async throws
+        -> TokenResponse
+    {
+        var form = [
+            ("client_id", clientID), ("client_secret", clientSecret), ("code", code), ("grant_type", "authorization_code"),
+        ]
+        if let redirectURI { form.append(("redirect_uri", redirectURI)) }
+        var request = HTTPClientRequest(url: Apple.tokenURL(base: baseURL))
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: Self.formEncode(form)))
+        let response: HTTPClientResponse
+        let body: ByteBuffer
+        do {
+            response = try await httpClient.execute(request, timeout: .seconds(10))
+            body = try await response.body.collect(upTo: 1 << 20)
+        } catch {
+            throw BrokerError(
+                code: "apple_unavailable", kind: .unavailable, title: "Apple unreachable",
+                detail: "Apple's token endpoint could not be reached.", hint: "Retry later; check outbound HTTPS to Apple.")
+        }
+        let data = Data(body.readableBytesView)
+        guard response.status == .ok else {
+            let error = (try? JSONDecoder().decode([String: String].self, from: data))?["error"] ?? "http_\(response.status.code)"
+            throw Self.translate(error, clientID: clientID)
+        }
+        do {
+            return try JSONDecoder().decode(TokenResponse.self, from: data)
+        } catch {
+            throw BrokerError(
+                code: "apple_bad_response", kind: .unavailable, title: "Unexpected answer from Apple",
+                detail: "Apple's token endpoint answered with a body the broker cannot read.")
+        }
+    }
+
+    /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
+    static func translate(_ error: String, clientID: String) -> BrokerError {
+        switch error {
+        case "invalid_client":
+            BrokerError(
+                code: "apple_invalid_client", kind: .badRequest, title: "Apple rejected the client secret",
+                detail: "Apple answered invalid_client for client '\(clientID)': the client secret is not accepted.",
+                hint: "Check the team's key id, team id and .p8 key (broker apple team set) and that '\(clientID)' belongs to that team and has Sign in with Apple enabled.")
+        case "invalid_grant":
+            BrokerError(
+                code: "apple_invalid_grant", kind: .badRequest, title: "Apple rejected the authorization code",
+                detail: "Apple answered invalid_grant: the authorization code was already used, is older than five minutes, or was issued to another client or redirect URI.",
+                hint: "Send a fresh authorization code from the same client id that signed in, once.")
+        default:
+            BrokerError(
+                code: "apple_token_error", kind: .badRequest, title: "Apple refused the code exchange",
+                detail: "Apple's token endpoint answered '\(error.prefix(60))'.")
+        }
+    }
+
+    static func formEncode(_ pairs: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return pairs.map {
+            "\($0.0.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")"
+        }.joined(separator: "&")
+    }
+}

@@ -1,1 +1,0 @@
-// Providers: IdentityProvider protocol, JWKS cache and the shared verifier (issue 3).

@@ -1,0 +1,227 @@
+import BrokerCore
+import Crypto
+import Foundation
+import JWTKit
+
+/// One check of a verification and its verdict (shown by `broker token verify`).
+public struct VerificationCheck: Sendable, Equatable {
+    public let name: String
+    public let passed: Bool
+    public let detail: String
+}
+
+/// The outcome of verifying one token: every check made, the claims when it passed.
+public struct VerificationReport: Sendable {
+    public var checks: [VerificationCheck] = []
+    public var claims: IdentityClaims?
+    public var failure: TokenVerificationError?
+
+    public var isValid: Bool { failure == nil && claims != nil }
+
+    mutating func pass(_ name: String, _ detail: String) {
+        checks.append(.init(name: name, passed: true, detail: detail))
+    }
+
+    mutating func fail(_ name: String, _ error: TokenVerificationError) {
+        checks.append(.init(name: name, passed: false, detail: error.message))
+        if failure == nil { failure = error }
+    }
+}
+
+/// The one verifier every provider uses (DESIGN.md "Verifier rules", RFC 8725): header rules
+/// before any key is touched, the signature through jwt-kit with the provider's cached JWKS,
+/// then every claim with our own clock.
+public struct IdentityTokenVerifier: Sendable {
+    public let policy: VerificationPolicy
+    public let keys: JWKSCache
+
+    public init(policy: VerificationPolicy, keys: JWKSCache) {
+        self.policy = policy
+        self.keys = keys
+    }
+
+    /// Verifies and returns the claims, or throws the first failure.
+    public func verify(_ token: String, nonce: NonceExpectation, at now: Date = Date()) async throws(TokenVerificationError)
+        -> IdentityClaims
+    {
+        let report = await check(token, nonce: nonce, at: now)
+        if let claims = report.claims, report.failure == nil { return claims }
+        throw report.failure ?? .invalid("The token could not be verified.")
+    }
+
+    /// Runs every check and records each verdict. Structural and signature failures stop the
+    /// run; claim checks all run so an operator sees every problem at once.
+    public func check(_ token: String, nonce: NonceExpectation, at now: Date) async -> VerificationReport {
+        var report = VerificationReport()
+        guard token.utf8.count <= policy.maxTokenBytes else {
+            report.fail("size", .invalid("The token is longer than \(policy.maxTokenBytes) bytes."))
+            return report
+        }
+        report.pass("size", "\(token.utf8.count) bytes")
+
+        // Structure: three base64url segments; header and payload are JSON objects without
+        // duplicate members.
+        let segments = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3, segments.allSatisfy({ !$0.isEmpty }),
+            let headerData = Base64URL.decode(String(segments[0])),
+            let payloadData = Base64URL.decode(String(segments[1])),
+            Base64URL.decode(String(segments[2])) != nil
+        else {
+            report.fail("structure", .invalid("The token is not a compact JWS (three base64url segments)."))
+            return report
+        }
+        guard StrictJSON.hasNoDuplicateMembers(headerData), StrictJSON.hasNoDuplicateMembers(payloadData),
+            let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
+            let payload = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any]
+        else {
+            report.fail("structure", .invalid("The token's header or payload is not a JSON object with unique members."))
+            return report
+        }
+        report.pass("structure", "compact JWS, JSON header and payload")
+
+        // Header rules, before any key is used.
+        guard let alg = header["alg"] as? String, policy.algorithms.contains(alg) else {
+            let shown = (header["alg"] as? String).map { "'\($0.prefix(16))'" } ?? "missing"
+            report.fail(
+                "alg", .invalid("Algorithm \(shown) is not allowed (allowed: \(policy.algorithms.sorted().joined(separator: ", ")))."))
+            return report
+        }
+        report.pass("alg", alg)
+        guard let kid = header["kid"] as? String, !kid.isEmpty else {
+            report.fail("kid", .invalid("The token header has no kid."))
+            return report
+        }
+        let forbidden = ["jku", "x5u", "jwk", "x5c", "crit"].filter { header[$0] != nil }
+        guard forbidden.isEmpty else {
+            report.fail("header", .invalid("The token header carries \(forbidden.joined(separator: ", ")), which is refused."))
+            return report
+        }
+        report.pass("header", "no jku/x5u/jwk/x5c/crit")
+
+        // Key and signature.
+        guard let collection = await keys.collection(for: kid) else {
+            report.fail("kid", .init("unknown_key", "No published key has kid '\(kid.prefix(64))' (after refetching the key set)."))
+            return report
+        }
+        report.pass("kid", kid)
+        do {
+            _ = try await collection.verify(token, as: SignatureOnly.self)
+            report.pass("signature", "\(alg) signature verifies with key \(kid)")
+        } catch {
+            report.fail("signature", .invalid("The signature does not verify."))
+            return report
+        }
+
+        // Claims.
+        let skew = policy.clockSkew
+        let issuer = payload["iss"] as? String
+        if let issuer, policy.issuers.contains(issuer) {
+            report.pass("iss", issuer)
+        } else {
+            report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(policy.issuers.sorted().joined(separator: " or "))."))
+        }
+
+        let audiences: [String]? =
+            switch payload["aud"] {
+            case let single as String: [single]
+            case let many as [Any]: many.compactMap { $0 as? String }.count == many.count ? many.compactMap { $0 as? String } : nil
+            default: nil
+            }
+        if let audiences, !audiences.isEmpty, audiences.contains(where: policy.audiences.contains),
+            audiences.allSatisfy(policy.audiences.contains)
+        {
+            report.pass("aud", audiences.joined(separator: ", "))
+        } else if let audiences, audiences.contains(where: policy.audiences.contains) {
+            report.fail("aud", .init("audience_mismatch", "The token's audience includes an untrusted extra audience."))
+        } else {
+            report.fail(
+                "aud",
+                .init("audience_mismatch", "The token's audience \(audiences.map { "(\($0.joined(separator: ", ").prefix(120)))" } ?? "is missing") does not match the client id."))
+        }
+
+        let subject = payload["sub"] as? String
+        if let subject, !subject.isEmpty, subject.count <= 255 {
+            report.pass("sub", subject)
+        } else {
+            report.fail("sub", .invalid("The token has no usable subject (sub)."))
+        }
+
+        let issuedAt = (payload["iat"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        if let issuedAt, issuedAt <= now.addingTimeInterval(skew) {
+            report.pass("iat", ISO8601DateFormatter().string(from: issuedAt))
+        } else if let issuedAt {
+            report.fail("iat", .init("token_not_yet_valid", "The token was issued in the future (\(ISO8601DateFormatter().string(from: issuedAt)))."))
+        } else {
+            report.fail("iat", .invalid("The token has no issued-at time (iat)."))
+        }
+
+        let expiresAt = (payload["exp"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        if let expiresAt, expiresAt.addingTimeInterval(skew) > now {
+            report.pass("exp", ISO8601DateFormatter().string(from: expiresAt))
+        } else if let expiresAt {
+            report.fail("exp", .init("token_expired", "The token expired at \(ISO8601DateFormatter().string(from: expiresAt))."))
+        } else {
+            report.fail("exp", .invalid("The token has no expiry (exp)."))
+        }
+
+        if let notBefore = payload["nbf"] {
+            if let value = notBefore as? NSNumber, Date(timeIntervalSince1970: value.doubleValue) <= now.addingTimeInterval(skew) {
+                report.pass("nbf", "\(value)")
+            } else {
+                report.fail("nbf", .init("token_not_yet_valid", "The token is not valid yet (nbf)."))
+            }
+        }
+
+        checkNonce(payload: payload, expectation: nonce, report: &report)
+
+        if report.failure == nil, let issuer, let subject, let audiences, let issuedAt, let expiresAt {
+            report.claims = IdentityClaims(
+                issuer: issuer, subject: subject, audiences: audiences, issuedAt: issuedAt, expiresAt: expiresAt, object: payload)
+        }
+        return report
+    }
+
+    private func checkNonce(payload: [String: Any], expectation: NonceExpectation, report: inout VerificationReport) {
+        let tokenNonce = payload["nonce"] as? String
+        let nonceSupported = IdentityClaims.flag(payload["nonce_supported"])
+        guard let raw = expectation.rawNonce else {
+            if tokenNonce != nil {
+                report.fail("nonce", .init("nonce_missing", "The token carries a nonce but the request sent none."))
+            } else {
+                report.pass("nonce", "none expected")
+            }
+            return
+        }
+        guard let tokenNonce else {
+            if nonceSupported == false {
+                report.pass("nonce", "the device does not support nonces (nonce_supported false)")
+            } else {
+                report.fail("nonce", .init("nonce_mismatch", "A nonce was sent but the token carries none."))
+            }
+            return
+        }
+        let expected =
+            switch expectation.mode {
+            case .raw: raw
+            case .sha256: SHA256.hash(data: Data(raw.utf8)).map { String(format: "%02x", $0) }.joined()
+            }
+        if constantTimeEquals(expected, tokenNonce) {
+            report.pass("nonce", "matches (\(expectation.mode.rawValue))")
+        } else {
+            report.fail("nonce", .init("nonce_mismatch", "The token's nonce does not match the nonce sent (mode \(expectation.mode.rawValue))."))
+        }
+    }
+
+    private func constantTimeEquals(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}
+
+/// Decodes nothing: jwt-kit checks the signature; the claims are checked above.
+struct SignatureOnly: JWTPayload {
+    init(from decoder: any Decoder) throws {}
+    func encode(to encoder: any Encoder) throws {}
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}

@@ -1,0 +1,112 @@
+import AsyncHTTPClient
+import Foundation
+import JWTKit
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// A provider's signing keys, kept in memory. The request path never fetches, except one
+/// rate-limited refetch when a token names an unknown `kid` (the provider rotated its keys).
+/// A background loop refreshes the set; when the provider is unreachable the cached keys keep
+/// serving.
+public actor JWKSCache {
+    public enum Source: Sendable {
+        /// Fetched with GET from this URL.
+        case url(String)
+        /// A fixed key set (a file, for `broker token verify --jwks`).
+        case fixed(Data)
+    }
+
+    let source: Source
+    let httpClient: HTTPClient
+    let logger: Logger
+    let minimumRefetchInterval: Duration
+    let refreshInterval: Duration
+
+    private var keys: [String: JWK] = [:]
+    private var collection = JWTKeyCollection()
+    private var lastAttempt: ContinuousClock.Instant?
+    private var inFlight: Task<Void, any Error>?
+    public private(set) var lastError: String?
+
+    public init(
+        source: Source, httpClient: HTTPClient = .shared, logger: Logger, minimumRefetchInterval: Duration = .seconds(30),
+        refreshInterval: Duration = .seconds(3_600)
+    ) {
+        self.source = source
+        self.httpClient = httpClient
+        self.logger = logger
+        self.minimumRefetchInterval = minimumRefetchInterval
+        self.refreshInterval = refreshInterval
+    }
+
+    /// The key collection holding `kid`, or nil when the provider does not publish it
+    /// (after at most one rate-limited refetch).
+    func collection(for kid: String) async -> JWTKeyCollection? {
+        if keys[kid] != nil { return collection }
+        if let inFlight {
+            _ = try? await inFlight.value
+        } else if lastAttempt.map({ ContinuousClock.now - $0 >= minimumRefetchInterval }) ?? true {
+            _ = try? await refresh()
+        }
+        return keys[kid] != nil ? collection : nil
+    }
+
+    /// Fetches the key set now (joins a fetch already under way).
+    public func refresh() async throws {
+        if let inFlight { return try await inFlight.value }
+        lastAttempt = .now
+        let task = Task { try await self.load() }
+        inFlight = task
+        defer { inFlight = nil }
+        do {
+            try await task.value
+            lastError = nil
+        } catch {
+            lastError = "\(error)"
+            logger.warning("JWKS fetch failed; serving cached keys", metadata: ["error": "\(error)", "keys": "\(keys.count)"])
+            throw error
+        }
+    }
+
+    /// Refreshes every `refreshInterval` until cancelled.
+    public func runRefreshLoop() async {
+        while !Task.isCancelled {
+            _ = try? await refresh()
+            try? await Task.sleep(for: refreshInterval)
+        }
+    }
+
+    public var knownKeyIDs: [String] { keys.keys.sorted() }
+
+    private func load() async throws {
+        let data: Data
+        switch source {
+        case .fixed(let fixed):
+            data = fixed
+        case .url(let url):
+            var request = HTTPClientRequest(url: url)
+            request.headers.add(name: "Accept", value: "application/json")
+            let response = try await httpClient.execute(request, timeout: .seconds(10))
+            guard response.status == .ok else {
+                throw TokenVerificationError("jwks_unavailable", "GET \(url) answered \(response.status.code).")
+            }
+            data = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+        }
+        let jwks = try JSONDecoder().decode(JWKS.self, from: data)
+        let fresh = JWTKeyCollection()
+        var byKid: [String: JWK] = [:]
+        for key in jwks.keys {
+            guard let kid = key.keyIdentifier?.string else { continue }
+            // Keys of a type or algorithm we do not verify with are skipped, not fatal.
+            do {
+                try await fresh.add(jwk: key)
+                byKid[kid] = key
+            } catch {
+                logger.debug("skipping JWKS key", metadata: ["kid": "\(kid)", "error": "\(error)"])
+            }
+        }
+        keys = byKid
+        collection = fresh
+    }
+}
