@@ -27,6 +27,8 @@ public struct BrokerConfiguration: Sendable {
     public var logFormat: String
     /// `BROKER_MAX_BODY_BYTES`: largest request body accepted (default 65536).
     public var maxBodyBytes: Int
+    /// `BROKER_APPLE_BASE_URL`: Apple's base URL (keys at /auth/keys, tokens at /auth/token).
+    public var appleBaseURL: String
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -41,6 +43,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
         ("BROKER_LOG_FORMAT", "json|text (default json)"),
         ("BROKER_MAX_BODY_BYTES", "largest accepted request body in bytes (default 65536)"),
+        ("BROKER_APPLE_BASE_URL", "Apple's base URL: keys at /auth/keys, tokens at /auth/token (default https://appleid.apple.com)"),
     ]
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws(BrokerError) {
@@ -72,5 +75,10 @@ public struct BrokerConfiguration: Sendable {
         logLevel = value("BROKER_LOG_LEVEL")
         logFormat = value("BROKER_LOG_FORMAT") ?? "json"
         maxBodyBytes = try integer("BROKER_MAX_BODY_BYTES", default: 65_536, range: 1_024...10_485_760)
+        let apple = value("BROKER_APPLE_BASE_URL") ?? "https://appleid.apple.com"
+        guard let appleURL = URL(string: apple), ["http", "https"].contains(appleURL.scheme ?? ""), appleURL.host != nil else {
+            throw .invalidArgument("BROKER_APPLE_BASE_URL must be an http(s) URL.")
+        }
+        appleBaseURL = apple.hasSuffix("/") ? String(apple.dropLast()) : apple
     }
 }

@@ -22,6 +22,9 @@ public struct Database: Sendable {
     public var apiKeys: APIKeyRepository { APIKeyRepository(client: client, logger: logger) }
     public var signingKeys: SigningKeyRepository { SigningKeyRepository(client: client, logger: logger) }
     public var auditLog: AuditLogRepository { AuditLogRepository(client: client, logger: logger) }
+    public var apple: AppleRepository { AppleRepository(client: client, logger: logger) }
+    public var accounts: AccountRepository { AccountRepository(client: client, logger: logger) }
+    public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
 
     public func migrator() throws -> Migrator {
         Migrator(client: client, migrations: try Migration.bundled(), logger: logger)

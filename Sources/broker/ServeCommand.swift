@@ -32,9 +32,10 @@ struct ServeCommand: AsyncParsableCommand {
             try await context.withDatabase(migrate: noMigrate ? .require : .always) { database in
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
-                    maxBodyBytes: configuration.maxBodyBytes)
+                    maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL, logger: logger)
                 let app = try buildApplication(
-                    services: services, host: configuration.host, port: configuration.port, logger: logger)
+                    services: services, host: configuration.host, port: configuration.port,
+                    lifecycle: [BackgroundTasks(services: services)], logger: logger)
                 logger.info(
                     "IdentityBroker serving",
                     metadata: [

@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 
 /// What a provider's identity tokens must satisfy (DESIGN.md "Verifier rules").
@@ -7,14 +8,15 @@ public struct VerificationPolicy: Sendable {
     /// Allowed `alg` values; anything else (`none`, HS256, …) is refused before any key is used.
     public var algorithms: Set<String>
     /// `aud` must name one of these; an `aud` array must contain one and nothing untrusted.
-    public var audiences: Set<String>
+    /// nil skips the audience check: only `broker token verify` without `--audience` does that.
+    public var audiences: Set<String>?
     /// Allowed clock difference for `iat`, `nbf` and `exp`.
     public var clockSkew: TimeInterval
     /// Tokens longer than this are refused unread.
     public var maxTokenBytes: Int
 
     public init(
-        issuers: Set<String>, algorithms: Set<String> = ["RS256"], audiences: Set<String>,
+        issuers: Set<String>, algorithms: Set<String> = ["RS256"], audiences: Set<String>?,
         clockSkew: TimeInterval = 60, maxTokenBytes: Int = 16_384
     ) {
         self.issuers = issuers
@@ -25,18 +27,13 @@ public struct VerificationPolicy: Sendable {
     }
 }
 
-/// How the token's `nonce` is compared with the raw nonce the backend sends.
-public enum NonceMode: String, Sendable, Codable, CaseIterable {
-    /// The app sent SHA-256(raw nonce), hex, to the provider (Apple's documented practice).
-    case sha256
-    /// The app sent the raw nonce as is.
-    case raw
-}
-
 /// The nonce a verification expects.
 public struct NonceExpectation: Sendable {
     public var rawNonce: String?
     public var mode: NonceMode
+    /// Skip the nonce check: only for tokens the broker received from the provider itself
+    /// over TLS (the token endpoint's answer), never for tokens a client posted.
+    public var skip = false
 
     public init(rawNonce: String?, mode: NonceMode) {
         self.rawNonce = rawNonce
@@ -44,4 +41,10 @@ public struct NonceExpectation: Sendable {
     }
 
     public static let none = NonceExpectation(rawNonce: nil, mode: .sha256)
+
+    public static var notChecked: NonceExpectation {
+        var expectation = NonceExpectation.none
+        expectation.skip = true
+        return expectation
+    }
 }

@@ -1,0 +1,169 @@
+import Foundation
+
+public enum AccountStatus: String, Sendable, Codable {
+    case active, disabled, deleted
+}
+
+/// A person's name as the provider gave it (Apple: first authorization only).
+public struct PersonName: Sendable, Equatable, Codable {
+    public var givenName: String?
+    public var familyName: String?
+
+    public init(givenName: String?, familyName: String?) {
+        self.givenName = givenName
+        self.familyName = familyName
+    }
+
+    public var isEmpty: Bool { (givenName ?? "").isEmpty && (familyName ?? "").isEmpty }
+}
+
+/// The primary account: one per person per tenant.
+public struct Account: Sendable, Equatable {
+    public var id: UUID
+    public var tenantID: UUID
+    public var name: PersonName
+    public var email: String?
+    public var emailVerified: Bool
+    public var isPrivateEmail: Bool
+    public var status: AccountStatus
+    public var createdAt: Date
+    public var lastSeenAt: Date?
+
+    public init(
+        id: UUID, tenantID: UUID, name: PersonName, email: String?, emailVerified: Bool, isPrivateEmail: Bool,
+        status: AccountStatus, createdAt: Date, lastSeenAt: Date?
+    ) {
+        self.id = id
+        self.tenantID = tenantID
+        self.name = name
+        self.email = email
+        self.emailVerified = emailVerified
+        self.isPrivateEmail = isPrivateEmail
+        self.status = status
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt
+    }
+}
+
+/// A provider identity linked to an account: (tenant, provider, scope, subject) is unique.
+public struct Identity: Sendable, Equatable {
+    public var id: UUID
+    public var accountID: UUID
+    public var provider: String
+    /// Apple: the team id (`sub` is team-scoped).
+    public var providerScope: String
+    public var subject: String
+    public var email: String?
+    public var emailVerified: Bool
+    public var isPrivateEmail: Bool
+    public var relayEmailDeliverable: Bool
+    public var name: PersonName
+    public var realUserStatus: Int?
+    public var hasProviderRefreshToken: Bool
+    public var createdAt: Date
+    public var lastSignInAt: Date?
+
+    public init(
+        id: UUID, accountID: UUID, provider: String, providerScope: String, subject: String, email: String?,
+        emailVerified: Bool, isPrivateEmail: Bool, relayEmailDeliverable: Bool, name: PersonName, realUserStatus: Int?,
+        hasProviderRefreshToken: Bool, createdAt: Date, lastSignInAt: Date?
+    ) {
+        self.id = id
+        self.accountID = accountID
+        self.provider = provider
+        self.providerScope = providerScope
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.isPrivateEmail = isPrivateEmail
+        self.relayEmailDeliverable = relayEmailDeliverable
+        self.name = name
+        self.realUserStatus = realUserStatus
+        self.hasProviderRefreshToken = hasProviderRefreshToken
+        self.createdAt = createdAt
+        self.lastSignInAt = lastSignInAt
+    }
+}
+
+/// What the caller wants from a sign-in.
+public enum SignInIntent: String, Sendable, Codable {
+    /// Sign in, creating the account when the identity is new.
+    case auto
+    /// Only existing identities: an unknown one is `account_not_found` and creates nothing.
+    case signIn = "sign_in"
+    /// Create; an identity that exists already is returned with `is_new_account: false`.
+    case signUp = "sign_up"
+}
+
+/// A verified provider identity to find or create, with the session to open for it.
+public struct SignInRequest: Sendable {
+    public var tenantID: UUID
+    public var provider: String
+    public var providerScope: String
+    public var subject: String
+    public var email: String?
+    public var emailVerified: Bool
+    public var isPrivateEmail: Bool
+    public var name: PersonName
+    public var realUserStatus: Int?
+    public var sealedProviderRefreshToken: Data?
+    public var intent: SignInIntent
+    public var clientID: String
+    public var platform: String?
+    public var session: NewSession
+
+    public init(
+        tenantID: UUID, provider: String, providerScope: String, subject: String, email: String?, emailVerified: Bool,
+        isPrivateEmail: Bool, name: PersonName, realUserStatus: Int?, sealedProviderRefreshToken: Data?,
+        intent: SignInIntent, clientID: String, platform: String?, session: NewSession
+    ) {
+        self.tenantID = tenantID
+        self.provider = provider
+        self.providerScope = providerScope
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.isPrivateEmail = isPrivateEmail
+        self.name = name
+        self.realUserStatus = realUserStatus
+        self.sealedProviderRefreshToken = sealedProviderRefreshToken
+        self.intent = intent
+        self.clientID = clientID
+        self.platform = platform
+        self.session = session
+    }
+}
+
+/// The session (refresh-token family) a sign-in opens.
+public struct NewSession: Sendable {
+    public var id: UUID
+    public var refreshTokenID: UUID
+    public var refreshTokenHash: Data
+    /// Absolute end of the family.
+    public var expiresAt: Date
+    /// Idle expiry of the first refresh token.
+    public var refreshTokenExpiresAt: Date
+
+    public init(id: UUID, refreshTokenID: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date) {
+        self.id = id
+        self.refreshTokenID = refreshTokenID
+        self.refreshTokenHash = refreshTokenHash
+        self.expiresAt = expiresAt
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+    }
+}
+
+/// What a sign-in produced.
+public struct SignInResult: Sendable {
+    public var account: Account
+    public var identity: Identity
+    public var isNewAccount: Bool
+    public var sessionID: UUID
+
+    public init(account: Account, identity: Identity, isNewAccount: Bool, sessionID: UUID) {
+        self.account = account
+        self.identity = identity
+        self.isNewAccount = isNewAccount
+        self.sessionID = sessionID
+    }
+}

@@ -1,0 +1,30 @@
+import Crypto
+import Foundation
+
+/// An opaque refresh token: 256 random bits, base64url, prefixed `ibr_`. Only its SHA-256 is
+/// stored; presenting it again after rotation revokes its whole family.
+public struct RefreshToken: Sendable {
+    public let value: String
+
+    public static func generate() -> RefreshToken {
+        RefreshToken(value: "ibr_" + SymmetricKey(size: .bits256).withUnsafeBytes { Base64URL.encode(Data($0)) })
+    }
+
+    public init?(parsing value: String) {
+        guard value.hasPrefix("ibr_"), value.utf8.count == 47,
+            value.utf8.dropFirst(4).allSatisfy({ $0.isBase64URL })
+        else { return nil }
+        self.value = value
+    }
+
+    private init(value: String) { self.value = value }
+
+    public var hash: Data { Data(SHA256.hash(data: Data(value.utf8))) }
+}
+
+extension UInt8 {
+    var isBase64URL: Bool {
+        (0x41...0x5A).contains(self) || (0x61...0x7A).contains(self) || (0x30...0x39).contains(self) || self == 0x2D
+            || self == 0x5F
+    }
+}

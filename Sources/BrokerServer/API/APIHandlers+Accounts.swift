@@ -1,0 +1,30 @@
+import BrokerAPI
+import BrokerCore
+import Foundation
+import Storage
+
+/// Accounts and their identities.
+extension APIHandlers {
+    static func accountNotFound(_ id: String) -> BrokerError {
+        BrokerError(
+            code: "account_not_found", kind: .notFound, title: "Account not found",
+            detail: "This tenant has no account '\(id.prefix(60))'.")
+    }
+
+    func getAccount(_ input: Operations.GetAccount.Input) async throws -> Operations.GetAccount.Output {
+        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+        guard let id = UUID(uuidString: input.path.id),
+            let (account, identities) = try await services.database.accounts.find(tenantID: caller.tenant.id, accountID: id)
+        else { throw Self.accountNotFound(input.path.id) }
+        return .ok(.init(body: .json(.init(account: .init(account), identities: identities.map { .init($0) }))))
+    }
+
+    func signOutAccount(_ input: Operations.SignOutAccount.Input) async throws -> Operations.SignOutAccount.Output {
+        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+        guard let id = UUID(uuidString: input.path.id),
+            let count = try await services.database.sessions.revokeAll(
+                tenantID: caller.tenant.id, accountID: id, reason: "signed_out")
+        else { throw Self.accountNotFound(input.path.id) }
+        return .ok(.init(body: .json(.init(revokedSessions: count))))
+    }
+}

@@ -1,0 +1,120 @@
+import BrokerCore
+import Foundation
+import JWTKit
+import Storage
+
+/// Operator actions on a tenant's Sign in with Apple setup.
+public struct AppleAdmin: Sendable {
+    let database: Database
+    let actor: String
+
+    public init(database: Database, actor: String) {
+        self.database = database
+        self.actor = actor
+    }
+
+    public struct Setup: Sendable {
+        public let teams: [AppleTeam]
+        public let groups: [AppleAppGroup]
+        public let clients: [AppleClient]
+    }
+
+    /// Stores the team's key id and `.p8` (sealed). The key must be a PKCS#8 P-256 key.
+    public func setTeam(tenant slug: String, teamID: String, keyID: String, p8PEM: String, secrets: SecretBox) async throws
+        -> AppleTeam
+    {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        try AppleTeam.validateIdentifier(teamID, name: "team id")
+        try AppleTeam.validateIdentifier(keyID, name: "key id")
+        do {
+            _ = try ES256PrivateKey(pem: p8PEM)
+        } catch {
+            throw BrokerError.invalidArgument(
+                "The private key file is not a Sign in with Apple key (a PKCS#8 P-256 key in PEM, as AuthKey_\(keyID).p8).",
+                hint: "Download the key from Certificates, Identifiers & Profiles > Keys and pass that .p8 file.")
+        }
+        let sealed = try secrets.seal(
+            Data(p8PEM.utf8), context: AppleTeam.sealingContext(tenantID: tenant.id, teamID: teamID))
+        let team = AppleTeam(
+            id: UUID(), tenantID: tenant.id, teamID: teamID, keyID: keyID, sealedPrivateKey: sealed, createdAt: Date())
+        return try await database.apple.setTeam(team, actor: actor)
+    }
+
+    /// Creates an app group and registers its primary App ID as a client of kind `app`.
+    public func addGroup(tenant slug: String, primaryAppID: String, teamID: String? = nil) async throws -> AppleAppGroup {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        try AppleClient.validateClientID(primaryAppID)
+        let team = try await team(of: tenant, teamID: teamID)
+        let group = AppleAppGroup(id: UUID(), tenantID: tenant.id, teamRef: team.id, primaryAppID: primaryAppID)
+        let client = AppleClient(
+            id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: primaryAppID, kind: .app, nonceMode: .sha256,
+            redirectURIs: [], returnURLs: [])
+        try await database.apple.addGroup(group, primaryClient: client, actor: actor)
+        return group
+    }
+
+    /// Adds a grouped App ID or a Services ID to a group.
+    public func addClient(
+        tenant slug: String, group primaryAppID: String, clientID: String, kind: AppleClientKind, nonceMode: NonceMode,
+        redirectURIs: [String], returnURLs: [String]
+    ) async throws -> AppleClient {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        try AppleClient.validateClientID(clientID)
+        for url in redirectURIs + returnURLs { try Self.validateURL(url) }
+        if kind == .app, !redirectURIs.isEmpty || !returnURLs.isEmpty {
+            throw BrokerError.invalidArgument(
+                "Redirect and return URLs belong to Services IDs (--kind service), not App IDs.")
+        }
+        guard let group = try await database.apple.groups(tenantID: tenant.id).first(where: { $0.primaryAppID == primaryAppID })
+        else {
+            throw BrokerError(
+                code: "apple_group_not_found", kind: .notFound, title: "App group not found",
+                detail: "Tenant '\(slug)' has no app group with primary App ID '\(primaryAppID.prefix(155))'.",
+                hint: "Create it: broker apple group add --tenant \(slug) --primary-app-id \(primaryAppID.prefix(155))")
+        }
+        let client = AppleClient(
+            id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: clientID, kind: kind, nonceMode: nonceMode,
+            redirectURIs: redirectURIs, returnURLs: returnURLs)
+        try await database.apple.addClient(client, actor: actor)
+        return client
+    }
+
+    public func show(tenant slug: String) async throws -> Setup {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        async let teams = database.apple.teams(tenantID: tenant.id)
+        async let groups = database.apple.groups(tenantID: tenant.id)
+        async let clients = database.apple.clients(tenantID: tenant.id)
+        return Setup(teams: try await teams, groups: try await groups, clients: try await clients)
+    }
+
+    private func team(of tenant: Tenant, teamID: String?) async throws -> AppleTeam {
+        let teams = try await database.apple.teams(tenantID: tenant.id)
+        if let teamID {
+            guard let team = teams.first(where: { $0.teamID == teamID }) else {
+                throw BrokerError.invalidArgument(
+                    "Tenant '\(tenant.slug)' has no Apple team \(teamID.prefix(10)).",
+                    hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(teamID.prefix(10)) --key-id <KEYID> --private-key-file key.p8")
+            }
+            return team
+        }
+        guard let only = teams.first else {
+            throw BrokerError(
+                code: "apple_team_missing", kind: .badRequest, title: "No Apple team",
+                detail: "Tenant '\(tenant.slug)' has no Apple team yet; Apple user ids are scoped to a team.",
+                hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id <TEAMID> --key-id <KEYID> --private-key-file key.p8")
+        }
+        guard teams.count == 1 else {
+            throw BrokerError.invalidArgument(
+                "Tenant '\(tenant.slug)' has \(teams.count) Apple teams; say which with --team-id.")
+        }
+        return only
+    }
+
+    static func validateURL(_ value: String) throws(BrokerError) {
+        guard let url = URL(string: value), let scheme = url.scheme, ["https", "http"].contains(scheme), url.host != nil,
+            url.fragment == nil
+        else {
+            throw BrokerError.invalidArgument("'\(value.prefix(200))' is not an absolute http(s) URL without a fragment.")
+        }
+    }
+}

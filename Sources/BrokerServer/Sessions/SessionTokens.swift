@@ -1,0 +1,57 @@
+import BrokerAPI
+import BrokerCore
+import Foundation
+import JWTKit
+import Storage
+
+/// Issues and checks broker tokens: ES256 access tokens signed with the tenant's active key,
+/// opaque rotating refresh tokens stored as hashes.
+struct SessionTokens: Sendable {
+    let keys: TenantSigningKeys
+    let publicURL: String
+
+    func issuer(for tenant: Tenant) -> String { "\(publicURL)/t/\(tenant.slug.rawValue)" }
+
+    /// A fresh session for a sign-in: its refresh token and the rows to store.
+    func newSession(for tenant: Tenant, now: Date = Date()) -> (NewSession, RefreshToken) {
+        let token = RefreshToken.generate()
+        let absolute = now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenAbsoluteTTL))
+        let idle = min(absolute, now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenIdleTTL)))
+        return (
+            NewSession(id: UUID(), refreshTokenID: UUID(), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
+            token
+        )
+    }
+
+    func accessToken(
+        tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, now: Date = Date()
+    ) async throws -> (token: String, expiresIn: Int) {
+        let ttl = tenant.session.accessTokenTTL
+        let claims = AccessTokenClaims(
+            iss: .init(value: issuer(for: tenant)), sub: .init(value: accountID.uuidString.lowercased()),
+            aud: .init(value: tenant.effectiveAudiences), exp: .init(value: now.addingTimeInterval(TimeInterval(ttl))),
+            iat: .init(value: now), jti: .init(value: UUID().uuidString.lowercased()),
+            sid: sessionID.uuidString.lowercased(), idp: idp, amr: [idp], clientID: clientID)
+        let (collection, kid) = try await keys.signer(for: tenant, now: now)
+        var header = JWTHeader()
+        header.typ = "at+jwt"
+        return (try await collection.sign(claims, kid: JWKIdentifier(string: kid), header: header), ttl)
+    }
+
+    func response(accessToken: String, expiresIn: Int, refreshToken: RefreshToken) -> Components.Schemas.SessionTokens {
+        .init(accessToken: accessToken, tokenType: .bearer, expiresIn: expiresIn, refreshToken: refreshToken.value)
+    }
+
+    /// The claims of a well-signed, unexpired access token of this tenant, else nil.
+    func verifyAccessToken(_ token: String, tenant: Tenant) async -> AccessTokenClaims? {
+        guard token.utf8.count <= 8_192, token.split(separator: ".").count == 3 else { return nil }
+        do {
+            let collection = try await keys.verifier(for: tenant)
+            let claims = try await collection.verify(token, as: AccessTokenClaims.self)
+            guard claims.iss.value == issuer(for: tenant) else { return nil }
+            return claims
+        } catch {
+            return nil
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import BrokerCore
+import Crypto
+import Foundation
+import JWTKit
+import Storage
+
+/// Each tenant's signing keys, decrypted once and held in memory as a jwt-kit key collection
+/// (published keys only: `next`, `active`, recently retired). Reloaded from PostgreSQL after
+/// `ttl`, so rotations made by any instance or by the CLI reach every instance within it;
+/// key states themselves follow the clock (see ``SigningKeyRing``).
+actor TenantSigningKeys {
+    struct Entry {
+        let ring: SigningKeyRing
+        let collection: JWTKeyCollection
+        let loadedAt: ContinuousClock.Instant
+    }
+
+    let database: Database
+    let secrets: SecretBox
+    let ttl: Duration
+    private var entries: [UUID: Entry] = [:]
+    private var loading: [UUID: Task<Entry, any Error>] = [:]
+
+    init(database: Database, secrets: SecretBox, ttl: Duration = .seconds(30)) {
+        self.database = database
+        self.secrets = secrets
+        self.ttl = ttl
+    }
+
+    /// The collection and the kid of the key that signs now.
+    func signer(for tenant: Tenant, now: Date = Date()) async throws -> (JWTKeyCollection, kid: String) {
+        let entry = try await entry(for: tenant)
+        guard let active = entry.ring.active(at: now) else { throw BrokerError.noActiveSigningKey(tenant.slug) }
+        return (entry.collection, active.kid)
+    }
+
+    /// The collection holding every published key, for verifying broker tokens.
+    func verifier(for tenant: Tenant) async throws -> JWTKeyCollection {
+        try await entry(for: tenant).collection
+    }
+
+    func invalidate(_ tenantID: UUID) { entries[tenantID] = nil }
+
+    private func entry(for tenant: Tenant) async throws -> Entry {
+        if let entry = entries[tenant.id], ContinuousClock.now - entry.loadedAt < ttl { return entry }
+        if let task = loading[tenant.id] { return try await task.value }
+        let task = Task { try await load(tenant) }
+        loading[tenant.id] = task
+        defer { loading[tenant.id] = nil }
+        let entry = try await task.value
+        entries[tenant.id] = entry
+        return entry
+    }
+
+    private func load(_ tenant: Tenant) async throws -> Entry {
+        let ring = SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id))
+        let collection = JWTKeyCollection()
+        for status in ring.published(at: Date()) {
+            let record = status.record
+            let raw = try secrets.open(
+                record.sealedPrivateKey, context: SigningKeyRecord.sealingContext(tenantID: tenant.id, kid: record.kid),
+                what: "signing key \(record.kid)")
+            let key = try ES256PrivateKey(backing: try P256.Signing.PrivateKey(rawRepresentation: raw))
+            await collection.add(ecdsa: key, kid: JWKIdentifier(string: record.kid))
+        }
+        return Entry(ring: ring, collection: collection, loadedAt: .now)
+    }
+}

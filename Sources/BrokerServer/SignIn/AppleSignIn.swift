@@ -1,0 +1,122 @@
+import BrokerAPI
+import BrokerCore
+import Foundation
+import Providers
+import Storage
+
+/// Native Sign in with Apple (DESIGN.md "Native Apple sign-in"): verify the identity token for
+/// the tenant's client, optionally exchange the authorization code, find or create the account
+/// of the team-scoped `sub`, open a session.
+struct AppleSignIn: Sendable {
+    let database: Database
+    let secrets: SecretBox
+    let appleKeys: JWKSCache
+    let tokenClient: AppleTokenClient
+    let clientSecrets: AppleClientSecrets
+    let tokens: SessionTokens
+
+    func signIn(tenant: Tenant, _ request: Components.Schemas.AppleSignInRequest, now: Date = Date()) async throws
+        -> Components.Schemas.SignInResponse
+    {
+        guard let resolved = try await database.apple.resolve(tenantID: tenant.id, clientID: request.clientId) else {
+            throw BrokerError(
+                code: "unknown_client", kind: .unauthorized, title: "Unknown client",
+                detail: "'\(request.clientId.prefix(155))' is not an Apple client of this tenant.",
+                hint: "Register it: broker apple client add --tenant \(tenant.slug) --group <primary app id> --client-id \(request.clientId.prefix(155)) --kind app")
+        }
+        let nonce = NonceExpectation(rawNonce: request.nonce, mode: resolved.client.nonceMode)
+        let claims = try await verify(request.identityToken, clientID: resolved.client.clientID, nonce: nonce, now: now)
+
+        var sealedRefreshToken: Data?
+        if let code = request.authorizationCode, !code.isEmpty {
+            sealedRefreshToken = try await exchange(code: code, resolved: resolved, subject: claims.subject, now: now)
+        }
+
+        let (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
+        let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
+        let signIn = SignInRequest(
+            tenantID: tenant.id, provider: "apple", providerScope: resolved.team.teamID, subject: claims.subject,
+            email: email, emailVerified: claims.emailVerified ?? false,
+            isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(email),
+            name: PersonName(
+                givenName: Self.clean(request.user?.name?.firstName), familyName: Self.clean(request.user?.name?.lastName)),
+            realUserStatus: claims.realUserStatus, sealedProviderRefreshToken: sealedRefreshToken,
+            intent: SignInIntent(rawValue: request.intent?.rawValue ?? "auto") ?? .auto, clientID: resolved.client.clientID,
+            platform: request.platform?.rawValue, session: newSession)
+        guard let result = try await database.accounts.signIn(signIn) else {
+            if signIn.intent == .signIn {
+                throw BrokerError(
+                    code: "account_not_found", kind: .notFound, title: "No account for this identity",
+                    detail: "This Apple identity has no account yet and the intent was sign_in; nothing was created.",
+                    hint: "Use intent sign_up or auto to create the account.")
+            }
+            throw BrokerError(
+                code: "account_disabled", kind: .forbidden, title: "Account not active",
+                detail: "The account linked to this identity is disabled or deleted.")
+        }
+        let access = try await tokens.accessToken(
+            tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: "apple",
+            clientID: resolved.client.clientID, now: now)
+        return .init(
+            account: .init(result.account), identity: .init(result.identity), isNewAccount: result.isNewAccount,
+            session: tokens.response(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+    }
+
+    func verify(_ token: String, clientID: String, nonce: NonceExpectation, now: Date) async throws -> IdentityClaims {
+        let verifier = IdentityTokenVerifier(
+            policy: VerificationPolicy(issuers: [Apple.issuer], algorithms: ["RS256"], audiences: [clientID]), keys: appleKeys)
+        do {
+            return try await verifier.verify(token, nonce: nonce, at: now)
+        } catch {
+            throw BrokerError(code: error.code, kind: .unauthorized, title: "Identity token rejected", detail: error.message)
+        }
+    }
+
+    /// Exchanges the code at Apple (client id = the posted client) and returns Apple's refresh
+    /// token, sealed. The id token Apple returns must name the same `sub`.
+    private func exchange(code: String, resolved: ResolvedAppleClient, subject: String, now: Date) async throws -> Data? {
+        let clientID = resolved.client.clientID
+        let secret = try await clientSecrets.secret(team: resolved.team, clientID: clientID)
+        let answer = try await tokenClient.exchange(code: code, clientID: clientID, clientSecret: secret)
+        if let idToken = answer.idToken {
+            let claims = try await verify(idToken, clientID: clientID, nonce: .notChecked, now: now)
+            guard claims.subject == subject else {
+                throw BrokerError(
+                    code: "subject_mismatch", kind: .badRequest, title: "Code belongs to another user",
+                    detail: "The authorization code was issued for another Apple user than the identity token.")
+            }
+        }
+        guard let refreshToken = answer.refreshToken else { return nil }
+        return try secrets.seal(
+            Data(refreshToken.utf8),
+            context: "apple_refresh:\(resolved.team.tenantID.uuidString.lowercased()):\(resolved.team.teamID):\(subject)")
+    }
+
+    static func clean(_ value: String?) -> String? {
+        guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+        return String(trimmed.prefix(200))
+    }
+}
+
+extension Components.Schemas.Account {
+    init(_ account: Account) {
+        self.init(
+            id: account.id.uuidString.lowercased(), email: account.email, emailVerified: account.emailVerified,
+            isPrivateEmail: account.isPrivateEmail,
+            name: account.name.isEmpty ? nil : .init(givenName: account.name.givenName, familyName: account.name.familyName),
+            status: .init(rawValue: account.status.rawValue) ?? .disabled, createdAt: account.createdAt,
+            lastSeenAt: account.lastSeenAt)
+    }
+}
+
+extension Components.Schemas.IdentityInfo {
+    init(_ identity: Identity) {
+        self.init(
+            id: identity.id.uuidString.lowercased(), provider: .init(rawValue: identity.provider) ?? .apple,
+            providerScope: identity.providerScope, subject: identity.subject, email: identity.email,
+            emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail,
+            relayEmailDeliverable: identity.relayEmailDeliverable, realUserStatus: identity.realUserStatus,
+            hasProviderRefreshToken: identity.hasProviderRefreshToken, createdAt: identity.createdAt,
+            lastSignInAt: identity.lastSignInAt)
+    }
+}

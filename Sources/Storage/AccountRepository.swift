@@ -1,0 +1,143 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Accounts and their provider identities.
+public struct AccountRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    static let accountColumns =
+        "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at, a.last_seen_at"
+    static let identityColumns = """
+        i.id, i.account_id, i.provider, i.provider_scope, i.subject, i.email, i.email_verified, i.is_private_email,
+        i.relay_email_deliverable, i.given_name, i.family_name, i.real_user_status,
+        (i.apple_refresh_token_sealed IS NOT NULL), i.created_at, i.last_sign_in_at
+        """
+
+    /// Finds or creates the identity and its account and opens a session, in one statement
+    /// (one round trip). Two concurrent first sign-ins of one subject yield one account: the
+    /// loser of the unique-index race takes the ON CONFLICT path and returns the winner's
+    /// account. Names are stored only where none is stored yet; an email from the token
+    /// replaces the stored one; empty values never blank anything. Returns nil when the
+    /// identity is unknown and the intent is `sign_in`, or the account is not active.
+    public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
+        let newIdentityID = UUID()
+        let newAccountID = UUID()
+        let allowCreate = request.intent != .signIn
+        let given = request.name.givenName.flatMap { $0.isEmpty ? nil : $0 }
+        let family = request.name.familyName.flatMap { $0.isEmpty ? nil : $0 }
+        let email = request.email.flatMap { $0.isEmpty ? nil : $0 }
+        let session = request.session
+        let rows = try await client.query(
+            """
+            WITH upserted AS (
+                INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
+                    email_verified, is_private_email, given_name, family_name, real_user_status,
+                    apple_refresh_token_sealed, last_sign_in_at)
+                SELECT \(newIdentityID), \(request.tenantID), \(newAccountID), \(request.provider), \(request.providerScope),
+                    \(request.subject), \(email), \(request.emailVerified), \(request.isPrivateEmail), \(given), \(family),
+                    \(request.realUserStatus), \(request.sealedProviderRefreshToken), now()
+                WHERE \(allowCreate) OR EXISTS (
+                    SELECT 1 FROM identities x WHERE x.tenant_id = \(request.tenantID) AND x.provider = \(request.provider)
+                        AND x.provider_scope = \(request.providerScope) AND x.subject = \(request.subject))
+                ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
+                    email = coalesce(EXCLUDED.email, i.email),
+                    email_verified = CASE WHEN EXCLUDED.email IS NULL THEN i.email_verified ELSE EXCLUDED.email_verified END,
+                    is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN i.is_private_email ELSE EXCLUDED.is_private_email END,
+                    given_name = coalesce(i.given_name, EXCLUDED.given_name),
+                    family_name = coalesce(i.family_name, EXCLUDED.family_name),
+                    real_user_status = coalesce(EXCLUDED.real_user_status, i.real_user_status),
+                    apple_refresh_token_sealed = coalesce(EXCLUDED.apple_refresh_token_sealed, i.apple_refresh_token_sealed),
+                    last_sign_in_at = now(), updated_at = now()
+                RETURNING \(unescaped: Self.identityColumns), (i.xmax = 0) AS inserted
+            ),
+            created AS (
+                INSERT INTO accounts AS a (id, tenant_id, given_name, family_name, display_name, email, email_verified,
+                    is_private_email, last_seen_at)
+                SELECT u.account_id, \(request.tenantID), u.given_name, u.family_name,
+                    nullif(trim(concat_ws(' ', u.given_name, u.family_name)), ''), u.email, u.email_verified,
+                    u.is_private_email, now()
+                FROM upserted u WHERE u.inserted
+                RETURNING \(unescaped: Self.accountColumns)
+            ),
+            updated AS (
+                UPDATE accounts a SET
+                    email = coalesce(u.email, a.email),
+                    email_verified = CASE WHEN u.email IS NULL THEN a.email_verified ELSE u.email_verified END,
+                    is_private_email = CASE WHEN u.email IS NULL THEN a.is_private_email ELSE u.is_private_email END,
+                    given_name = coalesce(a.given_name, u.given_name),
+                    family_name = coalesce(a.family_name, u.family_name),
+                    display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
+                    last_seen_at = now(), updated_at = now()
+                FROM upserted u
+                WHERE NOT u.inserted AND a.tenant_id = \(request.tenantID) AND a.id = u.account_id AND a.status = 'active'
+                RETURNING \(unescaped: Self.accountColumns)
+            ),
+            account AS (SELECT * FROM created UNION ALL SELECT * FROM updated),
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at)
+                SELECT \(session.id), \(request.tenantID), account.id, u.id, \(request.clientID), \(request.platform),
+                    \(request.provider), \(session.expiresAt)
+                FROM account, upserted u
+                RETURNING id
+            ),
+            refresh AS (
+                INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at)
+                SELECT \(session.refreshTokenID), \(request.tenantID), opened.id, \(session.refreshTokenHash),
+                    \(session.refreshTokenExpiresAt)
+                FROM opened
+                RETURNING id
+            )
+            SELECT account.*, u.*, (SELECT count(*) FROM refresh) AS refresh_count
+            FROM account, upserted u
+            """, logger: logger)
+        guard let row = try await rows.collect().first else { return nil }
+        var reader = RowReader(row)
+        let account = try Self.decodeAccount(&reader)
+        let identity = try Self.decodeIdentity(&reader)
+        let inserted: Bool = try reader.next()
+        return SignInResult(account: account, identity: identity, isNewAccount: inserted, sessionID: session.id)
+    }
+
+    /// The account with its identities; nil when the tenant has no such account.
+    public func find(tenantID: UUID, accountID: UUID) async throws -> (Account, [Identity])? {
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: Self.accountColumns), \(unescaped: Self.identityColumns)
+            FROM accounts a LEFT JOIN identities i ON i.tenant_id = a.tenant_id AND i.account_id = a.id
+            WHERE a.tenant_id = \(tenantID) AND a.id = \(accountID)
+            ORDER BY i.created_at
+            """, logger: logger)
+        var account: Account?
+        var identities: [Identity] = []
+        for try await row in rows {
+            var reader = RowReader(row)
+            let decoded = try Self.decodeAccount(&reader)
+            account = account ?? decoded
+            var probe = reader
+            if try probe.next(UUID?.self) != nil { identities.append(try Self.decodeIdentity(&reader)) }
+        }
+        return account.map { ($0, identities) }
+    }
+
+    static func decodeAccount(_ reader: inout RowReader) throws -> Account {
+        Account(
+            id: try reader.next(), tenantID: try reader.next(),
+            name: PersonName(givenName: try reader.next(), familyName: try reader.next()), email: try reader.next(),
+            emailVerified: try reader.next(), isPrivateEmail: try reader.next(),
+            status: AccountStatus(rawValue: try reader.next(String.self)) ?? .disabled, createdAt: try reader.next(),
+            lastSeenAt: try reader.next())
+    }
+
+    static func decodeIdentity(_ reader: inout RowReader) throws -> Identity {
+        Identity(
+            id: try reader.next(), accountID: try reader.next(), provider: try reader.next(), providerScope: try reader.next(),
+            subject: try reader.next(), email: try reader.next(), emailVerified: try reader.next(),
+            isPrivateEmail: try reader.next(), relayEmailDeliverable: try reader.next(),
+            name: PersonName(givenName: try reader.next(), familyName: try reader.next()),
+            realUserStatus: try reader.next(Int16?.self).map(Int.init), hasProviderRefreshToken: try reader.next(),
+            createdAt: try reader.next(), lastSignInAt: try reader.next())
+    }
+}

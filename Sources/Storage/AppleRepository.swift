@@ -1,0 +1,148 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Apple teams, app groups and clients of a tenant.
+public struct AppleRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    static let teamColumns = "t.id, t.tenant_id, t.team_id, t.key_id, t.private_key_sealed, t.created_at"
+    static let groupColumns = "g.id, g.tenant_id, g.team_ref, g.primary_app_id"
+    static let clientColumns = "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls"
+
+    /// Creates or replaces the tenant's team key (by team id).
+    public func setTeam(_ team: AppleTeam, actor: String) async throws -> AppleTeam {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                INSERT INTO apple_teams AS t (id, tenant_id, team_id, key_id, private_key_sealed)
+                VALUES (\(team.id), \(team.tenantID), \(team.teamID), \(team.keyID), \(team.sealedPrivateKey))
+                ON CONFLICT (tenant_id, team_id) DO UPDATE
+                    SET key_id = EXCLUDED.key_id, private_key_sealed = EXCLUDED.private_key_sealed, updated_at = now()
+                RETURNING \(unescaped: Self.teamColumns)
+                """, logger: logger)
+            guard let row = try await rows.collect().first else { throw StorageError.configuration("no team row") }
+            var reader = RowReader(row)
+            let saved = try Self.decodeTeam(&reader)
+            try await AuditLogRepository.append(
+                tenantID: team.tenantID, actor: actor, action: "apple.team.set", target: team.teamID, on: connection,
+                logger: logger)
+            return saved
+        }
+    }
+
+    public func teams(tenantID: UUID) async throws -> [AppleTeam] {
+        let rows = try await client.query(
+            "SELECT \(unescaped: Self.teamColumns) FROM apple_teams t WHERE t.tenant_id = \(tenantID) ORDER BY t.created_at",
+            logger: logger)
+        return try await rows.collect().map { row in
+            var reader = RowReader(row)
+            return try Self.decodeTeam(&reader)
+        }
+    }
+
+    /// Creates a group and registers its primary App ID as a client of kind `app`.
+    public func addGroup(_ group: AppleAppGroup, primaryClient: AppleClient, actor: String) async throws {
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query(
+                    """
+                    INSERT INTO apple_app_groups (id, tenant_id, team_ref, primary_app_id)
+                    VALUES (\(group.id), \(group.tenantID), \(group.teamRef), \(group.primaryAppID))
+                    """, logger: logger)
+                try await Self.insertClient(primaryClient, on: connection, logger: logger)
+                try await AuditLogRepository.append(
+                    tenantID: group.tenantID, actor: actor, action: "apple.group.add", target: group.primaryAppID,
+                    on: connection, logger: logger)
+            }
+        } catch let error where error.postgresError?.isUniqueViolation == true {
+            throw BrokerError(
+                code: "apple_client_exists", kind: .conflict, title: "Client id already registered",
+                detail: "'\(group.primaryAppID)' is already registered for this tenant (a client id belongs to one group only).",
+                hint: "See the tenant's Apple setup with 'broker apple show --tenant <slug>'.")
+        }
+    }
+
+    public func addClient(_ appleClient: AppleClient, actor: String) async throws {
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                try await Self.insertClient(appleClient, on: connection, logger: logger)
+                try await AuditLogRepository.append(
+                    tenantID: appleClient.tenantID, actor: actor, action: "apple.client.add", target: appleClient.clientID,
+                    on: connection, logger: logger)
+            }
+        } catch let error where error.postgresError?.isUniqueViolation == true {
+            throw BrokerError(
+                code: "apple_client_exists", kind: .conflict, title: "Client id already registered",
+                detail: "'\(appleClient.clientID)' is already registered for this tenant; a client id belongs to one group only, and a Services ID may not equal an App ID.",
+                hint: "See the tenant's Apple setup with 'broker apple show --tenant <slug>'.")
+        }
+    }
+
+    static func insertClient(_ appleClient: AppleClient, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO apple_clients (id, tenant_id, group_id, client_id, kind, nonce_mode, redirect_uris, return_urls)
+            VALUES (\(appleClient.id), \(appleClient.tenantID), \(appleClient.groupID), \(appleClient.clientID),
+                \(appleClient.kind.rawValue), \(appleClient.nonceMode.rawValue), \(appleClient.redirectURIs),
+                \(appleClient.returnURLs))
+            """, logger: logger)
+    }
+
+    public func groups(tenantID: UUID) async throws -> [AppleAppGroup] {
+        let rows = try await client.query(
+            "SELECT \(unescaped: Self.groupColumns) FROM apple_app_groups g WHERE g.tenant_id = \(tenantID) ORDER BY g.created_at",
+            logger: logger)
+        return try await rows.collect().map { row in
+            var reader = RowReader(row)
+            return try Self.decodeGroup(&reader)
+        }
+    }
+
+    public func clients(tenantID: UUID) async throws -> [AppleClient] {
+        let rows = try await client.query(
+            "SELECT \(unescaped: Self.clientColumns) FROM apple_clients c WHERE c.tenant_id = \(tenantID) ORDER BY c.created_at",
+            logger: logger)
+        return try await rows.collect().map { row in
+            var reader = RowReader(row)
+            return try Self.decodeClient(&reader)
+        }
+    }
+
+    /// The client with its group and team, in one query; nil when the tenant has no such client
+    /// (or its group has no team).
+    public func resolve(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
+        let rows = try await client.query(
+            """
+            SELECT \(unescaped: Self.clientColumns), \(unescaped: Self.groupColumns), \(unescaped: Self.teamColumns)
+            FROM apple_clients c
+            JOIN apple_app_groups g ON g.id = c.group_id AND g.tenant_id = c.tenant_id
+            JOIN apple_teams t ON t.id = g.team_ref AND t.tenant_id = c.tenant_id
+            WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
+            """, logger: logger)
+        guard let row = try await rows.collect().first else { return nil }
+        var reader = RowReader(row)
+        return ResolvedAppleClient(
+            client: try Self.decodeClient(&reader), group: try Self.decodeGroup(&reader), team: try Self.decodeTeam(&reader))
+    }
+
+    static func decodeTeam(_ reader: inout RowReader) throws -> AppleTeam {
+        AppleTeam(
+            id: try reader.next(), tenantID: try reader.next(), teamID: try reader.next(), keyID: try reader.next(),
+            sealedPrivateKey: try reader.next(), createdAt: try reader.next())
+    }
+
+    static func decodeGroup(_ reader: inout RowReader) throws -> AppleAppGroup {
+        AppleAppGroup(id: try reader.next(), tenantID: try reader.next(), teamRef: try reader.next(), primaryAppID: try reader.next())
+    }
+
+    static func decodeClient(_ reader: inout RowReader) throws -> AppleClient {
+        AppleClient(
+            id: try reader.next(), tenantID: try reader.next(), groupID: try reader.next(), clientID: try reader.next(),
+            kind: AppleClientKind(rawValue: try reader.next(String.self)) ?? .app,
+            nonceMode: NonceMode(rawValue: try reader.next(String.self)) ?? .sha256,
+            redirectURIs: try reader.next(), returnURLs: try reader.next())
+    }
+}

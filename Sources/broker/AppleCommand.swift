@@ -1,0 +1,203 @@
+import ArgumentParser
+import BrokerCore
+import BrokerServer
+import Foundation
+import Storage
+
+struct AppleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apple",
+        abstract: "Configure Sign in with Apple for a tenant: team key, app groups, clients.",
+        discussion: """
+            Apple user ids (sub) are scoped to the team: every App ID and Services ID of the tenant's \
+            team yields the same account for one person. An app group is a primary App ID with its \
+            grouped App IDs and Services IDs.
+            """,
+        subcommands: [Team.self, Group.self, Client.self, Show.self]
+    )
+
+    struct Team: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Manage the tenant's Apple team.", subcommands: [Set.self])
+
+        struct Set: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Set the team id, key id and .p8 key (stored encrypted) used to exchange authorization codes.")
+            @Option(help: "The tenant slug.") var tenant: String
+            @Option(help: "The 10-character Apple team id.") var teamId: String
+            @Option(help: "The 10-character id of the Sign in with Apple key.") var keyId: String
+            @Option(help: "The AuthKey_<KEYID>.p8 file downloaded from Apple.") var privateKeyFile: String
+            @OptionGroup var options: CommonOptions
+
+            func run() async throws {
+                try await runReporting(json: options.json) {
+                    let context = try CLIContext()
+                    let secrets = SecretBox(masterKey: try context.masterKey())
+                    let pem: String
+                    do {
+                        pem = try String(contentsOfFile: privateKeyFile, encoding: .utf8)
+                    } catch {
+                        throw BrokerError.invalidArgument("Cannot read the private key file '\(privateKeyFile)'.")
+                    }
+                    let team = try await context.withDatabase { database in
+                        try await AppleAdmin(database: database, actor: context.actor).setTeam(
+                            tenant: tenant, teamID: teamId, keyID: keyId, p8PEM: pem, secrets: secrets)
+                    }
+                    if options.json {
+                        try Output.json(["team_id": team.teamID, "key_id": team.keyID ?? ""])
+                    } else {
+                        print("Apple team \(team.teamID) (key \(team.keyID ?? "-")) is set for tenant '\(tenant)'.")
+                    }
+                }
+            }
+        }
+    }
+
+    struct Group: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Manage app groups.", subcommands: [Add.self])
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Create an app group; its primary App ID becomes a client of kind 'app'.")
+            @Option(help: "The tenant slug.") var tenant: String
+            @Option(help: "The primary App ID (bundle id).") var primaryAppId: String
+            @Option(help: "The team id, when the tenant has several teams.") var teamId: String?
+            @OptionGroup var options: CommonOptions
+
+            func run() async throws {
+                try await runReporting(json: options.json) {
+                    let context = try CLIContext()
+                    let group = try await context.withDatabase { database in
+                        try await AppleAdmin(database: database, actor: context.actor).addGroup(
+                            tenant: tenant, primaryAppID: primaryAppId, teamID: teamId)
+                    }
+                    if options.json {
+                        try Output.json(["id": group.id.uuidString.lowercased(), "primary_app_id": group.primaryAppID])
+                    } else {
+                        print("App group '\(group.primaryAppID)' created for tenant '\(tenant)'.")
+                    }
+                }
+            }
+        }
+    }
+
+    struct Client: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Manage client ids.", subcommands: [Add.self])
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Add a grouped App ID (--kind app) or a Services ID (--kind service) to a group.",
+                discussion: "A client id belongs to one group only, and a Services ID may not equal an App ID.")
+            @Option(help: "The tenant slug.") var tenant: String
+            @Option(help: "The group's primary App ID.") var group: String
+            @Option(help: "The bundle id or Services ID.") var clientId: String
+            @Option(help: "app or service.") var kind: String
+            @Option(help: "How the token nonce is compared: sha256 (the app sent SHA-256 of the raw nonce) or raw.")
+            var nonce: String = "sha256"
+            @Option(help: "A redirect URI registered with Apple for this Services ID (repeatable).")
+            var redirectUri: [String] = []
+            @Option(help: "A return URL of the web flow (repeatable).") var returnUrl: [String] = []
+            @OptionGroup var options: CommonOptions
+
+            func run() async throws {
+                try await runReporting(json: options.json) {
+                    guard let kind = AppleClientKind(rawValue: kind) else {
+                        throw BrokerError.invalidArgument("--kind must be app or service.")
+                    }
+                    guard let nonceMode = NonceMode(rawValue: nonce) else {
+                        throw BrokerError.invalidArgument("--nonce must be sha256 or raw.")
+                    }
+                    let context = try CLIContext()
+                    let client = try await context.withDatabase { database in
+                        try await AppleAdmin(database: database, actor: context.actor).addClient(
+                            tenant: tenant, group: group, clientID: clientId, kind: kind, nonceMode: nonceMode,
+                            redirectURIs: redirectUri, returnURLs: returnUrl)
+                    }
+                    if options.json {
+                        try Output.json(AppleShowJSON.ClientJSON(client, group: group))
+                    } else {
+                        print("Client '\(client.clientID)' (\(client.kind.rawValue), nonce \(client.nonceMode.rawValue)) added to group '\(group)'.")
+                    }
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the tenant's team, groups and clients.")
+        @Option(help: "The tenant slug.") var tenant: String
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let context = try CLIContext()
+                let setup = try await context.withDatabase { database in
+                    try await AppleAdmin(database: database, actor: context.actor).show(tenant: tenant)
+                }
+                let output = AppleShowJSON(setup)
+                if options.json { try Output.json(output) } else { output.printText(tenant: tenant) }
+            }
+        }
+    }
+}
+
+/// `broker apple show` output.
+struct AppleShowJSON: Encodable {
+    struct TeamJSON: Encodable {
+        let team_id: String
+        let key_id: String?
+        let has_private_key: Bool
+    }
+
+    struct ClientJSON: Encodable {
+        let client_id: String
+        let kind: String
+        let group: String
+        let nonce: String
+        let redirect_uris: [String]
+        let return_urls: [String]
+
+        init(_ client: AppleClient, group: String) {
+            client_id = client.clientID
+            kind = client.kind.rawValue
+            self.group = group
+            nonce = client.nonceMode.rawValue
+            redirect_uris = client.redirectURIs
+            return_urls = client.returnURLs
+        }
+    }
+
+    struct GroupJSON: Encodable {
+        let primary_app_id: String
+        let team_id: String?
+        let clients: [ClientJSON]
+    }
+
+    let teams: [TeamJSON]
+    let groups: [GroupJSON]
+
+    init(_ setup: AppleAdmin.Setup) {
+        teams = setup.teams.map { TeamJSON(team_id: $0.teamID, key_id: $0.keyID, has_private_key: $0.sealedPrivateKey != nil) }
+        groups = setup.groups.map { group in
+            GroupJSON(
+                primary_app_id: group.primaryAppID,
+                team_id: setup.teams.first { $0.id == group.teamRef }?.teamID,
+                clients: setup.clients.filter { $0.groupID == group.id }.map { ClientJSON($0, group: group.primaryAppID) })
+        }
+    }
+
+    func printText(tenant: String) {
+        if teams.isEmpty { print("No Apple team for '\(tenant)'. Set one: broker apple team set --tenant \(tenant) ...") }
+        for team in teams {
+            print("team \(team.team_id)  key \(team.key_id ?? "-")  .p8 \(team.has_private_key ? "stored (encrypted)" : "missing")")
+        }
+        for group in groups {
+            print("group \(group.primary_app_id) (team \(group.team_id ?? "-"))")
+            for client in group.clients {
+                var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  nonce \(client.nonce)"
+                if !client.redirect_uris.isEmpty { line += "  redirect \(client.redirect_uris.joined(separator: ","))" }
+                if !client.return_urls.isEmpty { line += "  return \(client.return_urls.joined(separator: ","))" }
+                print(line)
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import ArgumentParser
+import BrokerCore
+import BrokerServer
+import Foundation
+import Logging
+import Providers
+
+struct TokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token", abstract: "Debug provider tokens.", subcommands: [Verify.self])
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Verify a provider identity token and print every check with its verdict.",
+            discussion: """
+                Exit status 0 when the token is valid, 1 when it is not. Without --jwks the provider's \
+                published keys are fetched (Apple: BROKER_APPLE_BASE_URL/auth/keys). Without --audience the \
+                audience is shown but not compared; without --nonce the nonce is not compared.
+                """)
+
+        @Option(help: "The provider: apple.") var provider: String = "apple"
+        @Option(help: "The token, or @FILE to read it from a file.") var token: String
+        @Option(help: "A client id the token must be issued to (repeatable).") var audience: [String] = []
+        @Option(help: "A JWKS file or URL to verify with.") var jwks: String?
+        @Option(help: "Verify as of this ISO 8601 instant (e.g. 2024-11-03T10:00:00Z) instead of now.") var at: String?
+        @Option(help: "The raw nonce the app generated.") var nonce: String?
+        @Option(help: "How the nonce is compared: sha256 or raw.") var nonceMode: String = "sha256"
+        @Flag(name: .long, help: "Print machine-readable JSON.") var json = false
+
+        func run() async throws {
+            try await runReporting(json: json) {
+                guard provider == "apple" else {
+                    throw BrokerError.invalidArgument("Unknown provider '\(provider)'.", hint: "Supported: apple.")
+                }
+                let configuration = try BrokerConfiguration()
+                let jwt = try readToken()
+                let instant = try parseInstant()
+                guard let mode = NonceMode(rawValue: nonceMode) else {
+                    throw BrokerError.invalidArgument("--nonce-mode must be sha256 or raw.")
+                }
+                var logger = Logger(label: "broker.token")
+                logger.logLevel = .error
+                let source: JWKSCache.Source
+                if let jwks, jwks.hasPrefix("http://") || jwks.hasPrefix("https://") {
+                    source = .url(jwks)
+                } else if let jwks {
+                    guard let data = FileManager.default.contents(atPath: jwks) else {
+                        throw BrokerError.invalidArgument("Cannot read the JWKS file '\(jwks)'.")
+                    }
+                    source = .fixed(data)
+                } else {
+                    source = .url(Apple.keysURL(base: configuration.appleBaseURL))
+                }
+                let verifier = IdentityTokenVerifier(
+                    policy: VerificationPolicy(
+                        issuers: [Apple.issuer], algorithms: ["RS256"], audiences: audience.isEmpty ? nil : Set(audience)),
+                    keys: JWKSCache(source: source, logger: logger))
+                let expectation = nonce.map { NonceExpectation(rawNonce: $0, mode: mode) } ?? .notChecked
+                let report = await verifier.check(jwt, nonce: expectation, at: instant)
+                try print(report)
+                if !report.isValid { throw ExitCode.failure }
+            }
+        }
+
+        func readToken() throws -> String {
+            guard token.hasPrefix("@") else { return token.trimmingCharacters(in: .whitespacesAndNewlines) }
+            let path = String(token.dropFirst())
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw BrokerError.invalidArgument("Cannot read the token file '\(path)'.")
+            }
+            return text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        func parseInstant() throws -> Date {
+            guard let at else { return Date() }
+            guard let date = ISO8601DateFormatter().date(from: at) else {
+                throw BrokerError.invalidArgument("--at must be an ISO 8601 instant such as 2024-11-03T10:00:00Z.")
+            }
+            return date
+        }
+
+        func print(_ report: VerificationReport) throws {
+            if json {
+                struct Check: Encodable {
+                    let check: String
+                    let passed: Bool
+                    let detail: String
+                }
+                struct Body: Encodable {
+                    let valid: Bool
+                    let code: String?
+                    let subject: String?
+                    let checks: [Check]
+                }
+                try Output.json(
+                    Body(
+                        valid: report.isValid, code: report.failure?.code, subject: report.claims?.subject,
+                        checks: report.checks.map { Check(check: $0.name, passed: $0.passed, detail: $0.detail) }))
+                return
+            }
+            for check in report.checks {
+                Swift.print("\(check.passed ? "ok  " : "FAIL") \(check.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(check.detail)")
+            }
+            if let failure = report.failure {
+                Swift.print("invalid: \(failure.code)")
+            } else {
+                Swift.print("valid: sub \(report.claims?.subject ?? "-")")
+            }
+        }
+    }
+}
