@@ -130,11 +130,22 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "Storage", "BrokerCore",
+                "Storage", "BrokerCore", "MockIdP",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ProvidersTests",
+            dependencies: [
+                "Providers", "MockIdP", "BrokerCore", "TestSupport",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),

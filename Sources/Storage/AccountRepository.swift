@@ -23,6 +23,15 @@ public struct AccountRepository: Sendable {
     /// replaces the stored one; empty values never blank anything. Returns nil when the
     /// identity is unknown and the intent is `sign_in`, or the account is not active.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
+        if let result = try await signInOnce(request) { return result }
+        guard request.intent != .signIn else { return nil }
+        // Lost a first-sign-in race: the ON CONFLICT path found the winner's identity, but the
+        // winner's account row was committed after this statement's snapshot was taken. A new
+        // statement sees it (and opens the session then).
+        return try await signInOnce(request)
+    }
+
+    private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
         let newIdentityID = UUID()
         let newAccountID = UUID()
         let allowCreate = request.intent != .signIn

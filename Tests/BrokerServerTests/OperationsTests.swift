@@ -42,7 +42,7 @@ import Testing
 
     @Test func oversizedBodiesAreRefused() async throws {
         try await TestApp.run { _, client in
-            let body = ByteBuffer(repeating: UInt8(ascii: "a"), count: 8_192)
+            let body = ByteBuffer(repeating: UInt8(ascii: "a"), count: 40_000)
             try await client.execute(uri: "/v1/tenant", method: .post, body: body) { response in
                 #expect(response.status == .contentTooLarge)
                 #expect(response.problemCode == "payload_too_large")

@@ -16,10 +16,13 @@ struct TestApp {
     let databaseURL: String
     var secrets: SecretBox { TestDatabase.secrets }
 
-    static func run(_ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void) async throws {
+    static func run(
+        appleBaseURL: String = "http://127.0.0.1:9", _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
+    ) async throws {
         try await TestDatabase.withFresh { database, url in
             let services = BrokerServices(
-                database: database, secrets: TestDatabase.secrets, publicURL: publicURL, maxBodyBytes: 4_096)
+                database: database, secrets: TestDatabase.secrets, publicURL: publicURL, maxBodyBytes: 32_768,
+                appleBaseURL: appleBaseURL)
             let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url)
             try await app.test(.router) { client in try await test(testApp, client) }

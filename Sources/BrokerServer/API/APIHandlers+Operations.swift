@@ -29,7 +29,7 @@ extension Problem {
     /// The generated schema type of this problem, for typed error responses.
     var schema: Components.Schemas.Problem {
         .init(
-            _type: type, title: title, status: status, detail: detail, instance: instance, code: code,
+            _type: type, title: title, status: status, detail: detail, instance: instance, code: code, hint: hint,
             requestId: requestID)
     }
 }

@@ -11,10 +11,12 @@ struct Problem: Encodable, Sendable {
     var detail: String?
     var instance: String?
     var code: String
+    /// What to do about it, when the broker knows.
+    var hint: String?
     var requestID: String?
 
     enum CodingKeys: String, CodingKey {
-        case type, title, status, detail, instance, code
+        case type, title, status, detail, instance, code, hint
         case requestID = "request_id"
     }
 
@@ -28,6 +30,7 @@ struct Problem: Encodable, Sendable {
 
     init(_ error: BrokerError) {
         self.init(status: error.kind.httpStatus, code: error.code, title: error.title, detail: error.detail)
+        self.hint = error.hint
     }
 
     func response(headers extra: HTTPFields = [:]) -> Response {

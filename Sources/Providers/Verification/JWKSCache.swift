@@ -93,10 +93,10 @@ public actor JWKSCache {
             }
             data = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
         }
-        let jwks = try JSONDecoder().decode(JWKS.self, from: data)
+        let jwks = try JSONDecoder().decode(LenientJWKS.self, from: data)
         let fresh = JWTKeyCollection()
         var byKid: [String: JWK] = [:]
-        for key in jwks.keys {
+        for key in jwks.keys.compactMap(\.key) {
             guard let kid = key.keyIdentifier?.string else { continue }
             // Keys of a type or algorithm we do not verify with are skipped, not fatal.
             do {
@@ -109,4 +109,14 @@ public actor JWKSCache {
         keys = byKid
         collection = fresh
     }
+}
+
+/// A JWKS whose keys decode one at a time: a key jwt-kit cannot even decode (`kty` `oct`, an
+/// `alg` it does not know) is skipped like any other unusable key instead of failing the set.
+private struct LenientJWKS: Decodable {
+    struct Entry: Decodable {
+        let key: JWK?
+        init(from decoder: any Decoder) throws { key = try? JWK(from: decoder) }
+    }
+    let keys: [Entry]
 }
