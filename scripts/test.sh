@@ -8,6 +8,8 @@ scripts/setup.sh
 # The OpenAPI contract must validate with a stock validator.
 python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install -q openapi-spec-validator
 python3 -m openapi_spec_validator openapi.yaml
+# Broker access tokens are checked with a stock JOSE library in the tests.
+python3 -c "import joserfc" 2>/dev/null || python3 -m pip install -q joserfc
 
 bin_dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [[ -x "$bin_dir/initdb" ]] || { echo "test: PostgreSQL server binaries not found" >&2; exit 1; }

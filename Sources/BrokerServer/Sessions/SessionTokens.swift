@@ -27,10 +27,13 @@ struct SessionTokens: Sendable {
         tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, now: Date = Date()
     ) async throws -> (token: String, expiresIn: Int) {
         let ttl = tenant.session.accessTokenTTL
+        // NumericDates in whole seconds: stock libraries compare `iat` with integer time and
+        // call a fractional one "issued in the future".
+        let issuedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let claims = AccessTokenClaims(
             iss: .init(value: issuer(for: tenant)), sub: .init(value: accountID.uuidString.lowercased()),
-            aud: .init(value: tenant.effectiveAudiences), exp: .init(value: now.addingTimeInterval(TimeInterval(ttl))),
-            iat: .init(value: now), jti: .init(value: UUID().uuidString.lowercased()),
+            aud: .init(value: tenant.effectiveAudiences), exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(ttl))),
+            iat: .init(value: issuedAt), jti: .init(value: UUID().uuidString.lowercased()),
             sid: sessionID.uuidString.lowercased(), idp: idp, amr: [idp], clientID: clientID)
         let (collection, kid) = try await keys.signer(for: tenant, now: now)
         var header = JWTHeader()
