@@ -16,8 +16,8 @@ struct CLIContext {
     let configuration: BrokerConfiguration
     let logger: Logger
 
-    init(logLevel: Logger.Level = .warning) throws {
-        configuration = try BrokerConfiguration()
+    init(logLevel: Logger.Level = .warning, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        configuration = try BrokerConfiguration(environment: environment)
         logger = LogSetup.logger(label: "broker", configuration: configuration, defaultLevel: logLevel)
     }
 

@@ -87,7 +87,7 @@ public actor JWKSCache {
         case .url(let url):
             var request = HTTPClientRequest(url: url)
             request.headers.add(name: "Accept", value: "application/json")
-            let response = try await httpClient.execute(request, timeout: .seconds(10))
+            let response = try await httpClient.execute(request, timeout: .seconds(5))
             guard response.status == .ok else {
                 throw TokenVerificationError("jwks_unavailable", "GET \(url) answered \(response.status.code).")
             }
