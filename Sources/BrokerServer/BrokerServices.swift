@@ -19,6 +19,8 @@ public struct BrokerServices: Sendable {
     let signingKeys: TenantSigningKeys
     let clientSecrets: AppleClientSecrets
     let httpClient: HTTPClient
+    let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
+    let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
@@ -47,11 +49,26 @@ public struct BrokerServices: Sendable {
         AppleSignIn(
             database: database, secrets: secrets, appleKeys: appleKeys,
             tokenClient: AppleTokenClient(baseURL: appleBaseURL, httpClient: httpClient), clientSecrets: clientSecrets,
-            tokens: sessionTokens)
+            tokens: sessionTokens, clients: appleClients)
     }
 
     /// Work that runs for the life of the server: refreshing provider key sets.
     public func backgroundTasks() async {
-        await appleKeys.runRefreshLoop()
+        await withDiscardingTaskGroup { group in
+            group.addTask { await appleKeys.runRefreshLoop() }
+            group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
+        }
+    }
+
+    /// Drops what a committed change made stale (called for every LISTEN/NOTIFY message).
+    func invalidate(_ topic: CacheTopic, tenantID: UUID?) async {
+        switch topic {
+        case .apiKeys, .tenants:
+            if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
+        case .appleClients:
+            if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
+        case .signingKeys:
+            if let tenantID { await signingKeys.invalidate(tenantID) } else { await signingKeys.invalidateAll() }
+        }
     }
 }

@@ -40,6 +40,7 @@ public struct APIKeyRepository: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             guard let record = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await Database.notify(.apiKeys, tenantID: tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "api_key.revoke", target: id.uuidString.lowercased(),
                 on: connection, logger: logger)

@@ -26,6 +26,7 @@ public struct AppleRepository: Sendable {
             guard let row = try await rows.collect().first else { throw StorageError.configuration("no team row") }
             var reader = RowReader(row)
             let saved = try Self.decodeTeam(&reader)
+            try await Database.notify(.appleClients, tenantID: team.tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
                 tenantID: team.tenantID, actor: actor, action: "apple.team.set", target: team.teamID, on: connection,
                 logger: logger)
@@ -53,6 +54,7 @@ public struct AppleRepository: Sendable {
                     VALUES (\(group.id), \(group.tenantID), \(group.teamRef), \(group.primaryAppID))
                     """, logger: logger)
                 try await Self.insertClient(primaryClient, on: connection, logger: logger)
+                try await Database.notify(.appleClients, tenantID: group.tenantID, on: connection, logger: logger)
                 try await AuditLogRepository.append(
                     tenantID: group.tenantID, actor: actor, action: "apple.group.add", target: group.primaryAppID,
                     on: connection, logger: logger)
@@ -69,6 +71,7 @@ public struct AppleRepository: Sendable {
         do {
             try await client.withTransaction(logger: logger) { connection in
                 try await Self.insertClient(appleClient, on: connection, logger: logger)
+                try await Database.notify(.appleClients, tenantID: appleClient.tenantID, on: connection, logger: logger)
                 try await AuditLogRepository.append(
                     tenantID: appleClient.tenantID, actor: actor, action: "apple.client.add", target: appleClient.clientID,
                     on: connection, logger: logger)

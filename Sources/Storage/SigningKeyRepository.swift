@@ -13,6 +13,7 @@ public struct SigningKeyRepository: Sendable {
     public func insert(_ key: SigningKeyRecord, actor: String) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await Self.insert(key, on: connection, logger: logger)
+            try await Database.notify(.signingKeys, tenantID: key.tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
                 tenantID: key.tenantID, actor: actor, action: "signing_key.create", target: key.kid,
                 on: connection, logger: logger)
@@ -72,6 +73,7 @@ public struct SigningKeyRepository: Sendable {
                     WHERE tenant_id = \(tenantID) AND id = \(retire.id)
                     """, logger: logger)
             }
+            try await Database.notify(.signingKeys, tenantID: tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "signing_key.retire", target: target, on: connection, logger: logger)
         }

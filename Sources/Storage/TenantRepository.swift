@@ -59,6 +59,7 @@ public struct TenantRepository: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             guard let tenant = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await Database.notify(.tenants, tenantID: tenant.id, on: connection, logger: logger)
             try await AuditLogRepository.append(
                 tenantID: tenant.id, actor: actor, action: "tenant.\(status == .active ? "enable" : "disable")",
                 target: slug, on: connection, logger: logger)

@@ -64,10 +64,13 @@ import Testing
             try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) { #expect($0.status == .ok) }
             _ = try await APIKeyAdmin(database: app.database, actor: "test").revoke(
                 tenant: "acme", id: record.id.uuidString)
-            try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) { response in
-                #expect(response.status == .unauthorized)
-                #expect(response.problemCode == "invalid_api_key")
+            // Every instance drops the cached key when the revocation commits (LISTEN/NOTIFY).
+            let refused = try await eventually {
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) {
+                    $0.status == .unauthorized && $0.problemCode == "invalid_api_key"
+                }
             }
+            #expect(refused)
         }
     }
 
@@ -98,12 +101,17 @@ import Testing
             _ = try await app.createTenant("acme")
             let key = try await app.createKey("acme")
             _ = try await TenantAdmin(database: app.database, actor: "test").setStatus("acme", .disabled)
-            try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) { response in
-                #expect(response.status == .forbidden)
-                #expect(response.problemCode == "tenant_disabled")
+            let forbidden = try await eventually {
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) {
+                    $0.status == .forbidden && $0.problemCode == "tenant_disabled"
+                }
             }
+            #expect(forbidden)
             _ = try await TenantAdmin(database: app.database, actor: "test").setStatus("acme", .active)
-            try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) { #expect($0.status == .ok) }
+            let enabled = try await eventually {
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)) { $0.status == .ok }
+            }
+            #expect(enabled)
         }
     }
 }

@@ -25,6 +25,9 @@ struct TestApp {
                 appleBaseURL: appleBaseURL)
             let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url)
+            // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
+            let background = Task { await services.backgroundTasks() }
+            defer { background.cancel() }
             try await app.test(.router) { client in try await test(testApp, client) }
         }
     }
@@ -51,3 +54,14 @@ extension TestResponse {
 }
 
 func bearer(_ key: String) -> HTTPFields { [.authorization: "Bearer \(key)"] }
+
+/// Polls `condition` until it holds (changes reach caches through LISTEN/NOTIFY, a few
+/// milliseconds after commit); false after `timeout`.
+func eventually(timeout: Duration = .seconds(3), _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}

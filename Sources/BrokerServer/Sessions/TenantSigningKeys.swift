@@ -41,6 +41,8 @@ actor TenantSigningKeys {
 
     func invalidate(_ tenantID: UUID) { entries[tenantID] = nil }
 
+    func invalidateAll() { entries.removeAll() }
+
     private func entry(for tenant: Tenant) async throws -> Entry {
         if let entry = entries[tenant.id], ContinuousClock.now - entry.loadedAt < ttl { return entry }
         if let task = loading[tenant.id] { return try await task.value }

@@ -14,11 +14,13 @@ struct AppleSignIn: Sendable {
     let tokenClient: AppleTokenClient
     let clientSecrets: AppleClientSecrets
     let tokens: SessionTokens
+    /// (tenant, client id) → client, group and team; cleared by LISTEN/NOTIFY.
+    let clients: ExpiringCache<String, ResolvedAppleClient>
 
     func signIn(tenant: Tenant, _ request: Components.Schemas.AppleSignInRequest, now: Date = Date()) async throws
         -> Components.Schemas.SignInResponse
     {
-        guard let resolved = try await database.apple.resolve(tenantID: tenant.id, clientID: request.clientId) else {
+        guard let resolved = try await resolve(tenant: tenant, clientID: request.clientId) else {
             throw BrokerError(
                 code: "unknown_client", kind: .unauthorized, title: "Unknown client",
                 detail: "'\(request.clientId.prefix(155))' is not an Apple client of this tenant.",
@@ -60,6 +62,14 @@ struct AppleSignIn: Sendable {
         return .init(
             account: .init(result.account), identity: .init(result.identity), isNewAccount: result.isNewAccount,
             session: tokens.response(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+    }
+
+    private func resolve(tenant: Tenant, clientID: String) async throws -> ResolvedAppleClient? {
+        let key = "\(tenant.id):\(clientID)"
+        if let cached = clients.value(for: key) { return cached }
+        guard let resolved = try await database.apple.resolve(tenantID: tenant.id, clientID: clientID) else { return nil }
+        clients.set(resolved, for: key)
+        return resolved
     }
 
     func verify(_ token: String, clientID: String, nonce: NonceExpectation, now: Date) async throws -> IdentityClaims {

@@ -13,6 +13,9 @@ public struct AuthenticatedCaller: Sendable {
 /// that also loads the tenant.
 struct APIKeyAuthenticator: Sendable {
     let database: Database
+    /// Key hash → key and tenant. Revocations and tenant changes clear it through
+    /// LISTEN/NOTIFY on every instance; entries live at most 5 s regardless.
+    let cache: ExpiringCache<Data, AuthenticatedCaller>
 
     func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
         guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
@@ -20,8 +23,17 @@ struct APIKeyAuthenticator: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer",
             let token = APIKeyToken(parsing: parts[1].trimmingCharacters(in: .whitespaces))
         else { throw BrokerError.malformedAPIKey }
-        guard let (key, tenant) = try await database.apiKeys.authenticate(hash: token.hash) else {
-            throw BrokerError.invalidAPIKey
+        let hash = token.hash
+        let key: APIKeyRecord
+        let tenant: Tenant
+        if let cached = cache.value(for: hash) {
+            (key, tenant) = (cached.apiKey, cached.tenant)
+        } else {
+            guard let (found, owner) = try await database.apiKeys.authenticate(hash: hash) else {
+                throw BrokerError.invalidAPIKey
+            }
+            cache.set(AuthenticatedCaller(tenant: owner, apiKey: found), for: hash)
+            (key, tenant) = (found, owner)
         }
         guard tenant.status == .active else { throw BrokerError.tenantDisabled }
         guard key.scopes.contains(scope) else { throw BrokerError.insufficientScope(scope) }

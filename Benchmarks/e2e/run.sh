@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# End-to-end sign-in benchmark: release broker on its embedded PostgreSQL, MockIdP as Apple,
+# wrk on loopback with 16 connections. Prints one RESULT line per scenario and the broker's
+# peak RSS. Usage: Benchmarks/e2e/run.sh [duration_seconds]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+duration=${1:-20}
+connections=16
+threads=2
+new_tokens=${NEW_TOKENS:-60000}
+scratch=.build-release
+swift build -c release --scratch-path "$scratch" --product broker >/dev/null
+swift build -c release --scratch-path "$scratch" --product mock-idp >/dev/null
+bin=$(swift build -c release --scratch-path "$scratch" --show-bin-path)
+work=$(mktemp -d /tmp/identitybroker-bench.XXXXXX)
+chmod 711 "$work"
+export BROKER_DATA_DIR="$work/data" BROKER_LOG_LEVEL=warning BROKER_LOG_FORMAT=text
+export BROKER_APPLE_BASE_URL=http://127.0.0.1:9109 BROKER_PORT=8089 BROKER_DB_POOL_SIZE=${POOL:-16}
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin/mock-idp" serve --port 9109 --key-file "$work/idp-key.pem" >"$work/idp.log" 2>&1 &
+pids+=($!)
+openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt >"$work/AuthKey.p8"
+"$bin/broker" tenant create bench >/dev/null
+key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
+"$bin/broker" apple team set --tenant bench --team-id BENCH00001 --key-id BENCHKEY01 --private-key-file "$work/AuthKey.p8" >/dev/null
+"$bin/broker" apple group add --tenant bench --primary-app-id com.bench.app >/dev/null
+
+"$bin/broker" serve >"$work/broker.log" 2>&1 &
+broker_pid=$!
+pids+=($broker_pid)
+for _ in $(seq 100); do curl -sf http://127.0.0.1:8089/readyz >/dev/null && break; sleep 0.1; done
+
+echo "minting tokens..." >&2
+"$bin/mock-idp" mint --key-file "$work/idp-key.pem" --audience com.bench.app --count 1000 --subject-prefix returning. >"$work/returning.txt"
+"$bin/mock-idp" mint --key-file "$work/idp-key.pem" --audience com.bench.app --count "$new_tokens" --subject-prefix new. >"$work/new.txt"
+
+export API_KEY=$key CLIENT_ID=com.bench.app THREADS=$threads
+# Warm up: every returning user signs in once (creates their accounts), and the caches fill.
+TOKENS="$work/returning.txt" MODE=new wrk -t"$threads" -c"$connections" -d5s -s Benchmarks/e2e/signin.lua http://127.0.0.1:8089 >/dev/null
+
+echo "== returning users (${duration}s, $connections connections)"
+TOKENS="$work/returning.txt" MODE=returning wrk -t"$threads" -c"$connections" -d"${duration}s" --latency \
+    -s Benchmarks/e2e/signin.lua http://127.0.0.1:8089 | grep RESULT
+echo "== new users (${duration}s, $connections connections, at most $new_tokens)"
+TOKENS="$work/new.txt" MODE=new wrk -t"$threads" -c"$connections" -d"${duration}s" --latency \
+    -s Benchmarks/e2e/signin.lua http://127.0.0.1:8089 | grep RESULT
+echo "== broker peak RSS: $(grep VmHWM /proc/$broker_pid/status | awk '{print $2, $3}')"
+echo "== accounts: $(psql -h "$work/data/run" -U postgres -Atc 'select count(*) from accounts' postgres 2>/dev/null || echo '?')"

@@ -1,0 +1,54 @@
+-- wrk script: POST /v1/sign-in/apple with MockIdP-minted identity tokens.
+-- TOKENS: file with one token per line; API_KEY; CLIENT_ID; MODE=returning (cycle through the
+-- tokens) or new (each token once: every request is a new user; threads take disjoint lines).
+local threads = {}
+local counter = 0
+
+function setup(thread)
+    thread:set("id", counter)
+    counter = counter + 1
+    table.insert(threads, thread)
+end
+
+function init(args)
+    local file = os.getenv("TOKENS")
+    local total = tonumber(os.getenv("THREADS") or "2")
+    tokens = {}
+    local i = 0
+    for line in io.lines(file) do
+        if i % total == id then table.insert(tokens, line) end
+        i = i + 1
+    end
+    index = 0
+    mode = os.getenv("MODE") or "returning"
+    wrk.method = "POST"
+    wrk.headers["Authorization"] = "Bearer " .. os.getenv("API_KEY")
+    wrk.headers["Content-Type"] = "application/json"
+    client = os.getenv("CLIENT_ID")
+end
+
+function request()
+    index = index + 1
+    if index > #tokens then
+        if mode == "new" then
+            -- Out of fresh tokens: stop this thread's load rather than reuse one.
+            wrk.thread:stop()
+        end
+        index = 1
+    end
+    local body = '{"client_id":"' .. client .. '","identity_token":"' .. tokens[index] .. '"}'
+    return wrk.format(nil, "/v1/sign-in/apple", nil, body)
+end
+
+local non200 = 0
+function response(status, headers, body)
+    if status ~= 200 then non200 = non200 + 1 end
+end
+
+function done(summary, latency, requests)
+    local p = function(q) return latency:percentile(q) / 1000.0 end
+    io.write(string.format("RESULT requests=%d duration_s=%.1f rps=%.0f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f errors=%d status_non2xx=%d\n",
+        summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+        p(50), p(90), p(99), summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+        summary.errors.status))
+end

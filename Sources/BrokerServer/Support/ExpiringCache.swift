@@ -1,0 +1,44 @@
+import Synchronization
+
+/// A small in-memory map whose entries expire after `ttl`, cleared early by LISTEN/NOTIFY
+/// invalidations (see ``CacheInvalidator``). The TTL bounds staleness if a notification is
+/// ever missed. Lookups take a mutex, never an actor hop: they sit on the sign-in hot path.
+final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    private struct Entry {
+        let value: Value
+        let expires: ContinuousClock.Instant
+    }
+
+    private let entries = Mutex<[Key: Entry]>([:])
+    let ttl: Duration
+    let capacity: Int
+
+    init(ttl: Duration, capacity: Int = 10_000) {
+        self.ttl = ttl
+        self.capacity = capacity
+    }
+
+    func value(for key: Key) -> Value? {
+        entries.withLock { entries in
+            guard let entry = entries[key] else { return nil }
+            guard entry.expires > .now else {
+                entries[key] = nil
+                return nil
+            }
+            return entry.value
+        }
+    }
+
+    func set(_ value: Value, for key: Key) {
+        entries.withLock { entries in
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = Entry(value: value, expires: .now + ttl)
+        }
+    }
+
+    func removeAll(where predicate: (Key, Value) -> Bool) {
+        entries.withLock { entries in entries = entries.filter { !predicate($0.key, $0.value.value) } }
+    }
+
+    func removeAll() { entries.withLock { $0.removeAll() } }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What changed, for instances that cache it. Notifications are sent inside the writing
+/// transaction, so PostgreSQL delivers them only if it commits.
+public enum CacheTopic: String, Sendable, CaseIterable {
+    case apiKeys = "api_keys"
+    case tenants
+    case appleClients = "apple_clients"
+    case signingKeys = "signing_keys"
+}
+
+extension Database {
+    /// The LISTEN/NOTIFY channel of cache invalidations.
+    public static let invalidationChannel = "identitybroker_cache"
+
+    static func notify(_ topic: CacheTopic, tenantID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            "SELECT pg_notify(\(invalidationChannel), \(topic.rawValue + ":" + tenantID.uuidString.lowercased()))",
+            logger: logger)
+    }
+
+    /// Calls `handler` for every invalidation any broker process commits, until cancelled.
+    /// Holds one pool connection while it listens; reconnects after a failure.
+    public func listenForInvalidations(_ handler: @escaping @Sendable (CacheTopic, UUID?) async -> Void) async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.invalidationChannel) { notifications in
+                        // Anything may have changed while we were not listening.
+                        for topic in CacheTopic.allCases { await handler(topic, nil) }
+                        for try await notification in notifications {
+                            let parts = notification.payload.split(separator: ":", maxSplits: 1)
+                            guard let topic = parts.first.flatMap({ CacheTopic(rawValue: String($0)) }) else { continue }
+                            await handler(topic, parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil)
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("cache invalidation listener failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+}
