@@ -40,6 +40,10 @@ struct KeysCommand: AsyncParsableCommand {
         }
     }
 
+    static func admin(_ context: CLIContext, _ database: Database) throws -> SigningKeyAdmin {
+        SigningKeyAdmin(database: database, secrets: SecretBox(masterKey: try context.masterKey()), actor: context.actor)
+    }
+
     static func printTable(_ keys: [SigningKeyStatus]) {
         Output.table(
             ["KID", "STATE", "ACTIVATES", "RETIRED"],
@@ -80,8 +84,7 @@ struct KeysCommand: AsyncParsableCommand {
             try await runReporting(json: options.json) {
                 let context = try CLIContext()
                 let keys = try await context.withDatabase { database in
-                    try await SigningKeyAdmin(database: database, secrets: SecretBox(masterKey: try context.masterKey()), actor: context.actor)
-                        .list(tenant: tenant)
+                    try await KeysCommand.admin(context, database).list(tenant: tenant)
                 }
                 if options.json { try Output.json(keys.map(KeyJSON.init)) } else { KeysCommand.printTable(keys) }
             }
@@ -99,8 +102,7 @@ struct KeysCommand: AsyncParsableCommand {
             try await runReporting(json: options.json) {
                 let context = try CLIContext()
                 let keys = try await context.withDatabase { database in
-                    try await SigningKeyAdmin(database: database, secrets: SecretBox(masterKey: try context.masterKey()), actor: context.actor)
-                        .retire(tenant: tenant, kid: kid)
+                    try await KeysCommand.admin(context, database).retire(tenant: tenant, kid: kid)
                 }
                 if options.json { try Output.json(keys.map(KeyJSON.init)) } else {
                     print("Key \(kid) of tenant '\(tenant)' is retired.")

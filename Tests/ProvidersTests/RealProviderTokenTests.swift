@@ -1,5 +1,6 @@
 import BrokerCore
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Providers
@@ -10,27 +11,12 @@ import Testing
 @Suite struct RealProviderTokenTests {
     typealias F = VerifierFixture
 
-    /// `<package root>/../shared/fixtures/provider-tokens` (this file is
-    /// `<package root>/Tests/ProvidersTests/RealProviderTokenTests.swift`).
-    static let fixtures: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/provider-tokens", isDirectory: true)
+    static let fixtures = ProviderFixtures.directory
 
     static let appleIssuer: Set<String> = ["https://appleid.apple.com"]
     static let googleIssuers: Set<String> = ["accounts.google.com", "https://accounts.google.com"]
 
-    /// Every real Apple token and the key set it verifies with.
-    static let appleTokens: [(token: String, jwks: String)] = [
-        ("idtoken_apple_86D88Kf_2020-02-17_vapor_jwt.jwt", "jwks_apple_86D88Kf_2020_nerdzlab.json"),
-        ("idtoken_apple_86D88Kf_2020-04-30_nerdzlab.jwt", "jwks_apple_86D88Kf_2020_nerdzlab.json"),
-        ("idtoken_apple_FftONTxoEg_2024-11-03_vapor_jwt.jwt", "jwks_apple_2024-07-31_panva_wellknown.json"),
-        ("idtoken_apple_W6WcOKB_2022-04-08_vapor_jwt.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_W6WcOKB_2023-07-16_namecare.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_W6WcOKB_2023-11-05_risc0.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_W6WcOKB_2023-12-24_afuture_real_user_status2.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_dMlERBaFdK_2025-02-02_vapor_jwt.jwt", "jwk_apple_dMlERBaFdK_respectme.json"),
-        ("idtoken_apple_fh6Bs8C_2024-02-20_vapor_jwt.jwt", "jwks_apple_W6WcOKB_fh6Bs8C_YuyXoY_2023_namecare.json"),
-    ]
+    static let appleTokens = ProviderFixtures.appleTokens
 
     static let googleTokens: [(token: String, jwks: String)] = [
         ("idtoken_google_f5f4bf46_1699138994_risc0.jwt", "jwks_google_f5f4bf46_f833e8a7_2023-11-06_risc0.json"),

@@ -71,33 +71,12 @@ import Testing
 
 /// `broker token verify` on the real Apple tokens in shared/fixtures, at a fixed clock.
 @Suite struct TokenVerifyCLITests {
-    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/fixtures/provider-tokens/apple")
+    static let fixtures = ProviderFixtures.directory.appendingPathComponent("apple")
 
-    static let keySets: [(token: String, jwks: String)] = [
-        ("idtoken_apple_86D88Kf_2020-02-17_vapor_jwt.jwt", "jwks_apple_86D88Kf_2020_nerdzlab.json"),
-        ("idtoken_apple_86D88Kf_2020-04-30_nerdzlab.jwt", "jwks_apple_86D88Kf_2020_nerdzlab.json"),
-        ("idtoken_apple_FftONTxoEg_2024-11-03_vapor_jwt.jwt", "jwks_apple_2024-07-31_panva_wellknown.json"),
-        ("idtoken_apple_W6WcOKB_2022-04-08_vapor_jwt.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_W6WcOKB_2023-07-16_namecare.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_W6WcOKB_2023-11-05_risc0.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_W6WcOKB_2023-12-24_afuture_real_user_status2.jwt", "jwk_apple_W6WcOKB_afuture.json"),
-        ("idtoken_apple_dMlERBaFdK_2025-02-02_vapor_jwt.jwt", "jwk_apple_dMlERBaFdK_respectme.json"),
-        ("idtoken_apple_fh6Bs8C_2024-02-20_vapor_jwt.jwt", "jwks_apple_W6WcOKB_fh6Bs8C_YuyXoY_2023_namecare.json"),
-    ]
-
-    static func claims(_ path: String) throws -> [String: Any] {
-        let token = try String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        var payload = String(token.split(separator: ".")[1]).replacingOccurrences(of: "-", with: "+")
-            .replacingOccurrences(of: "_", with: "/")
-        while payload.count % 4 != 0 { payload += "=" }
-        return try JSONSerialization.jsonObject(with: Data(base64Encoded: payload) ?? Data()) as? [String: Any] ?? [:]
-    }
-
-    @Test(arguments: keySets)
+    @Test(arguments: ProviderFixtures.appleTokens)
     func realAppleTokensVerifyOneMinuteAfterIssue(_ pair: (token: String, jwks: String)) throws {
         let tokenPath = Self.fixtures.appendingPathComponent(pair.token).path
-        let claims = try Self.claims(tokenPath)
+        let claims = try ProviderFixtures.unverifiedClaims(ofTokenAt: URL(fileURLWithPath: tokenPath))
         let iat = try #require(claims["iat"] as? Double)
         let at = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: iat + 60))
         let audience = try #require(claims["aud"] as? String)
