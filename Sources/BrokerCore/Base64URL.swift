@@ -1,21 +1,35 @@
 import Foundation
 
-/// Base64url without padding (RFC 4648 §5), as JOSE uses it.
+/// Base64url without padding (RFC 4648 §5), as JOSE uses it. Byte-level translation: it runs on
+/// every request (token segments), so no Foundation string replacement.
 public enum Base64URL {
     public static func encode<D: DataProtocol>(_ bytes: D) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var base64 = Array(Data(bytes).base64EncodedString().utf8)
+        while base64.last == UInt8(ascii: "=") { base64.removeLast() }
+        for index in base64.indices {
+            switch base64[index] {
+            case UInt8(ascii: "+"): base64[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): base64[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: base64, as: UTF8.self)
     }
 
+    /// Also accepts the standard alphabet and padding, as lenient JOSE parsers do; the
+    /// signature still covers the exact text.
     public static func decode(_ string: String) -> Data? {
-        var base64 = string
-            .replacingOccurrences(of: "-", with: "+")
-            .replacingOccurrences(of: "_", with: "/")
-        let remainder = base64.count % 4
+        var bytes = Array(string.utf8)
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
+            default: break
+            }
+        }
+        let remainder = bytes.count % 4
         if remainder == 1 { return nil }
-        if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }
-        return Data(base64Encoded: base64)
+        if remainder > 0 { bytes.append(contentsOf: repeatElement(UInt8(ascii: "="), count: 4 - remainder)) }
+        return Data(base64Encoded: Data(bytes))
     }
 }

@@ -16,7 +16,8 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
     let handlers = APIHandlers(services: services)
     try handlers.registerHandlers(
-        on: router, configuration: .init(jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
+        on: router,
+        configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
     return router
 }
 

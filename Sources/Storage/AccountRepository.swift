@@ -8,7 +8,7 @@ public struct AccountRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
 
-    static let accountColumns =
+    static let accountColumns: String =
         "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at, a.last_seen_at"
     static let identityColumns = """
         i.id, i.account_id, i.provider, i.provider_scope, i.subject, i.email, i.email_verified, i.is_private_email,
@@ -32,25 +32,37 @@ public struct AccountRepository: Sendable {
     }
 
     private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
-        let newIdentityID = UUID()
-        let newAccountID = UUID()
-        let allowCreate = request.intent != .signIn
-        let given = request.name.givenName.flatMap { $0.isEmpty ? nil : $0 }
-        let family = request.name.familyName.flatMap { $0.isEmpty ? nil : $0 }
-        let email = request.email.flatMap { $0.isEmpty ? nil : $0 }
         let session = request.session
-        let rows = try await client.query(
-            """
+        let rows = try await client.execute(SignInStatement(request: request, newIdentityID: UUID(), newAccountID: UUID()), logger: logger)
+        var first: PostgresRow?
+        for try await row in rows where first == nil { first = row }
+        guard let row = first else { return nil }
+        var reader = RowReader(row)
+        let account = try Self.decodeAccount(&reader)
+        let identity = try Self.decodeIdentity(&reader)
+        let inserted: Bool = try reader.next()
+        return SignInResult(account: account, identity: identity, isNewAccount: inserted, sessionID: session.id)
+    }
+
+    /// The sign-in statement, prepared once per connection: parsing and planning it cost more
+    /// than running it (measured 1.7 ms vs 0.65 ms).
+    struct SignInStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
+
+        let request: SignInRequest
+        let newIdentityID: UUID
+        let newAccountID: UUID
+
+        static let sql = """
             WITH upserted AS (
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
                     email_verified, is_private_email, given_name, family_name, real_user_status,
                     apple_refresh_token_sealed, last_sign_in_at)
-                SELECT \(newIdentityID), \(request.tenantID), \(newAccountID), \(request.provider), \(request.providerScope),
-                    \(request.subject), \(email), \(request.emailVerified), \(request.isPrivateEmail), \(given), \(family),
-                    \(request.realUserStatus), \(request.sealedProviderRefreshToken), now()
-                WHERE \(allowCreate) OR EXISTS (
-                    SELECT 1 FROM identities x WHERE x.tenant_id = \(request.tenantID) AND x.provider = \(request.provider)
-                        AND x.provider_scope = \(request.providerScope) AND x.subject = \(request.subject))
+                SELECT $1::uuid, $2::uuid, $3::uuid, $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
+                    $10::text, $11::text, $12::int8, $13::bytea, now()
+                WHERE $14::bool OR EXISTS (
+                    SELECT 1 FROM identities x WHERE x.tenant_id = $2::uuid AND x.provider = $4::text
+                        AND x.provider_scope = $5::text AND x.subject = $6::text)
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
                     email = coalesce(EXCLUDED.email, i.email),
                     email_verified = CASE WHEN EXCLUDED.email IS NULL THEN i.email_verified ELSE EXCLUDED.email_verified END,
@@ -60,16 +72,16 @@ public struct AccountRepository: Sendable {
                     real_user_status = coalesce(EXCLUDED.real_user_status, i.real_user_status),
                     apple_refresh_token_sealed = coalesce(EXCLUDED.apple_refresh_token_sealed, i.apple_refresh_token_sealed),
                     last_sign_in_at = now(), updated_at = now()
-                RETURNING \(unescaped: Self.identityColumns), (i.xmax = 0) AS inserted
+                RETURNING \(identityColumns), (i.xmax = 0) AS inserted
             ),
             created AS (
                 INSERT INTO accounts AS a (id, tenant_id, given_name, family_name, display_name, email, email_verified,
                     is_private_email, last_seen_at)
-                SELECT u.account_id, \(request.tenantID), u.given_name, u.family_name,
+                SELECT u.account_id, $2::uuid, u.given_name, u.family_name,
                     nullif(trim(concat_ws(' ', u.given_name, u.family_name)), ''), u.email, u.email_verified,
                     u.is_private_email, now()
                 FROM upserted u WHERE u.inserted
-                RETURNING \(unescaped: Self.accountColumns)
+                RETURNING \(accountColumns)
             ),
             updated AS (
                 UPDATE accounts a SET
@@ -81,33 +93,54 @@ public struct AccountRepository: Sendable {
                     display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
                     last_seen_at = now(), updated_at = now()
                 FROM upserted u
-                WHERE NOT u.inserted AND a.tenant_id = \(request.tenantID) AND a.id = u.account_id AND a.status = 'active'
-                RETURNING \(unescaped: Self.accountColumns)
+                WHERE NOT u.inserted AND a.tenant_id = $2::uuid AND a.id = u.account_id AND a.status = 'active'
+                RETURNING \(accountColumns)
             ),
             account AS (SELECT * FROM created UNION ALL SELECT * FROM updated),
             opened AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at)
-                SELECT \(session.id), \(request.tenantID), account.id, u.id, \(request.clientID), \(request.platform),
-                    \(request.provider), \(session.expiresAt)
+                SELECT $15::uuid, $2::uuid, account.id, u.id, $16::text, $17::text, $4::text, $18::timestamptz
                 FROM account, upserted u
                 RETURNING id
             ),
             refresh AS (
                 INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at)
-                SELECT \(session.refreshTokenID), \(request.tenantID), opened.id, \(session.refreshTokenHash),
-                    \(session.refreshTokenExpiresAt)
+                SELECT $19::uuid, $2::uuid, opened.id, $20::bytea, $21::timestamptz
                 FROM opened
                 RETURNING id
             )
             SELECT account.*, u.*, (SELECT count(*) FROM refresh) AS refresh_count
             FROM account, upserted u
-            """, logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
-        var reader = RowReader(row)
-        let account = try Self.decodeAccount(&reader)
-        let identity = try Self.decodeIdentity(&reader)
-        let inserted: Bool = try reader.next()
-        return SignInResult(account: account, identity: identity, isNewAccount: inserted, sessionID: session.id)
+            """
+
+        func makeBindings() throws -> PostgresBindings {
+            let name = request.name
+            var bindings = PostgresBindings(capacity: 21)
+            bindings.append(newIdentityID)
+            bindings.append(request.tenantID)
+            bindings.append(newAccountID)
+            bindings.append(request.provider)
+            bindings.append(request.providerScope)
+            bindings.append(request.subject)
+            try bindings.append(request.email.flatMap { $0.isEmpty ? nil : $0 })
+            bindings.append(request.emailVerified)
+            bindings.append(request.isPrivateEmail)
+            try bindings.append(name.givenName.flatMap { $0.isEmpty ? nil : $0 })
+            try bindings.append(name.familyName.flatMap { $0.isEmpty ? nil : $0 })
+            try bindings.append(request.realUserStatus)
+            try bindings.append(request.sealedProviderRefreshToken)
+            bindings.append(request.intent != .signIn)
+            bindings.append(request.session.id)
+            bindings.append(request.clientID)
+            try bindings.append(request.platform)
+            bindings.append(request.session.expiresAt)
+            bindings.append(request.session.refreshTokenID)
+            try bindings.append(request.session.refreshTokenHash)
+            bindings.append(request.session.refreshTokenExpiresAt)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 
     /// The account with its identities; nil when the tenant has no such account.

@@ -151,18 +151,18 @@ public struct IdentityTokenVerifier: Sendable {
 
         let issuedAt = (payload["iat"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
         if let issuedAt, issuedAt <= now.addingTimeInterval(skew) {
-            report.pass("iat", ISO8601DateFormatter().string(from: issuedAt))
+            report.pass("iat", Self.describe(issuedAt))
         } else if let issuedAt {
-            report.fail("iat", .init("token_not_yet_valid", "The token was issued in the future (\(ISO8601DateFormatter().string(from: issuedAt)))."))
+            report.fail("iat", .init("token_not_yet_valid", "The token was issued in the future (\(Self.describe(issuedAt)))."))
         } else {
             report.fail("iat", .invalid("The token has no issued-at time (iat)."))
         }
 
         let expiresAt = (payload["exp"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
         if let expiresAt, expiresAt.addingTimeInterval(skew) > now {
-            report.pass("exp", ISO8601DateFormatter().string(from: expiresAt))
+            report.pass("exp", Self.describe(expiresAt))
         } else if let expiresAt {
-            report.fail("exp", .init("token_expired", "The token expired at \(ISO8601DateFormatter().string(from: expiresAt))."))
+            report.fail("exp", .init("token_expired", "The token expired at \(Self.describe(expiresAt))."))
         } else {
             report.fail("exp", .invalid("The token has no expiry (exp)."))
         }
@@ -207,7 +207,7 @@ public struct IdentityTokenVerifier: Sendable {
         let expected =
             switch expectation.mode {
             case .raw: raw
-            case .sha256: SHA256.hash(data: Data(raw.utf8)).map { String(format: "%02x", $0) }.joined()
+            case .sha256: Self.hex(SHA256.hash(data: Data(raw.utf8)))
             }
         if constantTimeEquals(expected, tokenNonce) {
             report.pass("nonce", "matches (\(expectation.mode.rawValue))")
@@ -215,6 +215,20 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("nonce", .init("nonce_mismatch", "The token's nonce does not match the nonce sent (mode \(expectation.mode.rawValue))."))
         }
     }
+
+    static func hex(_ digest: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in digest {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `2024-11-03T10:00:00Z`, with swift-foundation's format style (creating a Foundation
+    /// date formatter costs more than a whole verification).
+    static func describe(_ date: Date) -> String { date.formatted(.iso8601) }
 
     private func constantTimeEquals(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8), y = Array(b.utf8)
