@@ -1,3 +1,4 @@
+import BrokerCore
 import Crypto
 import Foundation
 
@@ -9,7 +10,7 @@ public struct Migration: Sendable, Equatable {
 
     /// Hex SHA-256 of the file's text: an applied migration whose text changed is refused.
     public var checksum: String {
-        SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
+        Hex.encode(SHA256.hash(data: Data(sql.utf8)))
     }
 
     public init(version: Int, name: String, sql: String) {

@@ -79,9 +79,7 @@ public struct SigningKeyRepository: Sendable {
         }
     }
 
-    static func columns(alias: String) -> String {
-        columns.split(separator: ",").map { "\(alias).\($0.trimmingCharacters(in: .whitespaces))" }.joined(separator: ", ")
-    }
+    static func columns(alias: String) -> String { qualified(columns, alias: alias) }
 
     static func decode(_ row: PostgresRow) throws -> SigningKeyRecord {
         var reader = RowReader(row)

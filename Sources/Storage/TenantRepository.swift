@@ -84,8 +84,5 @@ public struct TenantRepository: Sendable {
     }
 
     /// The columns above qualified with a table alias, for joins.
-    static func columns(alias: String) -> String {
-        columns.split(separator: ",").map { "\(alias).\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
-            .joined(separator: ", ")
-    }
+    static func columns(alias: String) -> String { qualified(columns, alias: alias) }
 }

@@ -32,8 +32,7 @@ public struct TenantAdmin: Sendable {
     }
 
     public func find(_ slug: String) async throws -> Tenant {
-        guard let tenant = try await database.tenants.find(slug: slug) else { throw BrokerError.tenantNotFound(slug) }
-        return tenant
+        try await Self.find(slug, in: database)
     }
 
     public func setStatus(_ slug: String, _ status: TenantStatus) async throws -> Tenant {

@@ -18,7 +18,7 @@ actor AppleClientSecrets {
                 detail: "Team \(team.teamID) has no Sign in with Apple key, so the authorization code cannot be exchanged.",
                 hint: "Upload the team's .p8 key: broker apple team set --tenant <slug> --team-id \(team.teamID) --key-id <KEYID> --private-key-file key.p8")
         }
-        let cacheKey = "\(team.id):\(keyID):\(SHA256.hash(data: sealed).map { String(format: "%02x", $0) }.joined())"
+        let cacheKey = "\(team.id):\(keyID):\(Hex.encode(SHA256.hash(data: sealed)))"
         if let cache = caches[cacheKey] { return try await cache.secret(for: clientID) }
         let pem = try secrets.open(
             sealed, context: AppleTeam.sealingContext(tenantID: team.tenantID, teamID: team.teamID), what: "Apple .p8 key")

@@ -207,23 +207,13 @@ public struct IdentityTokenVerifier: Sendable {
         let expected =
             switch expectation.mode {
             case .raw: raw
-            case .sha256: Self.hex(SHA256.hash(data: Data(raw.utf8)))
+            case .sha256: Hex.encode(SHA256.hash(data: Data(raw.utf8)))
             }
         if constantTimeEquals(expected, tokenNonce) {
             report.pass("nonce", "matches (\(expectation.mode.rawValue))")
         } else {
             report.fail("nonce", .init("nonce_mismatch", "The token's nonce does not match the nonce sent (mode \(expectation.mode.rawValue))."))
         }
-    }
-
-    static func hex(_ digest: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in digest {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// `2024-11-03T10:00:00Z`, with swift-foundation's format style (creating a Foundation
