@@ -116,6 +116,8 @@ let package = Package(
                 "BrokerCore", "Providers", "Storage", "BrokerServer", "MockIdP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

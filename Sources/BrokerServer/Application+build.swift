@@ -10,14 +10,13 @@ import ServiceLifecycle
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
-    router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
     let handlers = APIHandlers(services: services)
     try handlers.registerHandlers(
         on: router,
-        configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.sortedKeys, .withoutEscapingSlashes]))
+        configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }
 

@@ -68,7 +68,7 @@ public struct BrokerServices: Sendable {
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
         case .signingKeys:
-            if let tenantID { await signingKeys.invalidate(tenantID) } else { await signingKeys.invalidateAll() }
+            if let tenantID { signingKeys.invalidate(tenantID) } else { signingKeys.invalidateAll() }
         }
     }
 }

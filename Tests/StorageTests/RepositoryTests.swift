@@ -5,28 +5,15 @@ import TestSupport
 import Testing
 
 @Suite struct RepositoryTests {
-    func makeTenant(_ slug: String) throws -> (Tenant, SigningKeyRecord) {
-        let now = Date()
-        let tenant = Tenant(
-            id: UUID(), slug: try TenantSlug(slug), displayName: slug, status: .active, session: .default,
-            linking: .default, keyActivationDelay: 600, createdAt: now, updatedAt: now)
-        let material = SigningKeyMaterial.generate()
-        let key = SigningKeyRecord(
-            id: UUID(), tenantID: tenant.id, kid: material.kid, algorithm: "ES256", publicKey: material.publicKey,
-            sealedPrivateKey: try TestDatabase.secrets.seal(material.privateKey, context: "k"), createdAt: now,
-            activatesAt: now, retiredAt: nil)
-        return (tenant, key)
-    }
-
     @Test func tenantsRoundTripAndSlugsAreUnique() async throws {
         try await TestDatabase.withFresh { database, _ in
-            let (tenant, key) = try makeTenant("acme")
+            let (tenant, key) = try TestDatabase.makeTenant("acme")
             let created = try await database.tenants.create(tenant, firstKey: key, actor: "test")
             #expect(created.slug == tenant.slug && created.session == .default)
             #expect(try await database.tenants.find(slug: "acme")?.id == tenant.id)
             #expect(try await database.tenants.find(slug: "nobody") == nil)
 
-            let (duplicate, duplicateKey) = try makeTenant("acme")
+            let (duplicate, duplicateKey) = try TestDatabase.makeTenant("acme")
             await #expect(throws: BrokerError.tenantExists(tenant.slug)) {
                 try await database.tenants.create(duplicate, firstKey: duplicateKey, actor: "test")
             }
@@ -42,7 +29,7 @@ import Testing
 
     @Test func apiKeysAuthenticateByHashOnlyWhileNotRevoked() async throws {
         try await TestDatabase.withFresh { database, _ in
-            let (tenant, key) = try makeTenant("keys-tenant")
+            let (tenant, key) = try TestDatabase.makeTenant("keys-tenant")
             _ = try await database.tenants.create(tenant, firstKey: key, actor: "test")
             let token = APIKeyToken.generate()
             let record = APIKeyRecord(
@@ -55,7 +42,7 @@ import Testing
             #expect(try await database.apiKeys.authenticate(hash: APIKeyToken.generate().hash) == nil)
 
             // Another tenant cannot revoke it.
-            let (other, otherKey) = try makeTenant("other-tenant")
+            let (other, otherKey) = try TestDatabase.makeTenant("other-tenant")
             _ = try await database.tenants.create(other, firstKey: otherKey, actor: "test")
             #expect(try await database.apiKeys.revoke(tenantID: other.id, id: record.id, actor: "test") == nil)
 

@@ -65,4 +65,24 @@ public enum TestDatabase {
     }()
 
     public static var secrets: SecretBox { SecretBox(masterKey: masterKey) }
+
+    /// An active tenant with default settings and its first signing key (not yet stored).
+    public static func makeTenant(_ slug: String) throws -> (Tenant, SigningKeyRecord) {
+        let now = Date()
+        let tenant = Tenant(
+            id: UUID(), slug: try TenantSlug(slug), displayName: slug, status: .active, session: .default,
+            linking: .default, keyActivationDelay: 600, createdAt: now, updatedAt: now)
+        let material = SigningKeyMaterial.generate()
+        let key = SigningKeyRecord(
+            id: UUID(), tenantID: tenant.id, kid: material.kid, algorithm: "ES256", publicKey: material.publicKey,
+            sealedPrivateKey: try secrets.seal(material.privateKey, context: "k"), createdAt: now,
+            activatesAt: now, retiredAt: nil)
+        return (tenant, key)
+    }
+
+    /// ``makeTenant(_:)``, stored in `database`.
+    public static func createTenant(_ slug: String, in database: Database) async throws -> Tenant {
+        let (tenant, key) = try makeTenant(slug)
+        return try await database.tenants.create(tenant, firstKey: key, actor: "test")
+    }
 }

@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import Logging
 import Synchronization
 
 /// Caps the request body, then runs the rest of the chain with ``RequestInfo/current`` set
@@ -24,6 +25,10 @@ struct RequestInfoMiddleware: RouterMiddleware {
         }
         response.headers[.requestID] = context.id
         for field in info.extraResponseHeaders.fields.withLock({ $0 }) { response.headers[field.name] = field.value }
+        if context.logger.logLevel <= .debug {
+            context.logger.debug(
+                "request", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(response.status.code)"])
+        }
         return response
     }
 }

@@ -3,13 +3,14 @@ import Crypto
 import Foundation
 import JWTKit
 import Storage
+import Synchronization
 
 /// Each tenant's signing keys, decrypted once and held in memory as a jwt-kit key collection
 /// (published keys only: `next`, `active`, recently retired). Reloaded from PostgreSQL after
 /// `ttl`, so rotations made by any instance or by the CLI reach every instance within it;
 /// key states themselves follow the clock (see ``SigningKeyRing``).
 actor TenantSigningKeys {
-    struct Entry {
+    struct Entry: Sendable {
         let ring: SigningKeyRing
         let collection: JWTKeyCollection
         let loadedAt: ContinuousClock.Instant
@@ -18,7 +19,8 @@ actor TenantSigningKeys {
     let database: Database
     let secrets: SecretBox
     let ttl: Duration
-    private var entries: [UUID: Entry] = [:]
+    /// Fresh entries, read without entering the actor (every sign-in signs a token).
+    private nonisolated let entries = Mutex<[UUID: Entry]>([:])
     private var loading: [UUID: Task<Entry, any Error>] = [:]
 
     init(database: Database, secrets: SecretBox, ttl: Duration = .seconds(30)) {
@@ -28,29 +30,41 @@ actor TenantSigningKeys {
     }
 
     /// The collection and the kid of the key that signs now.
-    func signer(for tenant: Tenant, now: Date = Date()) async throws -> (JWTKeyCollection, kid: String) {
+    nonisolated func signer(for tenant: Tenant, now: Date = Date()) async throws -> (JWTKeyCollection, kid: String) {
         let entry = try await entry(for: tenant)
         guard let active = entry.ring.active(at: now) else { throw BrokerError.noActiveSigningKey(tenant.slug) }
         return (entry.collection, active.kid)
     }
 
     /// The collection holding every published key, for verifying broker tokens.
-    func verifier(for tenant: Tenant) async throws -> JWTKeyCollection {
+    nonisolated func verifier(for tenant: Tenant) async throws -> JWTKeyCollection {
         try await entry(for: tenant).collection
     }
 
-    func invalidate(_ tenantID: UUID) { entries[tenantID] = nil }
+    nonisolated func invalidate(_ tenantID: UUID) { _ = entries.withLock { $0.removeValue(forKey: tenantID) } }
 
-    func invalidateAll() { entries.removeAll() }
+    nonisolated func invalidateAll() { entries.withLock { $0.removeAll() } }
 
-    private func entry(for tenant: Tenant) async throws -> Entry {
-        if let entry = entries[tenant.id], ContinuousClock.now - entry.loadedAt < ttl { return entry }
+    private nonisolated func fresh(_ tenantID: UUID) -> Entry? {
+        entries.withLock { entries in
+            entries[tenantID].flatMap { ContinuousClock.now - $0.loadedAt < ttl ? $0 : nil }
+        }
+    }
+
+    private nonisolated func entry(for tenant: Tenant) async throws -> Entry {
+        if let entry = fresh(tenant.id) { return entry }
+        return try await reload(tenant)
+    }
+
+    /// Loads the tenant's keys once however many requests ask at the same time.
+    private func reload(_ tenant: Tenant) async throws -> Entry {
+        if let entry = fresh(tenant.id) { return entry }
         if let task = loading[tenant.id] { return try await task.value }
         let task = Task { try await load(tenant) }
         loading[tenant.id] = task
         defer { loading[tenant.id] = nil }
         let entry = try await task.value
-        entries[tenant.id] = entry
+        entries.withLock { $0[tenant.id] = entry }
         return entry
     }
 

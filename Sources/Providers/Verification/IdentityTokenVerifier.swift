@@ -15,11 +15,16 @@ public struct VerificationReport: Sendable {
     public var checks: [VerificationCheck] = []
     public var claims: IdentityClaims?
     public var failure: TokenVerificationError?
+    /// Whether passed checks are recorded with their details. The sign-in path only needs
+    /// the verdict and skips formatting them.
+    let recordsPasses: Bool
+
+    init(recordsPasses: Bool = true) { self.recordsPasses = recordsPasses }
 
     public var isValid: Bool { failure == nil && claims != nil }
 
-    mutating func pass(_ name: String, _ detail: String) {
-        checks.append(.init(name: name, passed: true, detail: detail))
+    mutating func pass(_ name: String, _ detail: @autoclosure () -> String) {
+        if recordsPasses { checks.append(.init(name: name, passed: true, detail: detail())) }
     }
 
     mutating func fail(_ name: String, _ error: TokenVerificationError) {
@@ -44,15 +49,17 @@ public struct IdentityTokenVerifier: Sendable {
     public func verify(_ token: String, nonce: NonceExpectation, at now: Date = Date()) async throws(TokenVerificationError)
         -> IdentityClaims
     {
-        let report = await check(token, nonce: nonce, at: now)
+        let report = await check(token, nonce: nonce, at: now, recordingPasses: false)
         if let claims = report.claims, report.failure == nil { return claims }
         throw report.failure ?? .invalid("The token could not be verified.")
     }
 
     /// Runs every check and records each verdict. Structural and signature failures stop the
     /// run; claim checks all run so an operator sees every problem at once.
-    public func check(_ token: String, nonce: NonceExpectation, at now: Date) async -> VerificationReport {
-        var report = VerificationReport()
+    public func check(_ token: String, nonce: NonceExpectation, at now: Date, recordingPasses: Bool = true) async
+        -> VerificationReport
+    {
+        var report = VerificationReport(recordsPasses: recordingPasses)
         guard token.utf8.count <= policy.maxTokenBytes else {
             report.fail("size", .invalid("The token is longer than \(policy.maxTokenBytes) bytes."))
             return report

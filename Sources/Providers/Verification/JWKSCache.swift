@@ -4,6 +4,7 @@ import JWTKit
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// A provider's signing keys, kept in memory. The request path never fetches, except one
 /// rate-limited refetch when a token names an unknown `kid` (the provider rotated its keys).
@@ -23,8 +24,10 @@ public actor JWKSCache {
     let minimumRefetchInterval: Duration
     let refreshInterval: Duration
 
-    private var keys: [String: JWK] = [:]
-    private var collection = JWTKeyCollection()
+    /// The kids of the current set and the collection holding their keys. Read without
+    /// entering the actor: a known kid (every sign-in but the first after a rotation) costs
+    /// one lock, no actor hop.
+    private nonisolated let current = Mutex<(kids: Set<String>, collection: JWTKeyCollection)>(([], JWTKeyCollection()))
     private var lastAttempt: ContinuousClock.Instant?
     private var inFlight: Task<Void, any Error>?
     public private(set) var lastError: String?
@@ -42,14 +45,23 @@ public actor JWKSCache {
 
     /// The key collection holding `kid`, or nil when the provider does not publish it
     /// (after at most one rate-limited refetch).
-    func collection(for kid: String) async -> JWTKeyCollection? {
-        if keys[kid] != nil { return collection }
+    nonisolated func collection(for kid: String) async -> JWTKeyCollection? {
+        if let known = published(kid) { return known }
+        return await refetchingCollection(for: kid)
+    }
+
+    private nonisolated func published(_ kid: String) -> JWTKeyCollection? {
+        current.withLock { $0.kids.contains(kid) ? $0.collection : nil }
+    }
+
+    private func refetchingCollection(for kid: String) async -> JWTKeyCollection? {
+        if let known = published(kid) { return known }
         if let inFlight {
             _ = try? await inFlight.value
         } else if lastAttempt.map({ ContinuousClock.now - $0 >= minimumRefetchInterval }) ?? true {
             _ = try? await refresh()
         }
-        return keys[kid] != nil ? collection : nil
+        return published(kid)
     }
 
     /// Fetches the key set now (joins a fetch already under way).
@@ -64,7 +76,8 @@ public actor JWKSCache {
             lastError = nil
         } catch {
             lastError = "\(error)"
-            logger.warning("JWKS fetch failed; serving cached keys", metadata: ["error": "\(error)", "keys": "\(keys.count)"])
+            let count = current.withLock { $0.kids.count }
+            logger.warning("JWKS fetch failed; serving cached keys", metadata: ["error": "\(error)", "keys": "\(count)"])
             throw error
         }
     }
@@ -77,7 +90,7 @@ public actor JWKSCache {
         }
     }
 
-    public var knownKeyIDs: [String] { keys.keys.sorted() }
+    public var knownKeyIDs: [String] { current.withLock { $0.kids.sorted() } }
 
     private func load() async throws {
         let data: Data
@@ -95,19 +108,18 @@ public actor JWKSCache {
         }
         let jwks = try JSONDecoder().decode(LenientJWKS.self, from: data)
         let fresh = JWTKeyCollection()
-        var byKid: [String: JWK] = [:]
+        var kids: Set<String> = []
         for key in jwks.keys.compactMap(\.key) {
             guard let kid = key.keyIdentifier?.string else { continue }
             // Keys of a type or algorithm we do not verify with are skipped, not fatal.
             do {
                 try await fresh.add(jwk: key)
-                byKid[kid] = key
+                kids.insert(kid)
             } catch {
                 logger.debug("skipping JWKS key", metadata: ["kid": "\(kid)", "error": "\(error)"])
             }
         }
-        keys = byKid
-        collection = fresh
+        current.withLock { $0 = (kids, fresh) }
     }
 }
 

@@ -1,0 +1,76 @@
+import BrokerCore
+import Foundation
+import PostgresNIO
+import Storage
+import TestSupport
+import Testing
+
+/// The one-statement sign-in: a returning sign-in that changes nothing writes only the
+/// session (the quiet path), anything new is still applied, and stale stamps are refreshed.
+@Suite struct SignInStatementTests {
+    func request(tenantID: UUID, email: String?, givenName: String? = nil) -> SignInRequest {
+        SignInRequest(
+            tenantID: tenantID, provider: "apple", providerScope: "TEAM000001", subject: "001234.quiet", email: email,
+            emailVerified: true, isPrivateEmail: false, name: PersonName(givenName: givenName, familyName: nil),
+            realUserStatus: nil, sealedProviderRefreshToken: nil, intent: .auto, clientID: "com.acme.app", platform: nil,
+            session: NewSession(
+                id: UUID(), refreshTokenID: UUID(), refreshTokenHash: Data(RefreshToken.generate().hash),
+                expiresAt: Date().addingTimeInterval(3_600), refreshTokenExpiresAt: Date().addingTimeInterval(1_800)))
+    }
+
+    func count(_ table: String, _ database: Database) async throws -> Int {
+        let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM \(table)"))
+        var total = 0
+        for try await value in rows.decode(Int.self) { total = value }
+        return total
+    }
+
+    func identityVersion(_ database: Database) async throws -> String {
+        let rows = try await database.client.query("SELECT xmin::text FROM identities WHERE subject = '001234.quiet'")
+        var version = ""
+        for try await value in rows.decode(String.self) { version = value }
+        return version
+    }
+
+    @Test func returningSignInWithNothingNewWritesOnlyTheSession() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("quiet", in: database)
+            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")))
+            #expect(first.isNewAccount)
+            let version = try await identityVersion(database)
+
+            // Same email, no name: nothing to change, signed in a moment ago → no row rewritten.
+            let second = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
+            #expect(!second.isNewAccount && second.account.id == first.account.id)
+            #expect(second.identity.lastSignInAt == first.identity.lastSignInAt)
+            #expect(second.account.name.givenName == "Ada" && second.account.email == "a@example.com")
+            #expect(try await identityVersion(database) == version)
+            #expect(try await count("sessions", database) == 2)
+            #expect(try await count("refresh_tokens", database) == 2)
+
+            // A changed email is applied at once, quiet or not.
+            let third = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "b@example.com")))
+            #expect(third.account.email == "b@example.com" && third.identity.email == "b@example.com")
+            #expect(try await identityVersion(database) != version)
+
+            // A last sign-in over a minute ago is refreshed even when nothing else changed.
+            _ = try await database.client.query(
+                "UPDATE identities SET last_sign_in_at = now() - interval '2 minutes' WHERE subject = '001234.quiet'")
+            let stale = try await identityVersion(database)
+            let fourth = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "b@example.com")))
+            #expect(try await identityVersion(database) != stale)
+            #expect((fourth.identity.lastSignInAt ?? .distantPast) > Date().addingTimeInterval(-30))
+            #expect(try await count("sessions", database) == 4)
+        }
+    }
+
+    @Test func quietPathStillRefusesADisabledAccount() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("quiet-disabled", in: database)
+            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
+            _ = try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(first.account.id)")
+            #expect(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")) == nil)
+            #expect(try await count("sessions", database) == 1)
+        }
+    }
+}
