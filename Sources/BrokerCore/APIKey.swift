@@ -68,21 +68,27 @@ public struct APIKeyToken: Sendable {
     }
 
     /// Accepts only strings of the exact key shape, so junk never reaches the database.
+    /// Checked byte by byte: it runs on every API request.
     public init?(parsing value: String) {
-        let expectedLength = Self.scheme.count + 8 + 1 + 35
-        guard value.utf8.count == expectedLength, value.hasPrefix(Self.scheme) else { return nil }
-        let body = value.dropFirst(Self.scheme.count)
-        guard body.dropFirst(8).first == "_" else { return nil }
-        let allowed = body.unicodeScalars.enumerated().allSatisfy { index, scalar in
-            if index == 8 { return scalar == "_" }
-            switch scalar {
-            case "a"..."z", "A"..."Z", "0"..."9", "-", "_": return true
-            default: return false
+        let bytes = value.utf8
+        guard bytes.count == Self.length, value.hasPrefix(Self.scheme) else { return nil }
+        for (index, byte) in bytes.enumerated().dropFirst(Self.scheme.utf8.count) {
+            if index == Self.scheme.utf8.count + 8 {
+                guard byte == UInt8(ascii: "_") else { return nil }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"):
+                continue
+            default: return nil
             }
         }
-        guard allowed else { return nil }
         self.value = value
     }
+
+    /// `ibk_`, 8 visible characters, `_`, 35 secret characters.
+    static let length = 4 + 8 + 1 + 35
 
     private init(checked value: String) { self.value = value }
 

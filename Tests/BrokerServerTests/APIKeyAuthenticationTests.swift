@@ -29,8 +29,10 @@ import Testing
         try await TestApp.run { app, client in
             _ = try await app.createTenant("acme")
             let key = try await app.createKey("acme")
-            try await client.execute(uri: "/v1/tenant", method: .get, headers: [.authorization: "bearer \(key)"]) {
-                #expect($0.status == .ok)
+            for header in ["bearer \(key)", "BEARER \(key)", "Bearer   \(key) ", "Bearer \t\(key)"] {
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: [.authorization: header]) {
+                    #expect($0.status == .ok, "\(header.prefix(9))")
+                }
             }
         }
     }
@@ -43,6 +45,9 @@ import Testing
                 ([.authorization: "Basic dXNlcjpwYXNz"], "malformed_api_key"),
                 ([.authorization: "Bearer not-a-key"], "malformed_api_key"),
                 ([.authorization: "Bearer"], "malformed_api_key"),
+                ([.authorization: "Bearer    "], "malformed_api_key"),
+                ([.authorization: "Bearerx" + APIKeyToken.generate().value], "malformed_api_key"),
+                ([.authorization: "Bearer " + APIKeyToken.generate().value + "é"], "malformed_api_key"),
                 (bearer(APIKeyToken.generate().value), "invalid_api_key"),
             ]
             for (headers, code) in cases {

@@ -19,10 +19,7 @@ struct APIKeyAuthenticator: Sendable {
 
     func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
         guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer",
-            let token = APIKeyToken(parsing: parts[1].trimmingCharacters(in: .whitespaces))
-        else { throw BrokerError.malformedAPIKey }
+        guard let token = Self.bearerToken(header).flatMap(APIKeyToken.init(parsing:)) else { throw BrokerError.malformedAPIKey }
         let hash = token.hash
         let key: APIKeyRecord
         let tenant: Tenant
@@ -38,6 +35,19 @@ struct APIKeyAuthenticator: Sendable {
         guard tenant.status == .active else { throw BrokerError.tenantDisabled }
         guard key.scopes.contains(scope) else { throw BrokerError.insufficientScope(scope) }
         return AuthenticatedCaller(tenant: tenant, apiKey: key)
+    }
+
+    /// The credentials of `Bearer <credentials>` (scheme case-insensitive, RFC 9110), else nil.
+    static func bearerToken(_ header: String) -> String? {
+        let bytes = header.utf8
+        guard bytes.count > 7 else { return nil }
+        let scheme = bytes.prefix(6)
+        guard String(decoding: scheme, as: UTF8.self).lowercased() == "bearer", bytes.dropFirst(6).first == UInt8(ascii: " ")
+        else { return nil }
+        let credentials = bytes.dropFirst(7).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        let trimmed = credentials.reversed().drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }.count
+        guard trimmed > 0 else { return nil }
+        return String(decoding: credentials.prefix(trimmed), as: UTF8.self)
     }
 
     /// Authenticates the request in ``RequestInfo/current``; the key must carry `scope`.
