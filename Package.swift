@@ -116,8 +116,6 @@ let package = Package(
                 "BrokerCore", "Providers", "Storage", "BrokerServer", "MockIdP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

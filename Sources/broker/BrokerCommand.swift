@@ -1,6 +1,4 @@
 import ArgumentParser
-import NIOCore
-import NIOPosix
 
 @main
 struct BrokerCommand: AsyncParsableCommand {
@@ -18,12 +16,4 @@ struct BrokerCommand: AsyncParsableCommand {
             AppleCommand.self, TokenCommand.self, DemoCommand.self,
         ]
     )
-
-    /// Runs Swift concurrency on NIO's event loops, so request handling, database I/O and
-    /// async code share two threads per core instead of hopping between NIO's threads and
-    /// the concurrency pool (decision 0010).
-    static func main() async {
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-        await main(nil)
-    }
 }
