@@ -15,7 +15,8 @@ bin=$(swift build -c release --scratch-path "$scratch" --show-bin-path)
 work=$(mktemp -d /tmp/identitybroker-bench.XXXXXX)
 chmod 711 "$work"
 export BROKER_DATA_DIR="$work/data" BROKER_LOG_LEVEL=warning BROKER_LOG_FORMAT=text
-export BROKER_APPLE_BASE_URL=http://127.0.0.1:9109 BROKER_PORT=8089 BROKER_DB_POOL_SIZE=${POOL:-4}
+export BROKER_APPLE_BASE_URL=http://127.0.0.1:9109 BROKER_PORT=8089
+if [ -n "${POOL:-}" ]; then export BROKER_DB_POOL_SIZE=$POOL; fi
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done

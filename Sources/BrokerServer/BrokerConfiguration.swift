@@ -15,12 +15,12 @@ public struct BrokerConfiguration: Sendable {
     public var port: Int
     /// `BROKER_PUBLIC_URL`: the URL clients reach the broker at; issuer URLs start with it.
     public var publicURL: String
-    /// `BROKER_DB_POOL_SIZE` (default ``defaultPoolSize``: twice the CPU cores, at least 4).
+    /// `BROKER_DB_POOL_SIZE` (default ``defaultPoolSize``: three times the CPU cores, at least 4).
     public var databasePoolSize: Int
-    /// More connections than PostgreSQL can run at once only add contention: on the 2-core
-    /// benchmark machine 4 connections gave 1,161 sign-ins/s and p99 20 ms, 16 gave 878/s and
-    /// p99 43 ms (docs/benchmarks.md).
-    public static var defaultPoolSize: Int { max(4, 2 * ProcessInfo.processInfo.activeProcessorCount) }
+    /// Measured on the 2-core benchmark machine (docs/benchmarks.md): 4 connections gave 1,538
+    /// sign-ins/s, 6 gave 1,693/s with the lowest p99 (13 ms), 8–16 gave 1,690–1,735/s with p99
+    /// rising to 19 ms.
+    public static var defaultPoolSize: Int { max(4, 3 * ProcessInfo.processInfo.activeProcessorCount) }
     /// `BROKER_POSTGRES_BIN`: folder of initdb/pg_ctl for the embedded default (auto-detected).
     public var postgresBinDirectory: String?
     /// `BROKER_POSTGRES_USER`: OS user that runs the embedded PostgreSQL when the broker runs as root.
@@ -41,7 +41,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_HOST", "address to listen on (default 127.0.0.1)"),
         ("BROKER_PORT", "port to listen on (default 8080)"),
         ("BROKER_PUBLIC_URL", "external base URL used in issuer URLs (default http://HOST:PORT)"),
-        ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default twice the CPU cores, at least 4)"),
+        ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default three times the CPU cores, at least 4)"),
         ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
         ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
         ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
