@@ -33,37 +33,12 @@ public struct SessionRepository: Sendable {
     public func refresh(
         tenantID: UUID, tokenHash: Data, successor: (id: UUID, hash: Data), idleLifetime: TimeInterval
     ) async throws -> RefreshOutcome {
-        let rows = try await client.query(
-            """
-            WITH claimed AS (
-                UPDATE refresh_tokens rt SET used_at = now()
-                FROM sessions s, accounts a
-                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND rt.used_at IS NULL
-                    AND rt.expires_at > now() AND s.id = rt.session_id AND s.tenant_id = rt.tenant_id
-                    AND s.revoked_at IS NULL AND s.expires_at > now()
-                    AND a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active'
-                RETURNING rt.id, rt.session_id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
-            ),
-            successor AS (
-                INSERT INTO refresh_tokens (id, tenant_id, session_id, parent_id, token_hash, expires_at)
-                SELECT \(successor.id), \(tenantID), c.session_id, c.id, \(successor.hash),
-                    least(now() + make_interval(secs => \(idleLifetime)), c.expires_at)
-                FROM claimed c
-                RETURNING session_id
-            ),
-            touched AS (
-                UPDATE sessions SET last_refreshed_at = now() WHERE id IN (SELECT session_id FROM successor)
-            )
-            SELECT session_id, account_id, client_id, idp, expires_at, created_at FROM claimed
-            """, logger: logger)
-        if let row = try await rows.collect().first {
-            let (sessionID, accountID, clientID, idp, expiresAt, createdAt) =
-                try row.decode((UUID, UUID, String?, String, Date, Date).self)
-            return .rotated(
-                SessionInfo(
-                    sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt,
-                    createdAt: createdAt))
-        }
+        let rotation = RotateStatement(
+            tenantID: tenantID, tokenHash: tokenHash, successorID: successor.id, successorHash: successor.hash,
+            idleLifetime: idleLifetime)
+        var rotated: SessionInfo?
+        for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
+        if let rotated { return .rotated(rotated) }
         // Nothing rotated: a used token is a replay (or the loser of a race): end the family.
         let revoked = try await client.query(
             """
@@ -74,6 +49,60 @@ public struct SessionRepository: Sendable {
             RETURNING s.id
             """, logger: logger)
         return try await revoked.collect().isEmpty ? .invalid : .reused
+    }
+
+    /// The rotation, prepared once per connection like the sign-in statement (decision 0006):
+    /// every refresh runs it.
+    struct RotateStatement: PostgresPreparedStatement {
+        typealias Row = SessionInfo
+
+        let tenantID: UUID
+        let tokenHash: Data
+        let successorID: UUID
+        let successorHash: Data
+        let idleLifetime: TimeInterval
+
+        static let sql = """
+            WITH claimed AS (
+                UPDATE refresh_tokens rt SET used_at = now()
+                FROM sessions s, accounts a
+                WHERE rt.token_hash = $1::bytea AND rt.tenant_id = $2::uuid AND rt.used_at IS NULL
+                    AND rt.expires_at > now() AND s.id = rt.session_id AND s.tenant_id = rt.tenant_id
+                    AND s.revoked_at IS NULL AND s.expires_at > now()
+                    AND a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active'
+                RETURNING rt.id, rt.session_id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+            ),
+            successor AS (
+                INSERT INTO refresh_tokens (id, tenant_id, session_id, parent_id, token_hash, expires_at)
+                SELECT $3::uuid, $2::uuid, c.session_id, c.id, $4::bytea,
+                    least(now() + make_interval(secs => $5::float8), c.expires_at)
+                FROM claimed c
+                RETURNING session_id
+            ),
+            touched AS (
+                UPDATE sessions SET last_refreshed_at = now()
+                WHERE tenant_id = $2::uuid AND id IN (SELECT session_id FROM successor)
+            )
+            SELECT session_id, account_id, client_id, idp, expires_at, created_at FROM claimed
+            """
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 5)
+            try bindings.append(tokenHash)
+            bindings.append(tenantID)
+            bindings.append(successorID)
+            try bindings.append(successorHash)
+            bindings.append(idleLifetime)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> SessionInfo {
+            let (sessionID, accountID, clientID, idp, expiresAt, createdAt) =
+                try row.decode((UUID, UUID, String?, String, Date, Date).self)
+            return SessionInfo(
+                sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt,
+                createdAt: createdAt)
+        }
     }
 
     /// The session of a refresh token, when the token is live.
