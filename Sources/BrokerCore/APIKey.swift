@@ -88,7 +88,7 @@ public struct APIKeyToken: Sendable {
     }
 
     /// `ibk_`, 8 visible characters, `_`, 35 secret characters.
-    static let length = 4 + 8 + 1 + 35
+    static let length = scheme.utf8.count + 8 + 1 + 35
 
     private init(checked value: String) { self.value = value }
 

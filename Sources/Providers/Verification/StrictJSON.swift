@@ -56,16 +56,7 @@ enum StrictJSON {
                 index += 1
                 skipWhitespace()
                 try value(depth: depth + 1)
-                skipWhitespace()
-                guard index < bytes.count else { throw Failure() }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "}") {
-                    index += 1
-                    return
-                } else {
-                    throw Failure()
-                }
+                if try endsAfterMember(closing: "}") { return }
             }
         }
 
@@ -79,16 +70,24 @@ enum StrictJSON {
             while true {
                 skipWhitespace()
                 try value(depth: depth + 1)
-                skipWhitespace()
-                guard index < bytes.count else { throw Failure() }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "]") {
-                    index += 1
-                    return
-                } else {
-                    throw Failure()
-                }
+                if try endsAfterMember(closing: "]") { return }
+            }
+        }
+
+        /// After a member or element: `,` continues (false), `closing` ends (true), anything
+        /// else is malformed.
+        mutating func endsAfterMember(closing: Unicode.Scalar) throws -> Bool {
+            skipWhitespace()
+            guard index < bytes.count else { throw Failure() }
+            switch bytes[index] {
+            case UInt8(ascii: ","):
+                index += 1
+                return false
+            case UInt8(ascii: closing):
+                index += 1
+                return true
+            default:
+                throw Failure()
             }
         }
 
