@@ -7,6 +7,7 @@ import PostgresNIO
 public struct AccountRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
+    let recentSignIns: RecentSignIns
 
     static let accountColumns: String =
         "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at, a.last_seen_at"
@@ -22,8 +23,19 @@ public struct AccountRepository: Sendable {
     /// account. Names are stored only where none is stored yet; an email from the token
     /// replaces the stored one; empty values never blank anything. Returns nil when the
     /// identity is unknown and the intent is `sign_in`, or the account is not active.
+    ///
+    /// An identity whose stamp this process saw written within the last minute first gets the
+    /// lean ``QuietSignInStatement``; when its conditions do not hold it opens nothing and the
+    /// full statement follows.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
-        if let result = try await signInOnce(request) { return result }
+        let key = RecentSignIns.Key(
+            tenantID: request.tenantID, provider: request.provider, providerScope: request.providerScope,
+            subject: request.subject)
+        if request.sealedProviderRefreshToken == nil, recentSignIns.isRecent(key), let result = try await signInQuietly(request) { return result }
+        if let result = try await signInOnce(request) {
+            if let stamp = result.identity.lastSignInAt { recentSignIns.record(key, stampedAt: stamp) }
+            return result
+        }
         guard request.intent != .signIn else { return nil }
         // Lost a first-sign-in race: the ON CONFLICT path found the winner's identity, but the
         // winner's account row was committed after this statement's snapshot was taken. A new
@@ -32,8 +44,19 @@ public struct AccountRepository: Sendable {
     }
 
     private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
-        let session = request.session
-        let rows = try await client.execute(SignInStatement(request: request, newIdentityID: UUID(), newAccountID: UUID()), logger: logger)
+        try await firstResult(
+            of: client.execute(SignInStatement(request: request, newIdentityID: UUID(), newAccountID: UUID()), logger: logger),
+            session: request.session)
+    }
+
+    private func signInQuietly(_ request: SignInRequest) async throws -> SignInResult? {
+        try await firstResult(of: client.execute(QuietSignInStatement(request: request), logger: logger), session: request.session)
+    }
+
+    /// Both sign-in statements return one row: the account's columns, the identity's, then
+    /// whether the account was created.
+    private func firstResult<Rows: AsyncSequence>(of rows: Rows, session: NewSession) async throws -> SignInResult?
+    where Rows.Element == PostgresRow {
         var first: PostgresRow?
         for try await row in rows where first == nil { first = row }
         guard let row = first else { return nil }
@@ -52,13 +75,15 @@ public struct AccountRepository: Sendable {
     struct SignInStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
+        static let name = "ib_sign_in"
+
         let request: SignInRequest
         let newIdentityID: UUID
         let newAccountID: UUID
 
         /// How stale `last_sign_in_at`/`last_seen_at` may be before a sign-in that changes
         /// nothing else refreshes them.
-        static let quietInterval = "1 minute"
+        static let quietInterval = "\(AccountRepository.quietSeconds) seconds"
 
         static let sql = """
             WITH stored AS (

@@ -6,6 +6,8 @@ import PostgresNIO
 public struct Database: Sendable {
     public let client: PostgresClient
     public let logger: Logger
+    /// Identities whose sign-in stamp this process saw written lately (quiet-path hint).
+    let recentSignIns: RecentSignIns
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
         // The pool warns when a query races its own start-up; keep its background chatter at
@@ -14,6 +16,7 @@ public struct Database: Sendable {
         if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = .error }
         self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: backgroundLogger)
         self.logger = logger
+        self.recentSignIns = RecentSignIns(window: AccountRepository.quietHintWindow)
     }
 
     public func run() async { await client.run() }
@@ -23,7 +26,7 @@ public struct Database: Sendable {
     public var signingKeys: SigningKeyRepository { SigningKeyRepository(client: client, logger: logger) }
     public var auditLog: AuditLogRepository { AuditLogRepository(client: client, logger: logger) }
     public var apple: AppleRepository { AppleRepository(client: client, logger: logger) }
-    public var accounts: AccountRepository { AccountRepository(client: client, logger: logger) }
+    public var accounts: AccountRepository { AccountRepository(client: client, logger: logger, recentSignIns: recentSignIns) }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
 
     public func migrator() throws -> Migrator {

@@ -56,6 +56,8 @@ public struct SessionRepository: Sendable {
     struct RotateStatement: PostgresPreparedStatement {
         typealias Row = SessionInfo
 
+        static let name = "ib_rotate_refresh_token"
+
         let tenantID: UUID
         let tokenHash: Data
         let successorID: UUID

@@ -1,0 +1,83 @@
+import BrokerCore
+import Foundation
+import PostgresNIO
+
+extension AccountRepository {
+    /// The quiet interval of both sign-in statements: a returning sign-in that brings nothing
+    /// new within this many seconds of the identity's last stamp writes no identity or account
+    /// row (decision 0010).
+    static let quietSeconds = 60
+    /// Stamps younger than this make ``QuietSignInStatement`` worth trying first (ten seconds
+    /// of margin for the broker's clock running ahead of the database's).
+    static let quietHintWindow = TimeInterval(quietSeconds - 10)
+
+    /// The returning sign-in that brings nothing new, as one lean statement: the identity and
+    /// its active account when the identity's stamp is younger than the quiet interval and
+    /// nothing posted differs from what is stored, then the session and its refresh token.
+    /// Exactly the `quiet` path of ``SignInStatement``, without initializing that statement's
+    /// insert, upsert and update plans (measured with pgbench: 8,700–9,200 vs 6,100–6,400
+    /// statements/s). Returns no row, and writes nothing, when any condition fails; the caller
+    /// then runs ``SignInStatement``. A posted provider refresh token is never quiet: the
+    /// caller does not try this statement then.
+    struct QuietSignInStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
+
+        static let name = "ib_quiet_sign_in"
+
+        let request: SignInRequest
+
+        static let sql = """
+            WITH quiet AS (
+                SELECT \(accountColumns), \(identityColumns), false AS inserted,
+                    a.id AS quiet_account_id, i.id AS quiet_identity_id
+                FROM identities i
+                JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
+                WHERE i.tenant_id = $1::uuid AND i.provider = $2::text AND i.provider_scope = $3::text AND i.subject = $4::text
+                    AND i.last_sign_in_at > now() - interval '\(quietSeconds) seconds'
+                    AND ($5::text IS NULL OR (i.email = $5::text AND i.email_verified = $6::bool AND i.is_private_email = $7::bool))
+                    AND ($8::text IS NULL OR i.given_name IS NOT NULL)
+                    AND ($9::text IS NULL OR i.family_name IS NOT NULL)
+                    AND ($10::int8 IS NULL OR i.real_user_status = $10::int8)
+                    AND a.status = 'active'
+            ),
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at)
+                SELECT $11::uuid, $1::uuid, q.quiet_account_id, q.quiet_identity_id, $12::text, $13::text, $2::text, $14::timestamptz
+                FROM quiet q
+                RETURNING id
+            ),
+            refresh AS (
+                INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at)
+                SELECT $15::uuid, $1::uuid, opened.id, $16::bytea, $17::timestamptz
+                FROM opened
+                RETURNING id
+            )
+            SELECT * FROM quiet
+            """
+
+        func makeBindings() throws -> PostgresBindings {
+            let name = request.name
+            var bindings = PostgresBindings(capacity: 17)
+            bindings.append(request.tenantID)
+            bindings.append(request.provider)
+            bindings.append(request.providerScope)
+            bindings.append(request.subject)
+            bindings.append(request.email.flatMap { $0.isEmpty ? nil : $0 })
+            bindings.append(request.emailVerified)
+            bindings.append(request.isPrivateEmail)
+            bindings.append(name.givenName.flatMap { $0.isEmpty ? nil : $0 })
+            bindings.append(name.familyName.flatMap { $0.isEmpty ? nil : $0 })
+            bindings.append(request.realUserStatus)
+            bindings.append(request.session.id)
+            bindings.append(request.clientID)
+            bindings.append(request.platform)
+            bindings.append(request.session.expiresAt)
+            bindings.append(request.session.refreshTokenID)
+            try bindings.append(request.session.refreshTokenHash)
+            bindings.append(request.session.refreshTokenExpiresAt)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+    }
+}
