@@ -18,8 +18,12 @@ public enum Base64URL {
 
     /// Also accepts the standard alphabet and padding, as lenient JOSE parsers do; the
     /// signature still covers the exact text.
-    public static func decode(_ string: String) -> Data? {
-        var bytes = Array(string.utf8)
+    public static func decode(_ string: String) -> Data? { decode(bytes: string.utf8) }
+
+    /// The same, from the UTF-8 bytes of the text (a segment of a token, without copying it
+    /// into a string first).
+    public static func decode<Bytes: Collection<UInt8>>(bytes text: Bytes) -> Data? {
+        var bytes = Array(text)
         for index in bytes.indices {
             switch bytes[index] {
             case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")

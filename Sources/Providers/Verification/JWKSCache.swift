@@ -28,6 +28,16 @@ public actor JWKSCache {
     /// entering the actor: a known kid (every sign-in but the first after a rotation) costs
     /// one lock, no actor hop.
     private nonisolated let current = Mutex<(kids: Set<String>, collection: JWTKeyCollection)>(([], JWTKeyCollection()))
+    /// Verifying algorithms already built from the current set's keys, by kid and alg.
+    private struct Algorithms {
+        struct Key: Hashable {
+            let kid: String
+            let alg: String
+        }
+        var collection: JWTKeyCollection?
+        var byKey: [Key: any JWTAlgorithm] = [:]
+    }
+    private nonisolated let algorithms = Mutex(Algorithms())
     private var lastAttempt: ContinuousClock.Instant?
     private var inFlight: Task<Void, any Error>?
     public private(set) var lastError: String?
@@ -52,6 +62,24 @@ public actor JWKSCache {
 
     private nonisolated func published(_ kid: String) -> JWTKeyCollection? {
         current.withLock { $0.kids.contains(kid) ? $0.collection : nil }
+    }
+
+    /// The algorithm that verifies `alg` signatures with the published key `kid`, or nil when
+    /// the provider does not publish that key (after at most one rate-limited refetch) or the
+    /// key cannot verify `alg`. jwt-kit builds it from the JWK once per key set; later calls
+    /// cost one lock. The caller still compares the algorithm's name with the token's `alg`:
+    /// a JWK that names its own algorithm keeps it.
+    nonisolated func algorithm(for kid: String, alg: String) async -> (any JWTAlgorithm)? {
+        let key = Algorithms.Key(kid: kid, alg: alg)
+        if let known = algorithms.withLock({ $0.byKey[key] }) { return known }
+        guard let collection = await collection(for: kid),
+            let algorithm = try? await collection.getKey(for: JWKIdentifier(string: kid), alg: alg)
+        else { return nil }
+        algorithms.withLock { algorithms in
+            // Only for the key set still current: a refresh in between starts a new map.
+            if algorithms.collection === collection { algorithms.byKey[key] = algorithm }
+        }
+        return algorithm
     }
 
     private func refetchingCollection(for kid: String) async -> JWTKeyCollection? {
@@ -120,6 +148,7 @@ public actor JWKSCache {
             }
         }
         current.withLock { $0 = (kids, fresh) }
+        algorithms.withLock { $0 = Algorithms(collection: fresh) }
     }
 }
 
