@@ -155,6 +155,7 @@ let package = Package(
             dependencies: [
                 "BrokerServer", "TestSupport", "MockIdP", "BrokerCore", "Storage",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],

@@ -70,7 +70,7 @@ actor TenantSigningKeys {
 
     private func load(_ tenant: Tenant) async throws -> Entry {
         let ring = SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id))
-        let collection = JWTKeyCollection()
+        let collection = JWTKeyCollection(defaultJWTSerializer: DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder()))
         for status in ring.published(at: Date()) {
             let record = status.record
             let raw = try secrets.open(
