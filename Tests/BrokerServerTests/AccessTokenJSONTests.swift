@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 import JWTKit
 import Testing
@@ -39,13 +40,17 @@ import Testing
     /// A token signed through the collection with this encoder verifies with a stock collection.
     @Test func signedTokensVerifyWithAStockCollection() async throws {
         let key = ES256PrivateKey()
-        let signing = JWTKeyCollection(defaultJWTSerializer: DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder()))
-        await signing.add(ecdsa: key, kid: "k1")
+        let signing = JWTKeyCollection()
+        await signing.add(ecdsa: key, kid: "k1", serializer: DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder()))
         let stock = JWTKeyCollection()
         await stock.add(ecdsa: key.publicKey, kid: "k1")
         let value = claims(audiences: ["acme"], clientID: "com.acme.app")
         let token = try await signing.sign(value, kid: "k1")
         let verified = try await stock.verify(token, as: AccessTokenClaims.self)
         #expect(verified == value)
+        // The payload is the writer's text (the default encoder would have escaped the
+        // issuer's slashes).
+        let payload = try #require(Base64URL.decode(String(token.split(separator: ".")[1])))
+        #expect(payload == Data(value.json))
     }
 }

@@ -70,14 +70,15 @@ actor TenantSigningKeys {
 
     private func load(_ tenant: Tenant) async throws -> Entry {
         let ring = SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id))
-        let collection = JWTKeyCollection(defaultJWTSerializer: DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder()))
+        let collection = JWTKeyCollection()
+        let serializer = DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder())
         for status in ring.published(at: Date()) {
             let record = status.record
             let raw = try secrets.open(
                 record.sealedPrivateKey, context: SigningKeyRecord.sealingContext(tenantID: tenant.id, kid: record.kid),
                 what: "signing key \(record.kid)")
             let key = try ES256PrivateKey(backing: try P256.Signing.PrivateKey(rawRepresentation: raw))
-            await collection.add(ecdsa: key, kid: JWKIdentifier(string: record.kid))
+            await collection.add(ecdsa: key, kid: JWKIdentifier(string: record.kid), serializer: serializer)
         }
         return Entry(ring: ring, collection: collection, loadedAt: .now)
     }
