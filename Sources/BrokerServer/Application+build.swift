@@ -5,8 +5,8 @@ import OpenAPIHummingbird
 import OpenAPIRuntime
 import ServiceLifecycle
 
-/// The broker's router: middleware, then every route of openapi.yaml through the generated
-/// server code.
+/// The broker's router: middleware, then every route of openapi.yaml: the sign-in route served
+/// directly (``AppleSignInRoute``), all others through the generated server code.
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
@@ -14,8 +14,12 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.add(middleware: ProblemMiddleware())
     router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
     let handlers = APIHandlers(services: services)
+    let signIn = AppleSignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
+    router.on(RouterPath(AppleSignInRoute.operation.path), method: AppleSignInRoute.operation.method) { request, context in
+        try await signIn.respond(request, context: context)
+    }
     try handlers.registerHandlers(
-        on: router,
+        on: GeneratedRoutes(router: router, servedDirectly: [AppleSignInRoute.operation]),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }

@@ -5,9 +5,10 @@ import OpenAPIRuntime
 /// format style: the runtime's default goes through ISO8601DateFormatter and ICU, which showed
 /// as a measurable share of a sign-in's CPU.
 struct ISO8601Transcoder: DateTranscoder {
-    func encode(_ date: Date) throws -> String {
-        date.formatted(.iso8601)
-    }
+    func encode(_ date: Date) throws -> String { Self.string(date) }
+
+    /// The text every API date is written as.
+    static func string(_ date: Date) -> String { date.formatted(.iso8601) }
 
     func decode(_ string: String) throws -> Date {
         if let date = try? Date(string, strategy: .iso8601) { return date }

@@ -1,0 +1,120 @@
+import BrokerAPI
+import BrokerCore
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@testable import BrokerServer
+
+/// The sign-in route is served outside the generated server code; these hold it to the same
+/// contract: the generated types' JSON, and the same refusals of bodies that do not match.
+@Suite struct AppleSignInRouteTests {
+    static let now = Date(timeIntervalSince1970: 1_795_237_158)
+
+    static let full = Components.Schemas.SignInResponse(
+        account: .init(
+            id: "5f52c1b1-07cb-41c1-8185-af479642caef", email: "a\"b@example.com", emailVerified: true, isPrivateEmail: true,
+            name: .init(givenName: "Ådá \\ \n", familyName: "Lovelace"), status: .active, createdAt: now, lastSeenAt: now),
+        identity: .init(
+            id: "5060562a-d8da-407f-bc39-87dca042200b", provider: .apple, providerScope: "TEAM000001", subject: "001234.abc.0001",
+            email: "x@privaterelay.appleid.com", emailVerified: true, isPrivateEmail: true, relayEmailDeliverable: false,
+            realUserStatus: 2, hasProviderRefreshToken: true, createdAt: now, lastSignInAt: now.addingTimeInterval(61)),
+        isNewAccount: true,
+        session: .init(accessToken: "eyJ.eyJ.sig", tokenType: .bearer, expiresIn: 900, refreshToken: "ibr_x"))
+
+    static let sparse = Components.Schemas.SignInResponse(
+        account: .init(
+            id: "5f52c1b1-07cb-41c1-8185-af479642caef", email: nil, emailVerified: false, isPrivateEmail: false, name: .init(),
+            status: .disabled, createdAt: now, lastSeenAt: nil),
+        identity: .init(
+            id: nil, provider: .google, providerScope: nil, subject: "s", email: nil, emailVerified: false, isPrivateEmail: false,
+            relayEmailDeliverable: nil, realUserStatus: nil, hasProviderRefreshToken: nil, createdAt: now, lastSignInAt: nil),
+        isNewAccount: false,
+        session: .init(accessToken: "t", tokenType: .bearer, expiresIn: 60, refreshToken: "r"))
+
+    /// What the generated server code writes: `Codable` through a JSONEncoder with the API's
+    /// date transcoder.
+    static func codableJSON(_ value: Components.Schemas.SignInResponse) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(try ISO8601Transcoder().encode(date))
+        }
+        return try encoder.encode(value)
+    }
+
+    @Test(arguments: [full, sparse])
+    func responseJSONMatchesTheGeneratedEncoding(_ value: Components.Schemas.SignInResponse) throws {
+        let direct = try #require(try JSONSerialization.jsonObject(with: Data(value.json)) as? NSDictionary)
+        let generated = try #require(try JSONSerialization.jsonObject(with: try Self.codableJSON(value)) as? NSDictionary)
+        #expect(direct == generated)
+        #expect(try JSONDecoder.iso8601.decode(Components.Schemas.SignInResponse.self, from: Data(value.json)) == value)
+    }
+
+    @Test func successHasJSONAndNoStore() async throws {
+        try await AppleTestSetup.run { setup in
+            let response = try await setup.post(
+                "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "route-1")])
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+            #expect(response.headers[.cacheControl] == "no-store")
+            #expect(response.headers[HTTPField.Name("X-Request-Id")!] != nil)
+        }
+    }
+
+    @Test(arguments: [
+        ("text/plain", #"{"client_id":"com.acme.app","identity_token":"x"}"#),
+        ("application/json", #"{"client_id":"com.acme.app"}"#),
+        ("application/json", #"{"client_id":"com.acme.app","identity_token":"x","intent":"sometimes"}"#),
+        ("application/json", #"{"client_id":7,"identity_token":"x"}"#),
+        ("application/json", #"not json"#),
+        ("application/json", #"["client_id"]"#),
+        ("application/json", ""),
+    ])
+    func bodiesOffTheContractAreInvalidRequests(contentType: String, body: String) async throws {
+        try await AppleTestSetup.run { setup in
+            let response = try await setup.client.execute(
+                uri: "/v1/sign-in/apple", method: .post,
+                headers: [.authorization: "Bearer \(setup.apiKey)", .contentType: contentType], body: ByteBuffer(string: body))
+            #expect(response.status == .badRequest)
+            #expect(response.headers[.contentType] == "application/problem+json")
+            let problem = try response.json()
+            #expect(problem["code"] as? String == "invalid_request")
+            #expect((problem["detail"] as? String)?.contains("sometimes") != true, "values are not echoed")
+        }
+    }
+
+    @Test func noContentTypeIsTakenAsJSON() async throws {
+        try await AppleTestSetup.run { setup in
+            let body = try JSONSerialization.data(withJSONObject: [
+                "client_id": "com.acme.app", "identity_token": try setup.token(subject: "route-2"),
+            ])
+            let response = try await setup.client.execute(
+                uri: "/v1/sign-in/apple", method: .post, headers: [.authorization: "Bearer \(setup.apiKey)"],
+                body: ByteBuffer(bytes: body))
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test func aValidBodyWithoutAnAPIKeyIsUnauthorized() async throws {
+        try await AppleTestSetup.run { setup in
+            let response = try await setup.client.execute(
+                uri: "/v1/sign-in/apple", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"client_id":"com.acme.app","identity_token":"x"}"#))
+            #expect(response.status == .unauthorized)
+            #expect(response.headers[.wwwAuthenticate] != nil)
+        }
+    }
+}
+
+extension JSONDecoder {
+    static var iso8601: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            try ISO8601Transcoder().decode(try decoder.singleValueContainer().decode(String.self))
+        }
+        return decoder
+    }
+}
