@@ -1,0 +1,108 @@
+import BrokerCore
+import Foundation
+import PostgresNIO
+import TestSupport
+import Testing
+
+@testable import Storage
+
+/// The lean quiet statement and the hint that picks it: both statements take the quiet path
+/// alike, and the hint only ever chooses which runs first.
+@Suite struct QuietSignInTests {
+    let statements = SignInStatementTests()
+
+    func key(_ tenantID: UUID) -> RecentSignIns.Key {
+        .init(tenantID: tenantID, provider: "apple", providerScope: "TEAM000001", subject: "001234.quiet")
+    }
+
+    @Test func aFreshStampMakesTheNextSignInTryTheLeanStatement() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("lean", in: database)
+            let first = try #require(
+                try await database.accounts.signIn(statements.request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")))
+            #expect(database.recentSignIns.isRecent(key(tenant.id)))
+            let version = try await statements.identityVersion(database)
+
+            // The lean statement itself: one row, the stored account and identity, a session.
+            let request = statements.request(tenantID: tenant.id, email: "a@example.com")
+            let rows = try await database.client.execute(AccountRepository.QuietSignInStatement(request: request))
+            var count = 0
+            for try await row in rows {
+                var reader = RowReader(row)
+                let account = try AccountRepository.decodeAccount(&reader)
+                let identity = try AccountRepository.decodeIdentity(&reader)
+                #expect(account.id == first.account.id && account.name.givenName == "Ada")
+                #expect(identity.id == first.identity.id && identity.lastSignInAt == first.identity.lastSignInAt)
+                #expect(try reader.next(Bool.self) == false)
+                count += 1
+            }
+            #expect(count == 1)
+            #expect(try await statements.identityVersion(database) == version)
+            #expect(try await statements.count("sessions", database) == 2)
+            #expect(try await statements.count("refresh_tokens", database) == 2)
+        }
+    }
+
+    @Test func theLeanStatementOpensNothingWhenTheSignInIsNotQuiet() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("lean-miss", in: database)
+            let first = try #require(try await database.accounts.signIn(statements.request(tenantID: tenant.id, email: "a@example.com")))
+            func lean(_ request: SignInRequest) async throws -> Int {
+                var count = 0
+                for try await _ in try await database.client.execute(AccountRepository.QuietSignInStatement(request: request)) {
+                    count += 1
+                }
+                return count
+            }
+            // A new email, a name not stored yet, a stale stamp, a disabled account: no row, no session.
+            #expect(try await lean(statements.request(tenantID: tenant.id, email: "b@example.com")) == 0)
+            #expect(try await lean(statements.request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")) == 0)
+            _ = try await database.client.query(
+                "UPDATE identities SET last_sign_in_at = now() - interval '2 minutes' WHERE subject = '001234.quiet'")
+            #expect(try await lean(statements.request(tenantID: tenant.id, email: "a@example.com")) == 0)
+            _ = try await database.client.query("UPDATE identities SET last_sign_in_at = now() WHERE subject = '001234.quiet'")
+            _ = try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(first.account.id)")
+            #expect(try await lean(statements.request(tenantID: tenant.id, email: "a@example.com")) == 0)
+            #expect(try await statements.count("sessions", database) == 1)
+        }
+    }
+
+    /// With a hint that never fires, every sign-in runs the full statement: its own quiet path
+    /// writes no identity row either.
+    @Test func theFullStatementAloneTakesTheQuietPathToo() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("full-quiet", in: database)
+            let accounts = AccountRepository(client: database.client, logger: database.logger, recentSignIns: RecentSignIns(window: 0))
+            let first = try #require(try await accounts.signIn(statements.request(tenantID: tenant.id, email: "a@example.com")))
+            let version = try await statements.identityVersion(database)
+            let second = try #require(try await accounts.signIn(statements.request(tenantID: tenant.id, email: "a@example.com")))
+            #expect(second.account.id == first.account.id && !second.isNewAccount)
+            #expect(try await statements.identityVersion(database) == version)
+            #expect(try await statements.count("sessions", database) == 2)
+        }
+    }
+
+    @Test func recentSignInsKeepsStampsWithinTheWindow() {
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        let hint = RecentSignIns(window: 50, capacity: 2, now: start)
+        let a = key(UUID()), b = key(UUID()), c = key(UUID())
+        hint.record(a, stampedAt: start, now: start)
+        #expect(hint.isRecent(a, now: start.addingTimeInterval(49)))
+        #expect(!hint.isRecent(a, now: start.addingTimeInterval(50)))
+        #expect(!hint.isRecent(b, now: start))
+        // A stamp already older than the window is not kept.
+        hint.record(b, stampedAt: start, now: start.addingTimeInterval(60))
+        #expect(!hint.isRecent(b, now: start.addingTimeInterval(60)))
+        // Capacity rotates generations: the previous one is still read, the one before is gone.
+        hint.record(b, stampedAt: start.addingTimeInterval(1), now: start.addingTimeInterval(1))
+        hint.record(c, stampedAt: start.addingTimeInterval(2), now: start.addingTimeInterval(2))
+        #expect(hint.isRecent(a, now: start.addingTimeInterval(3)) && hint.isRecent(c, now: start.addingTimeInterval(3)))
+        hint.record(a, stampedAt: start.addingTimeInterval(3), now: start.addingTimeInterval(3))
+        hint.record(b, stampedAt: start.addingTimeInterval(4), now: start.addingTimeInterval(4))
+        #expect(hint.count <= 4)
+        // The window rotates generations too: a minute later nothing old is held.
+        hint.record(c, stampedAt: start.addingTimeInterval(120), now: start.addingTimeInterval(120))
+        hint.record(a, stampedAt: start.addingTimeInterval(171), now: start.addingTimeInterval(171))
+        #expect(hint.count == 2)
+    }
+}
