@@ -129,6 +129,13 @@ public struct JSONWriter {
 
     private mutating func writeString(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape at all: copy them whole.
+        let needsEscape = value.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        guard needsEscape else {
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

@@ -6,8 +6,10 @@ import Testing
 @testable import BrokerServer
 
 @Suite struct AccessTokenJSONTests {
-    func claims(audiences: [String], clientID: String?, issuer: String = "https://broker.example/t/acme") -> AccessTokenClaims {
-        let now = Date(timeIntervalSince1970: 1_795_237_158)
+    func claims(
+        audiences: [String], clientID: String?, issuer: String = "https://broker.example/t/acme",
+        now: Date = Date(timeIntervalSince1970: 1_795_237_158)
+    ) -> AccessTokenClaims {
         return AccessTokenClaims(
             iss: .init(value: issuer), sub: .init(value: UUID().uuidString.lowercased()), aud: .init(value: audiences),
             exp: .init(value: now.addingTimeInterval(900)), iat: .init(value: now), jti: .init(value: UUID().uuidString.lowercased()),
@@ -28,13 +30,17 @@ import Testing
         #expect(try JSONDecoder.defaultForJWT.decode(AccessTokenClaims.self, from: fast) == value)
     }
 
-    @Test func otherValuesGoThroughTheDefaultEncoder() throws {
+    @Test func headersOfStringsAreWrittenOthersGoThroughTheDefaultEncoder() throws {
         var header = JWTHeader()
         header.typ = "at+jwt"
-        header.kid = "k1"
+        header.kid = "k\"1"
+        header.alg = "ES256"
+        let written = try AccessTokenJSONEncoder().encode(header)
+        #expect(String(decoding: written, as: UTF8.self) == #"{"alg":"ES256","kid":"k\"1","typ":"at+jwt"}"#)
+        header.fields["x5t#n"] = .int(3)
         let encoded = try AccessTokenJSONEncoder().encode(header)
-        let object = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: String])
-        #expect(object == ["typ": "at+jwt", "kid": "k1"])
+        let object = try #require(try JSONSerialization.jsonObject(with: encoded) as? NSDictionary)
+        #expect(object == ["typ": "at+jwt", "kid": "k\"1", "alg": "ES256", "x5t#n": 3] as NSDictionary)
     }
 
     /// A token signed through the collection with this encoder verifies with a stock collection.
@@ -44,7 +50,8 @@ import Testing
         await signing.add(ecdsa: key, kid: "k1", serializer: DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder()))
         let stock = JWTKeyCollection()
         await stock.add(ecdsa: key.publicKey, kid: "k1")
-        let value = claims(audiences: ["acme"], clientID: "com.acme.app")
+        // Not expired when verified: issued now, in whole seconds as the broker issues them.
+        let value = claims(audiences: ["acme"], clientID: "com.acme.app", now: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
         let token = try await signing.sign(value, kid: "k1")
         let verified = try await stock.verify(token, as: AccessTokenClaims.self)
         #expect(verified == value)

@@ -5,13 +5,30 @@ import JWTKit
 /// The JSON encoder of the tenant signing-key collections: jwt-kit still builds, encodes and
 /// signs every token, but an ``AccessTokenClaims`` payload is written with ``JSONWriter``
 /// (Foundation's `JSONEncoder` took ~12 µs of the ~60 µs an access token cost; decision 0011).
-/// Anything else, the JOSE header among it, goes through jwt-kit's default encoder.
+/// A header of string fields is written the same way; anything else goes through jwt-kit's
+/// default encoder.
 struct AccessTokenJSONEncoder: JWTJSONEncoder {
     private let fallback: any JWTJSONEncoder = .defaultForJWT
 
     func encode<T: Encodable>(_ value: T) throws -> Data {
         if let claims = value as? AccessTokenClaims { return Data(claims.json) }
+        if let header = value as? JWTHeader, let json = header.stringFieldsJSON { return Data(json) }
         return try fallback.encode(value)
+    }
+}
+
+extension JWTHeader {
+    /// The header when every field is a string (`alg`, `kid`, `typ`: all a broker token
+    /// has), else nil for the default encoder. Members in name order.
+    var stringFieldsJSON: [UInt8]? {
+        var writer = JSONWriter(capacity: 128)
+        writer.beginObject()
+        for name in fields.keys.sorted() {
+            guard case .string(let value) = fields[name] else { return nil }
+            writer.member(name, value)
+        }
+        writer.endObject()
+        return writer.bytes
     }
 }
 

@@ -18,7 +18,7 @@ struct SessionTokens: Sendable {
         let absolute = now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenAbsoluteTTL))
         let idle = min(absolute, now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenIdleTTL)))
         return (
-            NewSession(id: UUID(), refreshTokenID: UUID(), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
+            NewSession(id: .random(), refreshTokenID: .random(), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
             token
         )
     }
@@ -33,7 +33,7 @@ struct SessionTokens: Sendable {
         let claims = AccessTokenClaims(
             iss: .init(value: issuer(for: tenant)), sub: .init(value: accountID.uuidString.lowercased()),
             aud: .init(value: tenant.effectiveAudiences), exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(ttl))),
-            iat: .init(value: issuedAt), jti: .init(value: UUID().uuidString.lowercased()),
+            iat: .init(value: issuedAt), jti: .init(value: UUID.random().uuidString.lowercased()),
             sid: sessionID.uuidString.lowercased(), idp: idp, amr: [idp], clientID: clientID)
         let (collection, kid) = try await keys.signer(for: tenant, now: now)
         var header = JWTHeader()
