@@ -22,6 +22,7 @@ import Testing
         #""just a string""#,
         #"42"#,
         #"true"#,
+        #"[0,-0,0.5,-12.25,1e5,1E+5,2.5e-3,1234567890123]"#,
     ])
     func validJSONIsAccepted(_ text: String) {
         #expect(accepts(text))
@@ -72,6 +73,17 @@ import Testing
         #"{"a":tru}"#,
         #"{"a":undefined}"#,
         #"{"a\u00zz":1}"#,
+        #"{"a":01}"#,
+        #"{"a":+1}"#,
+        #"{"a":.5}"#,
+        #"{"a":1.}"#,
+        #"{"a":1e}"#,
+        #"{"a":-}"#,
+        #"{"a":NaN}"#,
+        #"{"a":Infinity}"#,
+        #"{"a":inf}"#,
+        #"{"a":0x10}"#,
+        #"{"a":truefalse}"#,
     ])
     func malformedJSONIsRefused(_ text: String) {
         #expect(!accepts(text))

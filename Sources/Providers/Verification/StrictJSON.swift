@@ -25,7 +25,12 @@ enum StrictJSON {
         init(bytes: [UInt8]) { self.bytes = bytes }
 
         mutating func skipWhitespace() {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
         }
 
         mutating func value(depth: Int) throws {
@@ -40,7 +45,7 @@ enum StrictJSON {
 
         mutating func object(depth: Int) throws {
             index += 1
-            var names: Set<String> = []
+            var names: Set<ArraySlice<UInt8>> = []
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                 index += 1
@@ -91,26 +96,26 @@ enum StrictJSON {
             }
         }
 
-        /// A member name as parsers see it: escapes (`"s\u0075b"`) decoded, so a name cannot
-        /// hide its duplicate behind an escape.
-        func memberName(_ raw: [UInt8]) throws -> String {
-            guard raw.contains(UInt8(ascii: "\\")) else { return String(decoding: raw, as: UTF8.self) }
+        /// A member name as parsers see it, in UTF-8: escapes (`"s\u0075b"`) decoded, so a name
+        /// cannot hide its duplicate behind an escape.
+        func memberName(_ raw: ArraySlice<UInt8>) throws -> ArraySlice<UInt8> {
+            guard raw.contains(UInt8(ascii: "\\")) else { return raw }
             let quoted = Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")])
             guard let name = try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed) as? String else {
                 throw Failure()
             }
-            return name
+            return ArraySlice(name.utf8)
         }
 
         /// A string's raw bytes, without the quotes.
-        mutating func string() throws -> [UInt8] {
+        mutating func string() throws -> ArraySlice<UInt8> {
             index += 1
             let start = index
             while index < bytes.count {
                 switch bytes[index] {
                 case UInt8(ascii: "\""):
                     defer { index += 1 }
-                    return Array(bytes[start..<index])
+                    return bytes[start..<index]
                 case UInt8(ascii: "\\"): index += 2
                 case 0x00..<0x20: throw Failure()
                 default: index += 1
@@ -119,11 +124,45 @@ enum StrictJSON {
             throw Failure()
         }
 
+        /// `true`, `false`, `null` or a number in RFC 8259's grammar, checked on the bytes.
         mutating func scalar() throws {
             let start = index
-            while index < bytes.count, !",]} \t\r\n".utf8.contains(bytes[index]) { index += 1 }
-            let token = String(decoding: bytes[start..<index], as: UTF8.self)
-            guard ["true", "false", "null"].contains(token) || Double(token) != nil else { throw Failure() }
+            scan: while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: ","), UInt8(ascii: "]"), UInt8(ascii: "}"), 0x20, 0x09, 0x0A, 0x0D: break scan
+                default: index += 1
+                }
+            }
+            let token = bytes[start..<index]
+            guard token.elementsEqual("true".utf8) || token.elementsEqual("false".utf8) || token.elementsEqual("null".utf8)
+                || Self.isNumber(token)
+            else { throw Failure() }
+        }
+
+        /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+        static func isNumber(_ token: ArraySlice<UInt8>) -> Bool {
+            var rest = token[...]
+            func digits(_ rest: inout ArraySlice<UInt8>) -> Int {
+                let count = rest.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
+                rest = rest.dropFirst(count)
+                return count
+            }
+            if rest.first == UInt8(ascii: "-") { rest = rest.dropFirst() }
+            if rest.first == UInt8(ascii: "0") {
+                rest = rest.dropFirst()
+            } else if digits(&rest) == 0 {
+                return false
+            }
+            if rest.first == UInt8(ascii: ".") {
+                rest = rest.dropFirst()
+                guard digits(&rest) > 0 else { return false }
+            }
+            if rest.first == UInt8(ascii: "e") || rest.first == UInt8(ascii: "E") {
+                rest = rest.dropFirst()
+                if rest.first == UInt8(ascii: "+") || rest.first == UInt8(ascii: "-") { rest = rest.dropFirst() }
+                guard digits(&rest) > 0 else { return false }
+            }
+            return rest.isEmpty
         }
     }
 }
