@@ -128,3 +128,45 @@ extension JSONDecoder {
         return decoder
     }
 }
+
+/// The hand-read request equals what the generated `Decodable` conformance reads, member for
+/// member, and both refuse the same bodies (duplicates aside: only the strict parser refuses them).
+@Suite struct AppleSignInRequestReadingTests {
+    func both(_ text: String) -> (direct: Components.Schemas.AppleSignInRequest?, generated: Components.Schemas.AppleSignInRequest?) {
+        let direct = try? Components.Schemas.AppleSignInRequest(json: try JSONValue.parse(Data(text.utf8)))
+        let generated = try? JSONDecoder().decode(Components.Schemas.AppleSignInRequest.self, from: Data(text.utf8))
+        return (direct, generated)
+    }
+
+    @Test(arguments: [
+        #"{"client_id":"c","identity_token":"t"}"#,
+        #"{"client_id":"c","identity_token":"t","nonce":"n","authorization_code":"a","intent":"sign_up","platform":"ios"}"#,
+        #"{"client_id":"c","identity_token":"t","user":{"name":{"firstName":"Ada","lastName":"L"},"email":"e@x"}}"#,
+        #"{"client_id":"c","identity_token":"t","user":{"name":null},"nonce":null,"intent":null,"extra":{"x":[1]}}"#,
+        #"{"client_id":"c","identity_token":"t","user":{}}"#,
+        #"{"client_id":"c","identity_token":"t","user":{"name":{}}}"#,
+    ])
+    func validBodiesReadTheSame(_ text: String) throws {
+        let (direct, generated) = both(text)
+        #expect(direct != nil)
+        #expect(direct == generated)
+    }
+
+    @Test(arguments: [
+        #"{"client_id":"c"}"#, #"{"identity_token":"t"}"#, #"{"client_id":null,"identity_token":"t"}"#,
+        #"{"client_id":1,"identity_token":"t"}"#, #"{"client_id":"c","identity_token":"t","nonce":5}"#,
+        #"{"client_id":"c","identity_token":"t","intent":"maybe"}"#, #"{"client_id":"c","identity_token":"t","platform":"tv"}"#,
+        #"{"client_id":"c","identity_token":"t","user":"u"}"#, #"{"client_id":"c","identity_token":"t","user":{"name":"n"}}"#,
+        #"{"client_id":"c","identity_token":"t","user":{"name":{"firstName":1}}}"#,
+        #"{"client_id":"c","identity_token":"t","user":{"email":false}}"#, #"[]"#, #""c""#,
+    ])
+    func invalidBodiesAreRefusedByBoth(_ text: String) {
+        let (direct, generated) = both(text)
+        #expect(direct == nil)
+        #expect(generated == nil)
+    }
+
+    @Test func duplicateMembersAreRefused() {
+        #expect(both(#"{"client_id":"a","client_id":"b","identity_token":"t"}"#).direct == nil)
+    }
+}

@@ -143,8 +143,7 @@ import Testing
 
     @Test func theFlagHelperDirectly() throws {
         func flag(_ json: String) throws -> Bool? {
-            let object = try #require(try JSONSerialization.jsonObject(with: Data("{\"v\":\(json)}".utf8)) as? [String: Any])
-            return IdentityClaims.flag(object["v"])
+            IdentityClaims.flag(try JSONValue.parse(Data("{\"v\":\(json)}".utf8))["v"])
         }
         #expect(try flag("true") == true)
         #expect(try flag("false") == false)

@@ -70,6 +70,12 @@ enum VerifierFixture {
         let data = try #require(Base64URL.decode(String(parts[index])))
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
+
+    /// The decoded bytes of a token's segment.
+    static func segmentBytes(_ token: String, _ index: Int) throws -> Data {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        return try #require(Base64URL.decode(String(parts[index])))
+    }
 }
 
 extension IdentityTokenVerifier {

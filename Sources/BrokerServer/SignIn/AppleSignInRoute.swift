@@ -7,18 +7,18 @@ import NIOCore
 
 /// `POST /v1/sign-in/apple` served on the router directly rather than through the generated
 /// server code (decision 0011): the hottest route of the broker, where the generic request and
-/// response plumbing and `JSONEncoder` cost more than verifying the identity token. The
-/// contract is still openapi.yaml's: the body decodes into the generated
-/// `AppleSignInRequest` (so the same fields are required and the same enums checked), the
-/// response is the generated `SignInResponse` written by ``Components/Schemas/SignInResponse/json``,
-/// and errors are the same problem details. As with the generated code, a body that does not
-/// match the contract is refused before the API key is looked at.
+/// response plumbing, `JSONDecoder` and `JSONEncoder` cost more than verifying the identity
+/// token. The contract is still openapi.yaml's: the body is read into the generated
+/// `AppleSignInRequest` the way its `Decodable` conformance reads it (the same members
+/// required, the same enums checked), the response is the generated `SignInResponse` written
+/// by ``Components/Schemas/SignInResponse/json``, and errors are the same problem details. As
+/// with the generated code, a body that does not match the contract is refused before the API
+/// key is looked at; unlike it, so is a body that repeats a member name.
 struct AppleSignInRoute: Sendable {
     static let operation = GeneratedRoutes.Operation(method: .post, path: "/v1/sign-in/apple")
 
     let handlers: APIHandlers
     let maxBodyBytes: Int
-    private static let decoder = JSONDecoder()
 
     func respond(_ request: Request, context: BrokerRequestContext) async throws -> Response {
         try Self.checkContentType(request.headers[.contentType])
@@ -26,9 +26,11 @@ struct AppleSignInRoute: Sendable {
         let body = try await request.collectBody(upTo: maxBodyBytes)
         let input: Components.Schemas.AppleSignInRequest
         do {
-            input = try Self.decoder.decode(Components.Schemas.AppleSignInRequest.self, from: Data(body.readableBytesView))
+            input = try Components.Schemas.AppleSignInRequest(json: try JSONValue.parse(body.readableBytesView))
+        } catch let error as Components.Schemas.AppleSignInRequest.Mismatch {
+            throw Self.contractMismatch(error.description)
         } catch {
-            throw Self.contractMismatch(Self.describe(error))
+            throw Self.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }
         let response = try await handlers.signInWithApple(input)
         return Response(
@@ -64,25 +66,5 @@ struct AppleSignInRoute: Sendable {
         BrokerError(
             code: "invalid_request", kind: .badRequest, title: "Invalid request",
             detail: "The request does not match the API contract (\(detail)).")
-    }
-
-    /// Where the body went wrong, without echoing its values.
-    static func describe(_ error: any Error) -> String {
-        guard let error = error as? DecodingError else { return "the body is not valid JSON" }
-        let path: (DecodingError.Context) -> String = { context in
-            context.codingPath.map(\.stringValue).joined(separator: ".")
-        }
-        switch error {
-        case .keyNotFound(let key, let context):
-            let parent = path(context)
-            return "missing member '\(parent.isEmpty ? key.stringValue : parent + "." + key.stringValue)'"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "member '\(path(context))' has the wrong type"
-        case .dataCorrupted(let context):
-            let at = path(context)
-            return at.isEmpty ? "the body is not a JSON object" : "member '\(at)' has a value the contract does not allow"
-        @unknown default:
-            return "the body does not decode"
-        }
     }
 }

@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 
 /// The claims of a verified identity token that the broker uses. Apple sends
@@ -19,29 +20,30 @@ public struct IdentityClaims: Sendable, Equatable {
     public var authorizedParty: String?
     public var hostedDomain: String?
 
-    init(issuer: String, subject: String, audiences: [String], issuedAt: Date, expiresAt: Date, object: [String: Any]) {
+    init(issuer: String, subject: String, audiences: [String], issuedAt: Date, expiresAt: Date, object: [String: JSONValue]) {
         self.issuer = issuer
         self.subject = subject
         self.audiences = audiences
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
-        email = object["email"] as? String
+        email = object["email"]?.string
         emailVerified = Self.flag(object["email_verified"])
         isPrivateEmail = Self.flag(object["is_private_email"])
-        nonce = object["nonce"] as? String
+        nonce = object["nonce"]?.string
         nonceSupported = Self.flag(object["nonce_supported"])
-        realUserStatus = (object["real_user_status"] as? NSNumber)?.intValue
-        transferSubject = object["transfer_sub"] as? String
-        authorizedParty = object["azp"] as? String
-        hostedDomain = object["hd"] as? String
+        realUserStatus = object["real_user_status"]?.number.flatMap { Int(exactly: $0.rounded(.towardZero)) }
+        transferSubject = object["transfer_sub"]?.string
+        authorizedParty = object["azp"]?.string
+        hostedDomain = object["hd"]?.string
     }
 
     /// A boolean claim sent as a JSON boolean or as the string "true"/"false".
-    static func flag(_ value: Any?) -> Bool? {
+    /// 1 and 0 do not count.
+    static func flag(_ value: JSONValue?) -> Bool? {
         switch value {
-        case let string as String: string == "true" ? true : string == "false" ? false : nil
-        // JSON true/false come back as boolean NSNumbers (objCType "c"); 1 and 0 do not count.
-        case let number as NSNumber where String(cString: number.objCType) == "c": number.boolValue
+        case .string("true"): true
+        case .string("false"): false
+        case .bool(let flag): flag
         default: nil
         }
     }

@@ -82,9 +82,9 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("structure", .invalid("The token is not a compact JWS (three base64url segments)."))
             return report
         }
-        guard StrictJSON.hasNoDuplicateMembers(headerData), StrictJSON.hasNoDuplicateMembers(payloadData),
-            let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
-            let payload = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any]
+        // One strict pass each: well-formed, no duplicate member names, JSON objects.
+        guard let header = (try? JSONValue.parse(headerData))?.object,
+            let payload = (try? JSONValue.parse(payloadData))?.object
         else {
             report.fail("structure", .invalid("The token's header or payload is not a JSON object with unique members."))
             return report
@@ -92,14 +92,14 @@ public struct IdentityTokenVerifier: Sendable {
         report.pass("structure", "compact JWS, JSON header and payload")
 
         // Header rules, before any key is used.
-        guard let alg = header["alg"] as? String, policy.algorithms.contains(alg) else {
-            let shown = (header["alg"] as? String).map { "'\($0.prefix(16))'" } ?? "missing"
+        guard let alg = header["alg"]?.string, policy.algorithms.contains(alg) else {
+            let shown = header["alg"]?.string.map { "'\($0.prefix(16))'" } ?? "missing"
             report.fail(
                 "alg", .invalid("Algorithm \(shown) is not allowed (allowed: \(policy.algorithms.sorted().joined(separator: ", ")))."))
             return report
         }
         report.pass("alg", alg)
-        guard let kid = header["kid"] as? String, !kid.isEmpty else {
+        guard let kid = header["kid"]?.string, !kid.isEmpty else {
             report.fail("kid", .invalid("The token header has no kid."))
             return report
         }
@@ -131,7 +131,7 @@ public struct IdentityTokenVerifier: Sendable {
 
         // Claims.
         let skew = policy.clockSkew
-        let issuer = payload["iss"] as? String
+        let issuer = payload["iss"]?.string
         if let issuer, policy.issuers.contains(issuer) {
             report.pass("iss", issuer)
         } else {
@@ -140,8 +140,8 @@ public struct IdentityTokenVerifier: Sendable {
 
         let audiences: [String]? =
             switch payload["aud"] {
-            case let single as String: [single]
-            case let many as [Any]: many.compactMap { $0 as? String }.count == many.count ? many.compactMap { $0 as? String } : nil
+            case .string(let single): [single]
+            case .array(let many): many.compactMap(\.string).count == many.count ? many.compactMap(\.string) : nil
             default: nil
             }
         if let trusted = policy.audiences {
@@ -159,14 +159,14 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("aud", .init("audience_mismatch", "The token has no audience (aud)."))
         }
 
-        let subject = payload["sub"] as? String
+        let subject = payload["sub"]?.string
         if let subject, !subject.isEmpty, subject.count <= 255 {
             report.pass("sub", subject)
         } else {
             report.fail("sub", .invalid("The token has no usable subject (sub)."))
         }
 
-        let issuedAt = (payload["iat"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        let issuedAt = payload["iat"]?.number.map { Date(timeIntervalSince1970: $0) }
         if let issuedAt, issuedAt <= now.addingTimeInterval(skew) {
             report.pass("iat", Self.describe(issuedAt))
         } else if let issuedAt {
@@ -175,7 +175,7 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("iat", .invalid("The token has no issued-at time (iat)."))
         }
 
-        let expiresAt = (payload["exp"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        let expiresAt = payload["exp"]?.number.map { Date(timeIntervalSince1970: $0) }
         if let expiresAt, expiresAt.addingTimeInterval(skew) > now {
             report.pass("exp", Self.describe(expiresAt))
         } else if let expiresAt {
@@ -185,8 +185,8 @@ public struct IdentityTokenVerifier: Sendable {
         }
 
         if let notBefore = payload["nbf"] {
-            if let value = notBefore as? NSNumber, Date(timeIntervalSince1970: value.doubleValue) <= now.addingTimeInterval(skew) {
-                report.pass("nbf", "\(value)")
+            if let value = notBefore.number, Date(timeIntervalSince1970: value) <= now.addingTimeInterval(skew) {
+                report.pass("nbf", Self.describe(Date(timeIntervalSince1970: value)))
             } else {
                 report.fail("nbf", .init("token_not_yet_valid", "The token is not valid yet (nbf)."))
             }
@@ -201,12 +201,12 @@ public struct IdentityTokenVerifier: Sendable {
         return report
     }
 
-    private func checkNonce(payload: [String: Any], expectation: NonceExpectation, report: inout VerificationReport) {
+    private func checkNonce(payload: [String: JSONValue], expectation: NonceExpectation, report: inout VerificationReport) {
         if expectation.skip {
             report.pass("nonce", "not checked (token from the provider's token endpoint)")
             return
         }
-        let tokenNonce = payload["nonce"] as? String
+        let tokenNonce = payload["nonce"]?.string
         let nonceSupported = IdentityClaims.flag(payload["nonce_supported"])
         guard let raw = expectation.rawNonce else {
             // The caller chose not to bind the sign-in to a nonce; nothing to compare.
