@@ -7,7 +7,7 @@ public struct RefreshToken: Sendable {
     public let value: String
 
     public static func generate() -> RefreshToken {
-        RefreshToken(value: "ibr_" + SymmetricKey(size: .bits256).withUnsafeBytes { Base64URL.encode(Data($0)) })
+        RefreshToken(value: "ibr_" + Base64URL.encode(SecureRandom.bytes(32)))
     }
 
     public init?(parsing value: String) {

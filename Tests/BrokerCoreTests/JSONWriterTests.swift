@@ -57,16 +57,3 @@ import Testing
         #expect(String(decoding: writer.bytes, as: UTF8.self) == "[-5,\(Int.max)]")
     }
 }
-
-@Suite struct RandomUUIDTests {
-    @Test func versionFourRFC4122AndDistinct() {
-        let ids = (0..<1_000).map { _ in UUID.random() }
-        #expect(Set(ids).count == ids.count)
-        for id in ids {
-            let text = id.uuidString.lowercased()
-            let characters = Array(text)
-            #expect(characters[14] == "4")
-            #expect("89ab".contains(characters[19]))
-        }
-    }
-}
