@@ -163,7 +163,6 @@ public struct AccountRepository: Sendable {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            let name = request.name
             var bindings = PostgresBindings(capacity: 21)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
@@ -171,21 +170,10 @@ public struct AccountRepository: Sendable {
             bindings.append(request.provider)
             bindings.append(request.providerScope)
             bindings.append(request.subject)
-            bindings.append(request.email.flatMap { $0.isEmpty ? nil : $0 })
-            bindings.append(request.emailVerified)
-            bindings.append(request.isPrivateEmail)
-            bindings.append(name.givenName.flatMap { $0.isEmpty ? nil : $0 })
-            bindings.append(name.familyName.flatMap { $0.isEmpty ? nil : $0 })
-            bindings.append(request.realUserStatus)
+            bindings.appendPostedIdentity(of: request)  // $7 … $12
             try bindings.append(request.sealedProviderRefreshToken)
             bindings.append(request.intent != .signIn)
-            bindings.append(request.session.id)
-            bindings.append(request.clientID)
-            bindings.append(request.platform)
-            bindings.append(request.session.expiresAt)
-            bindings.append(request.session.refreshTokenID)
-            try bindings.append(request.session.refreshTokenHash)
-            bindings.append(request.session.refreshTokenExpiresAt)
+            try bindings.appendNewSession(of: request)  // $15 … $21
             return bindings
         }
 

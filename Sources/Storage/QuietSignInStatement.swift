@@ -56,25 +56,13 @@ extension AccountRepository {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            let name = request.name
             var bindings = PostgresBindings(capacity: 17)
             bindings.append(request.tenantID)
             bindings.append(request.provider)
             bindings.append(request.providerScope)
             bindings.append(request.subject)
-            bindings.append(request.email.flatMap { $0.isEmpty ? nil : $0 })
-            bindings.append(request.emailVerified)
-            bindings.append(request.isPrivateEmail)
-            bindings.append(name.givenName.flatMap { $0.isEmpty ? nil : $0 })
-            bindings.append(name.familyName.flatMap { $0.isEmpty ? nil : $0 })
-            bindings.append(request.realUserStatus)
-            bindings.append(request.session.id)
-            bindings.append(request.clientID)
-            bindings.append(request.platform)
-            bindings.append(request.session.expiresAt)
-            bindings.append(request.session.refreshTokenID)
-            try bindings.append(request.session.refreshTokenHash)
-            bindings.append(request.session.refreshTokenExpiresAt)
+            bindings.appendPostedIdentity(of: request)  // $5 … $10
+            try bindings.appendNewSession(of: request)  // $11 … $17
             return bindings
         }
 
