@@ -35,7 +35,7 @@ public struct AppleTeam: Sendable, Equatable {
     }
 
     public static func sealingContext(tenantID: UUID, teamID: String) -> String {
-        "apple_p8:\(tenantID.uuidString.lowercased()):\(teamID)"
+        "apple_p8:\(tenantID.lowercasedString):\(teamID)"
     }
 
     /// Apple team ids and key ids: 10 characters, uppercase letters and digits.

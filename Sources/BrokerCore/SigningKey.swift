@@ -42,7 +42,7 @@ public struct SigningKeyRecord: Sendable, Equatable, Identifiable {
 
     /// The associated data its private key is sealed with.
     public static func sealingContext(tenantID: UUID, kid: String) -> String {
-        "signing_key:\(tenantID.uuidString.lowercased()):\(kid)"
+        "signing_key:\(tenantID.lowercasedString):\(kid)"
     }
 }
 

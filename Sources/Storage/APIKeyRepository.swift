@@ -18,7 +18,7 @@ public struct APIKeyRepository: Sendable {
                     \(record.scopes.map(\.rawValue)), \(record.createdAt))
                 """, logger: logger)
             try await AuditLogRepository.append(
-                tenantID: record.tenantID, actor: actor, action: "api_key.create", target: record.id.uuidString.lowercased(),
+                tenantID: record.tenantID, actor: actor, action: "api_key.create", target: record.id.lowercasedString,
                 on: connection, logger: logger)
         }
     }
@@ -42,7 +42,7 @@ public struct APIKeyRepository: Sendable {
             guard let record = try await rows.collect().first.map(Self.decode) else { return nil }
             try await Database.notify(.apiKeys, tenantID: tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
-                tenantID: tenantID, actor: actor, action: "api_key.revoke", target: id.uuidString.lowercased(),
+                tenantID: tenantID, actor: actor, action: "api_key.revoke", target: id.lowercasedString,
                 on: connection, logger: logger)
             return record
         }

@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 import Logging
 import PostgresNIO
@@ -17,7 +18,7 @@ extension Database {
 
     static func notify(_ topic: CacheTopic, tenantID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query(
-            "SELECT pg_notify(\(invalidationChannel), \(topic.rawValue + ":" + tenantID.uuidString.lowercased()))",
+            "SELECT pg_notify(\(invalidationChannel), \(topic.rawValue + ":" + tenantID.lowercasedString))",
             logger: logger)
     }
 

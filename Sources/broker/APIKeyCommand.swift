@@ -26,7 +26,7 @@ struct APIKeyCommand: AsyncParsableCommand {
         }
 
         init(_ record: APIKeyRecord) {
-            id = record.id.uuidString.lowercased()
+            id = record.id.lowercasedString
             name = record.name
             prefix = record.prefix
             scopes = record.scopes.map(\.rawValue)
@@ -64,12 +64,12 @@ struct APIKeyCommand: AsyncParsableCommand {
                     }
                     try Output.json(
                         Created(
-                            key: key, id: record.id.uuidString.lowercased(), prefix: record.prefix, name: record.name,
+                            key: key, id: record.id.lowercasedString, prefix: record.prefix, name: record.name,
                             scopes: record.scopes.map(\.rawValue)))
                 } else {
                     print(key)
                     Output.stderr(
-                        "API key \(record.id.uuidString.lowercased()) created for tenant '\(tenant)'. Store it now: it is not shown again.")
+                        "API key \(record.id.lowercasedString) created for tenant '\(tenant)'. Store it now: it is not shown again.")
                 }
             }
         }
@@ -95,7 +95,7 @@ struct APIKeyCommand: AsyncParsableCommand {
                         ["ID", "PREFIX", "NAME", "SCOPES", "CREATED", "REVOKED"],
                         keys.map {
                             [
-                                $0.id.uuidString.lowercased(), $0.prefix, $0.name, $0.scopes.map(\.rawValue).joined(separator: ","),
+                                $0.id.lowercasedString, $0.prefix, $0.name, $0.scopes.map(\.rawValue).joined(separator: ","),
                                 Output.date($0.createdAt), Output.date($0.revokedAt),
                             ]
                         })
@@ -117,7 +117,7 @@ struct APIKeyCommand: AsyncParsableCommand {
                     try await APIKeyAdmin(database: database, actor: context.actor).revoke(tenant: tenant, id: id)
                 }
                 if options.json { try Output.json(KeyJSON(record)) } else {
-                    print("API key \(record.id.uuidString.lowercased()) (\(record.prefix)…) of tenant '\(tenant)' is revoked.")
+                    print("API key \(record.id.lowercasedString) (\(record.prefix)…) of tenant '\(tenant)' is revoked.")
                 }
             }
         }

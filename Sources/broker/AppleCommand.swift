@@ -71,7 +71,7 @@ struct AppleCommand: AsyncParsableCommand {
                             tenant: tenant, primaryAppID: primaryAppId, teamID: teamId)
                     }
                     if options.json {
-                        try Output.json(["id": group.id.uuidString.lowercased(), "primary_app_id": group.primaryAppID])
+                        try Output.json(["id": group.id.lowercasedString, "primary_app_id": group.primaryAppID])
                     } else {
                         print("App group '\(group.primaryAppID)' created for tenant '\(tenant)'.")
                     }

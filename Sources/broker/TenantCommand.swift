@@ -56,7 +56,7 @@ struct TenantCommand: AsyncParsableCommand {
                 slug:        \(slug)
                 name:        \(name)
                 status:      \(status)
-                id:          \(id.uuidString.lowercased())
+                id:          \(id.lowercasedString)
                 issuer:      \(issuer)
                 audiences:   \(audiences.joined(separator: ", "))
                 access TTL:  \(accessTokenTTL)s, refresh TTL: \(refreshTokenAbsoluteTTL)s absolute / \(refreshTokenIdleTTL)s idle

@@ -73,8 +73,8 @@ extension APIHandlers {
                 .init(
                     body: .json(
                         .init(
-                            active: true, sub: session.accountID.uuidString.lowercased(),
-                            sid: session.sessionID.uuidString.lowercased(), exp: Int(session.expiresAt.timeIntervalSince1970),
+                            active: true, sub: session.accountID.lowercasedString,
+                            sid: session.sessionID.lowercasedString, exp: Int(session.expiresAt.timeIntervalSince1970),
                             iat: Int(session.createdAt.timeIntervalSince1970), iss: issuer, aud: tenant.effectiveAudiences,
                             clientId: session.clientID, tokenType: .refreshToken, idp: session.idp))))
         }

@@ -19,7 +19,7 @@ extension APIHandlers {
                 audiences: tenant.effectiveAudiences),
             linking: .init(autoLinkVerifiedEmail: tenant.linking.autoLinkVerifiedEmail),
             apiKey: .init(
-                id: caller.apiKey.id.uuidString.lowercased(), prefix: caller.apiKey.prefix,
+                id: caller.apiKey.id.lowercasedString, prefix: caller.apiKey.prefix,
                 scopes: caller.apiKey.scopes.map(\.rawValue)),
             createdAt: tenant.createdAt)
         return .ok(.init(body: .json(info)))

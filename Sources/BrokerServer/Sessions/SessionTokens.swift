@@ -31,10 +31,10 @@ struct SessionTokens: Sendable {
         // call a fractional one "issued in the future".
         let issuedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let claims = AccessTokenClaims(
-            iss: .init(value: issuer(for: tenant)), sub: .init(value: accountID.uuidString.lowercased()),
+            iss: .init(value: issuer(for: tenant)), sub: .init(value: accountID.lowercasedString),
             aud: .init(value: tenant.effectiveAudiences), exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(ttl))),
-            iat: .init(value: issuedAt), jti: .init(value: UUID.random().uuidString.lowercased()),
-            sid: sessionID.uuidString.lowercased(), idp: idp, amr: [idp], clientID: clientID)
+            iat: .init(value: issuedAt), jti: .init(value: UUID.random().lowercasedString),
+            sid: sessionID.lowercasedString, idp: idp, amr: [idp], clientID: clientID)
         let (collection, kid) = try await keys.signer(for: tenant, now: now)
         var header = JWTHeader()
         header.typ = "at+jwt"

@@ -99,7 +99,7 @@ struct AppleSignIn: Sendable {
         guard let refreshToken = answer.refreshToken else { return nil }
         return try secrets.seal(
             Data(refreshToken.utf8),
-            context: "apple_refresh:\(resolved.team.tenantID.uuidString.lowercased()):\(resolved.team.teamID):\(subject)")
+            context: "apple_refresh:\(resolved.team.tenantID.lowercasedString):\(resolved.team.teamID):\(subject)")
     }
 
     static func clean(_ value: String?) -> String? {
@@ -111,7 +111,7 @@ struct AppleSignIn: Sendable {
 extension Components.Schemas.Account {
     init(_ account: Account) {
         self.init(
-            id: account.id.uuidString.lowercased(), email: account.email, emailVerified: account.emailVerified,
+            id: account.id.lowercasedString, email: account.email, emailVerified: account.emailVerified,
             isPrivateEmail: account.isPrivateEmail,
             name: account.name.isEmpty ? nil : .init(givenName: account.name.givenName, familyName: account.name.familyName),
             status: .init(rawValue: account.status.rawValue) ?? .disabled, createdAt: account.createdAt,
@@ -122,7 +122,7 @@ extension Components.Schemas.Account {
 extension Components.Schemas.IdentityInfo {
     init(_ identity: Identity) {
         self.init(
-            id: identity.id.uuidString.lowercased(), provider: .init(rawValue: identity.provider) ?? .apple,
+            id: identity.id.lowercasedString, provider: .init(rawValue: identity.provider) ?? .apple,
             providerScope: identity.providerScope, subject: identity.subject, email: identity.email,
             emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail,
             relayEmailDeliverable: identity.relayEmailDeliverable, realUserStatus: identity.realUserStatus,
