@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end sign-in benchmark: release broker on its embedded PostgreSQL, MockIdP as Apple,
 # wrk on loopback with 16 connections. Prints one RESULT line per scenario and the broker's
-# peak RSS. Usage: Benchmarks/e2e/run.sh [duration_seconds]
+# peak RSS. Scenarios: returning users, new users, refresh-token rotation.
+# Usage: Benchmarks/e2e/run.sh [duration_seconds]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 duration=${1:-20}
@@ -57,5 +58,14 @@ TOKENS="$work/returning.txt" MODE=returning wrk -t"$threads" -c"$connections" -d
 echo "== new users (${duration}s, $connections connections, at most $new_tokens)"
 TOKENS="$work/new.txt" MODE=new wrk -t"$threads" -c"$connections" -d"${duration}s" --latency \
     -s Benchmarks/e2e/signin.lua http://127.0.0.1:8089 | grep RESULT
+echo "== refresh (8s, $connections connections, each refresh token once)"
+# Collect refresh tokens from an unmeasured 15 s run of returning sign-ins (more than 8 s of
+# rotation uses: a run that ran out of tokens would count idle time), then rotate each once.
+TOKENS="$work/returning.txt" MODE=returning SAVE_REFRESH="$work/refresh" wrk -t"$threads" -c"$connections" -d15s \
+    -s Benchmarks/e2e/signin.lua http://127.0.0.1:8089 >/dev/null
+cat "$work"/refresh.* >"$work/refresh.txt"
+echo "   ($(wc -l <"$work/refresh.txt") tokens)"
+TOKENS="$work/refresh.txt" wrk -t"$threads" -c"$connections" -d8s --latency \
+    -s Benchmarks/e2e/refresh.lua http://127.0.0.1:8089 | grep RESULT
 echo "== broker peak RSS: $(grep VmHWM /proc/$broker_pid/status | awk '{print $2, $3}')"
 echo "== accounts: $(psql -h "$work/data/run" -U postgres -Atc 'select count(*) from accounts' postgres 2>/dev/null || echo '?')"

@@ -41,8 +41,17 @@ function request()
 end
 
 local non200 = 0
+-- SAVE_REFRESH=<path prefix>: each thread appends the refresh tokens it receives to
+-- <prefix>.<thread id> (for the refresh scenario; not set in measured runs).
+local saved = nil
 function response(status, headers, body)
     if status ~= 200 then non200 = non200 + 1 end
+    local prefix = os.getenv("SAVE_REFRESH")
+    if prefix and status == 200 then
+        saved = saved or io.open(prefix .. "." .. id, "a")
+        local token = string.match(body, '"refresh_token":"(ibr_[^"]+)"')
+        if token then saved:write(token, "\n") end
+    end
 end
 
 function done(summary, latency, requests)

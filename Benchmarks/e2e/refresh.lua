@@ -1,0 +1,40 @@
+-- wrk script: POST /v1/sessions/refresh, each refresh token once (rotation makes a token
+-- single-use). TOKENS: file of refresh tokens, one per line; API_KEY; THREADS. Threads take
+-- disjoint lines and stop when theirs run out.
+local counter = 0
+
+function setup(thread)
+    thread:set("id", counter)
+    counter = counter + 1
+end
+
+function init(args)
+    local total = tonumber(os.getenv("THREADS") or "2")
+    tokens = {}
+    local i = 0
+    for line in io.lines(os.getenv("TOKENS")) do
+        if i % total == id then table.insert(tokens, line) end
+        i = i + 1
+    end
+    index = 0
+    wrk.method = "POST"
+    wrk.headers["Authorization"] = "Bearer " .. os.getenv("API_KEY")
+    wrk.headers["Content-Type"] = "application/json"
+end
+
+function request()
+    index = index + 1
+    if index > #tokens then
+        wrk.thread:stop()
+        index = 1
+    end
+    return wrk.format(nil, "/v1/sessions/refresh", nil, '{"refresh_token":"' .. tokens[index] .. '"}')
+end
+
+function done(summary, latency, requests)
+    local p = function(q) return latency:percentile(q) / 1000.0 end
+    io.write(string.format("RESULT requests=%d duration_s=%.1f rps=%.0f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f errors=%d status_non2xx=%d\n",
+        summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+        p(50), p(90), p(99), summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+        summary.errors.status))
+end
