@@ -36,7 +36,7 @@ function request()
         end
         index = 1
     end
-    local body = '{"client_id":"' .. client .. '","identity_token":"' .. tokens[index] .. '"}'
+    local body = '{"client_id":"' .. client .. '","identity_token":"' .. (tokens[index] or "") .. '"}'
     return wrk.format(nil, "/v1/sign-in/apple", nil, body)
 end
 
@@ -54,10 +54,5 @@ function response(status, headers, body)
     end
 end
 
-function done(summary, latency, requests)
-    local p = function(q) return latency:percentile(q) / 1000.0 end
-    io.write(string.format("RESULT requests=%d duration_s=%.1f rps=%.0f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f errors=%d status_non2xx=%d\n",
-        summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
-        p(50), p(90), p(99), summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-        summary.errors.status))
-end
+-- Relative to the repository root, where run.sh runs wrk.
+done = dofile("Benchmarks/e2e/result.lua")
