@@ -76,8 +76,8 @@ import Testing
     }
 
     @Test func numbersThatAreNotJSONAreRefused() async throws {
-        // StrictJSON only hunts duplicates (its scalar check is loose: Swift's Double parser takes
-        // "nan" or "0x10"); the JSON parser that follows refuses these.
+        // Swift's Double parser takes "nan" or "0x10"; the token parser checks JSON's number
+        // grammar first and refuses these.
         let apple = try F.apple()
         let verifier = try F.verifier(for: apple)
         for number in ["nan", "NaN", "inf", "Infinity", "0x10", "+1", ".5", "1."] {

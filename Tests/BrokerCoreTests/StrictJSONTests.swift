@@ -1,11 +1,11 @@
+import BrokerCore
 import Foundation
 import Testing
 
-@testable import Providers
-
-/// The duplicate-member guard the verifier runs on a token's header and payload.
+/// The strict rules of `JSONValue.parse`, which the verifier reads a token's header and payload
+/// with: well-formed JSON, no duplicate member names, nesting capped.
 @Suite struct StrictJSONTests {
-    func accepts(_ text: String) -> Bool { StrictJSON.hasNoDuplicateMembers(Data(text.utf8)) }
+    func accepts(_ text: String) -> Bool { (try? JSONValue.parse(Data(text.utf8))) != nil }
 
     @Test(arguments: [
         #"{}"#,
