@@ -56,7 +56,10 @@ public struct SigningKeyAdmin: Sendable {
             try await database.signingKeys.update(
                 tenantID: tenant.id, retire: (target.record.id, now), activate: promote, actor: actor, target: kid)
         }
-        return SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id)).statuses(at: now)
+        // The ring as of just after the change: PostgreSQL keeps microseconds and the round trip
+        // through a Double can bring `now` back one ulp later, which read at `now` itself showed
+        // the retired key still active (a CI flake of the retire test).
+        return SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id)).statuses(at: now.addingTimeInterval(0.001))
     }
 
     static func makeKey(tenantID: UUID, activatesAt: Date, secrets: SecretBox, now: Date) throws -> SigningKeyRecord {
