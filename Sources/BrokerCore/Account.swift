@@ -134,19 +134,17 @@ public struct SignInRequest: Sendable {
     }
 }
 
-/// The session (refresh-token family) a sign-in opens.
+/// The session (refresh-token family) a sign-in opens, with its first refresh token.
 public struct NewSession: Sendable {
     public var id: UUID
-    public var refreshTokenID: UUID
     public var refreshTokenHash: Data
     /// Absolute end of the family.
     public var expiresAt: Date
     /// Idle expiry of the first refresh token.
     public var refreshTokenExpiresAt: Date
 
-    public init(id: UUID, refreshTokenID: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date) {
+    public init(id: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date) {
         self.id = id
-        self.refreshTokenID = refreshTokenID
         self.refreshTokenHash = refreshTokenHash
         self.expiresAt = expiresAt
         self.refreshTokenExpiresAt = refreshTokenExpiresAt

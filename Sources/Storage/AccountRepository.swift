@@ -147,23 +147,18 @@ public struct AccountRepository: Sendable {
             ),
             account AS (SELECT * FROM created UNION ALL SELECT * FROM updated UNION ALL SELECT * FROM kept),
             opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at)
-                SELECT $15::uuid, $2::uuid, account.id, u.id, $16::text, $17::text, $4::text, $18::timestamptz
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
+                SELECT $15::uuid, $2::uuid, account.id, u.id, $16::text, $17::text, $4::text, $18::timestamptz,
+                    $19::bytea, $20::timestamptz
                 FROM account, identity u
-                RETURNING id
-            ),
-            refresh AS (
-                INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at)
-                SELECT $19::uuid, $2::uuid, opened.id, $20::bytea, $21::timestamptz
-                FROM opened
-                RETURNING id
             )
-            SELECT account.*, u.*, (SELECT count(*) FROM refresh) AS refresh_count
+            SELECT account.*, u.*
             FROM account, identity u
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 21)
+            var bindings = PostgresBindings(capacity: 20)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
             bindings.append(newAccountID)
@@ -173,7 +168,7 @@ public struct AccountRepository: Sendable {
             bindings.appendPostedIdentity(of: request)  // $7 … $12
             try bindings.append(request.sealedProviderRefreshToken)
             bindings.append(request.intent != .signIn)
-            try bindings.appendNewSession(of: request)  // $15 … $21
+            try bindings.appendNewSession(of: request)  // $15 … $20
             return bindings
         }
 

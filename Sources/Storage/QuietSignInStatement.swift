@@ -13,7 +13,7 @@ extension AccountRepository {
 
     /// The returning sign-in that brings nothing new, as one lean statement: the identity and
     /// its active account when the identity's stamp is younger than the quiet interval and
-    /// nothing posted differs from what is stored, then the session and its refresh token.
+    /// nothing posted differs from what is stored, then the session with its first refresh token.
     /// Exactly the `quiet` path of ``SignInStatement``, without initializing that statement's
     /// insert, upsert and update plans (measured with pgbench: 8,700–9,200 vs 6,100–6,400
     /// statements/s). Returns no row, and writes nothing, when any condition fails; the caller
@@ -41,28 +41,23 @@ extension AccountRepository {
                     AND a.status = 'active'
             ),
             opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at)
-                SELECT $11::uuid, $1::uuid, q.quiet_account_id, q.quiet_identity_id, $12::text, $13::text, $2::text, $14::timestamptz
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
+                SELECT $11::uuid, $1::uuid, q.quiet_account_id, q.quiet_identity_id, $12::text, $13::text, $2::text,
+                    $14::timestamptz, $15::bytea, $16::timestamptz
                 FROM quiet q
-                RETURNING id
-            ),
-            refresh AS (
-                INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at)
-                SELECT $15::uuid, $1::uuid, opened.id, $16::bytea, $17::timestamptz
-                FROM opened
-                RETURNING id
             )
             SELECT * FROM quiet
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 17)
+            var bindings = PostgresBindings(capacity: 16)
             bindings.append(request.tenantID)
             bindings.append(request.provider)
             bindings.append(request.providerScope)
             bindings.append(request.subject)
             bindings.appendPostedIdentity(of: request)  // $5 … $10
-            try bindings.appendNewSession(of: request)  // $11 … $17
+            try bindings.appendNewSession(of: request)  // $11 … $16
             return bindings
         }
 

@@ -3,7 +3,8 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Sessions (refresh-token families) and their rotating refresh tokens.
+/// Sessions (refresh-token families): each holds its live refresh token; `refresh_tokens` is
+/// the ledger of spent ones (decision 0012).
 public struct SessionRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -26,25 +27,26 @@ public struct SessionRepository: Sendable {
         case reused
     }
 
-    /// Rotates a refresh token: marks it used and issues its successor, in one statement. Of
-    /// two concurrent refreshes of one token exactly one succeeds (the row lock serializes
-    /// them and the second sees `used_at` set). A token presented again after rotation revokes
-    /// its family.
+    /// Rotates a refresh token: the session's current token is replaced by its successor and
+    /// goes into the ledger of spent tokens, in one statement. Of two concurrent refreshes of
+    /// one token exactly one succeeds: the session's row lock serializes them, and the second
+    /// no longer finds the token on the session. A spent token presented again (a replay, or
+    /// the loser of such a race) revokes its family.
     public func refresh(
-        tenantID: UUID, tokenHash: Data, successor: (id: UUID, hash: Data), idleLifetime: TimeInterval
+        tenantID: UUID, tokenHash: Data, successorHash: Data, idleLifetime: TimeInterval
     ) async throws -> RefreshOutcome {
         let rotation = RotateStatement(
-            tenantID: tenantID, tokenHash: tokenHash, successorID: successor.id, successorHash: successor.hash,
+            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .random(),
             idleLifetime: idleLifetime)
         var rotated: SessionInfo?
         for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
         if let rotated { return .rotated(rotated) }
-        // Nothing rotated: a used token is a replay (or the loser of a race): end the family.
+        // Nothing rotated: a spent token is a replay (or the loser of a race): end the family.
         let revoked = try await client.query(
             """
             UPDATE sessions s SET revoked_at = now(), revoke_reason = 'refresh_token_reuse'
             FROM refresh_tokens rt
-            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND rt.used_at IS NOT NULL
+            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
                 AND s.id = rt.session_id AND s.tenant_id = rt.tenant_id AND s.revoked_at IS NULL
             RETURNING s.id
             """, logger: logger)
@@ -52,7 +54,9 @@ public struct SessionRepository: Sendable {
     }
 
     /// The rotation, prepared once per connection like the sign-in statement (decision 0006):
-    /// every refresh runs it.
+    /// every refresh runs it. `presented` reads the token being spent before the update replaces
+    /// it (PostgreSQL 15 has no `RETURNING old.…`); a concurrent rotation that wins the row
+    /// lock makes this one's update match nothing, so it records nothing either.
     struct RotateStatement: PostgresPreparedStatement {
         typealias Row = SessionInfo
 
@@ -60,40 +64,40 @@ public struct SessionRepository: Sendable {
 
         let tenantID: UUID
         let tokenHash: Data
-        let successorID: UUID
         let successorHash: Data
+        let spentID: UUID
         let idleLifetime: TimeInterval
 
         static let sql = """
-            WITH claimed AS (
-                UPDATE refresh_tokens rt SET used_at = now()
-                FROM sessions s, accounts a
-                WHERE rt.token_hash = $1::bytea AND rt.tenant_id = $2::uuid AND rt.used_at IS NULL
-                    AND rt.expires_at > now() AND s.id = rt.session_id AND s.tenant_id = rt.tenant_id
-                    AND s.revoked_at IS NULL AND s.expires_at > now()
+            WITH presented AS (
+                SELECT s.id, coalesce(s.last_refreshed_at, s.created_at) AS issued_at, s.refresh_token_expires_at
+                FROM sessions s
+                WHERE s.refresh_token_hash = $1::bytea AND s.tenant_id = $2::uuid
+            ),
+            rotated AS (
+                UPDATE sessions s SET refresh_token_hash = $3::bytea,
+                    refresh_token_expires_at = least(now() + make_interval(secs => $5::float8), s.expires_at),
+                    last_refreshed_at = now()
+                FROM presented p, accounts a
+                WHERE s.id = p.id AND s.tenant_id = $2::uuid AND s.refresh_token_hash = $1::bytea
+                    AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
                     AND a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active'
-                RETURNING rt.id, rt.session_id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+                RETURNING s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
             ),
-            successor AS (
-                INSERT INTO refresh_tokens (id, tenant_id, session_id, parent_id, token_hash, expires_at)
-                SELECT $3::uuid, $2::uuid, c.session_id, c.id, $4::bytea,
-                    least(now() + make_interval(secs => $5::float8), c.expires_at)
-                FROM claimed c
-                RETURNING session_id
-            ),
-            touched AS (
-                UPDATE sessions SET last_refreshed_at = now()
-                WHERE tenant_id = $2::uuid AND id IN (SELECT session_id FROM successor)
+            spent AS (
+                INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, created_at, expires_at, used_at)
+                SELECT $4::uuid, $2::uuid, r.id, $1::bytea, p.issued_at, p.refresh_token_expires_at, now()
+                FROM rotated r JOIN presented p ON p.id = r.id
             )
-            SELECT session_id, account_id, client_id, idp, expires_at, created_at FROM claimed
+            SELECT id, account_id, client_id, idp, expires_at, created_at FROM rotated
             """
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 5)
             try bindings.append(tokenHash)
             bindings.append(tenantID)
-            bindings.append(successorID)
             try bindings.append(successorHash)
+            bindings.append(spentID)
             bindings.append(idleLifetime)
             return bindings
         }
@@ -107,18 +111,18 @@ public struct SessionRepository: Sendable {
         }
     }
 
-    /// The session of a refresh token, when the token is live.
+    /// The session of a refresh token, when the token is its live one.
     public func introspectRefreshToken(tenantID: UUID, tokenHash: Data) async throws -> SessionInfo? {
         let rows = try await client.query(
             """
-            SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at, rt.expires_at
-            FROM refresh_tokens rt JOIN sessions s ON s.id = rt.session_id AND s.tenant_id = rt.tenant_id
-            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND rt.used_at IS NULL
-                AND rt.expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
+            SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
+            FROM sessions s
+            WHERE s.refresh_token_hash = \(tokenHash) AND s.tenant_id = \(tenantID)
+                AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
             """, logger: logger)
         guard let row = try await rows.collect().first else { return nil }
-        let (sessionID, accountID, clientID, idp, _, createdAt, tokenExpiresAt) =
-            try row.decode((UUID, UUID, String?, String, Date, Date, Date).self)
+        let (sessionID, accountID, clientID, idp, createdAt, tokenExpiresAt) =
+            try row.decode((UUID, UUID, String?, String, Date, Date).self)
         return SessionInfo(
             sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: tokenExpiresAt,
             createdAt: createdAt)
@@ -138,15 +142,16 @@ public struct SessionRepository: Sendable {
             sessionID: id, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt, createdAt: createdAt)
     }
 
-    /// Revokes the family a refresh token belongs to; returns whether a live one was found.
+    /// Revokes the family a refresh token belongs to, whether the token is the session's live
+    /// one or already spent; returns whether a live family was found.
     @discardableResult
     public func revokeByRefreshToken(tenantID: UUID, tokenHash: Data, reason: String) async throws -> Bool {
         let rows = try await client.query(
             """
             UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
-            FROM refresh_tokens rt
-            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND s.id = rt.session_id
-                AND s.tenant_id = rt.tenant_id AND s.revoked_at IS NULL
+            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
+                AND (s.refresh_token_hash = \(tokenHash) OR s.id IN (
+                    SELECT rt.session_id FROM refresh_tokens rt WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
             RETURNING s.id
             """, logger: logger)
         return try await !rows.collect().isEmpty

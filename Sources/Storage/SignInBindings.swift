@@ -15,14 +15,13 @@ extension PostgresBindings {
         append(request.realUserStatus)
     }
 
-    /// The session to open and its first refresh token: session id, client id, platform,
-    /// session expiry, refresh-token id, its hash, its expiry.
+    /// The session to open, with its first refresh token: session id, client id, platform,
+    /// session expiry, refresh-token hash, its idle expiry.
     mutating func appendNewSession(of request: SignInRequest) throws {
         append(request.session.id)
         append(request.clientID)
         append(request.platform)
         append(request.session.expiresAt)
-        append(request.session.refreshTokenID)
         try append(request.session.refreshTokenHash)
         append(request.session.refreshTokenExpiresAt)
     }

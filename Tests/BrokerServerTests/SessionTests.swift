@@ -132,6 +132,21 @@ import Testing
         }
     }
 
+    @Test func aSpentRefreshTokenIsInactiveAndRevokingItStillEndsItsFamily() async throws {
+        try await AppleTestSetup.run { setup in
+            let session = try await signIn(setup)
+            let rotated = try await refresh(setup, session.refresh)
+            let successor = try #require(try rotated.json()["refresh_token"] as? String)
+            #expect(try await introspect(setup, session.refresh)["active"] as? Bool == false)
+            #expect(try await introspect(setup, successor)["active"] as? Bool == true)
+            // A client revoking the token it held before rotation (RFC 7009) ends the session.
+            let revoked = try await setup.postForm("/v1/sessions/revoke", "token=\(session.refresh)")
+            #expect(revoked.status == .ok)
+            #expect(try await introspect(setup, successor)["active"] as? Bool == false)
+            #expect(try await refresh(setup, successor).problemCode == "invalid_grant")
+        }
+    }
+
     @Test func revokingAnAccessTokenEndsItsSession() async throws {
         try await AppleTestSetup.run { setup in
             let session = try await signIn(setup)

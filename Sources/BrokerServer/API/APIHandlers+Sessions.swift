@@ -22,7 +22,7 @@ extension APIHandlers {
         let tenant = caller.tenant
         let successor = RefreshToken.generate()
         let outcome = try await services.database.sessions.refresh(
-            tenantID: tenant.id, tokenHash: presented.hash, successor: (UUID(), successor.hash),
+            tenantID: tenant.id, tokenHash: presented.hash, successorHash: successor.hash,
             idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL))
         guard case .rotated(let session) = outcome else {
             if outcome == .reused {

@@ -18,7 +18,7 @@ struct SessionTokens: Sendable {
         let absolute = now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenAbsoluteTTL))
         let idle = min(absolute, now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenIdleTTL)))
         return (
-            NewSession(id: .random(), refreshTokenID: .random(), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
+            NewSession(id: .random(), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
             token
         )
     }

@@ -1,0 +1,96 @@
+import BrokerCore
+import Foundation
+import PostgresNIO
+import Storage
+import TestSupport
+import Testing
+
+/// Rotation keeps the live refresh token on its session and records the spent one in the
+/// ledger; expired tokens and sessions rotate nothing (decision 0012).
+@Suite struct SessionRepositoryTests {
+    let statements = SignInStatementTests()
+
+    func openSession(_ database: Database, tenantID: UUID, hash: Data) async throws -> UUID {
+        var request = statements.request(tenantID: tenantID, email: "a@example.com")
+        request.session.refreshTokenHash = hash
+        return try #require(try await database.accounts.signIn(request)).sessionID
+    }
+
+    func hash(_ byte: UInt8) -> Data { Data(repeating: byte, count: 32) }
+
+    @Test func rotationReplacesTheTokenOnTheSessionAndRecordsTheSpentOne() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("rotate", in: database)
+            let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
+            let sessions = database.sessions
+
+            let outcome = try await sessions.refresh(
+                tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600)
+            guard case .rotated(let info) = outcome else {
+                Issue.record("not rotated: \(outcome)")
+                return
+            }
+            #expect(info.sessionID == session)
+            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(1)) == nil)
+            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2))?.sessionID == session)
+            // The successor's idle expiry is an hour away (within the session's absolute one).
+            let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
+            #expect(abs(successor.expiresAt.timeIntervalSinceNow - 3_600) < 60)
+
+            let ledger = try await database.client.query(
+                "SELECT session_id, token_hash, used_at IS NOT NULL FROM refresh_tokens WHERE tenant_id = \(tenant.id)")
+            var rows: [(UUID, Data, Bool)] = []
+            for try await row in ledger.decode((UUID, Data, Bool).self) { rows.append(row) }
+            #expect(rows.count == 1)
+            #expect(rows.first?.0 == session && rows.first?.1 == hash(1) && rows.first?.2 == true)
+
+            // Another tenant cannot rotate, introspect or revoke it.
+            let other = try await TestDatabase.createTenant("other", in: database)
+            #expect(
+                try await sessions.refresh(tenantID: other.id, tokenHash: hash(2), successorHash: hash(3), idleLifetime: 60)
+                    == .invalid)
+            #expect(try await sessions.introspectRefreshToken(tenantID: other.id, tokenHash: hash(2)) == nil)
+            #expect(try await !sessions.revokeByRefreshToken(tenantID: other.id, tokenHash: hash(1), reason: "test"))
+            #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
+        }
+    }
+
+    @Test func anIdleExpiredTokenOrAnEndedSessionRotatesNothing() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("expired", in: database)
+            let idle = try await openSession(database, tenantID: tenant.id, hash: hash(1))
+            let ended = try await openSession(database, tenantID: tenant.id, hash: hash(2))
+            _ = try await database.client.query(
+                "UPDATE sessions SET refresh_token_expires_at = now() - interval '1 second' WHERE id = \(idle)")
+            _ = try await database.client.query(
+                "UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = \(ended)")
+            let sessions = database.sessions
+            for token in [hash(1), hash(2)] {
+                #expect(
+                    try await sessions.refresh(tenantID: tenant.id, tokenHash: token, successorHash: hash(9), idleLifetime: 60)
+                        == .invalid)
+                #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: token) == nil)
+            }
+            let ledger = try await database.client.query("SELECT count(*)::int8 FROM refresh_tokens")
+            for try await count in ledger.decode(Int.self) { #expect(count == 0) }
+        }
+    }
+
+    @Test func theSuccessorNeverOutlivesItsSession() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("capped", in: database)
+            let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
+            let sessions = database.sessions
+            // The request's session ends in an hour; a day of idle lifetime is cut to that.
+            let outcome = try await sessions.refresh(
+                tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 86_400)
+            guard case .rotated(let info) = outcome else {
+                Issue.record("not rotated: \(outcome)")
+                return
+            }
+            let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
+            #expect(info.sessionID == session)
+            #expect(abs(successor.expiresAt.timeIntervalSince(info.expiresAt)) < 0.01)
+        }
+    }
+}
