@@ -9,12 +9,18 @@ public struct AccountRepository: Sendable {
     let logger: Logger
     let recentSignIns: RecentSignIns
 
-    static let accountColumns: String =
-        "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at, a.last_seen_at"
-    static let identityColumns = """
+    static let accountColumns = "\(accountColumnsBeforeStamp), a.last_seen_at"
+    static let identityColumns = "\(identityColumnsBeforeStamp), i.last_sign_in_at"
+    /// The columns a sign-in returns when it writes no account or identity row (the quiet
+    /// path): the stamps are this sign-in's, whose session records it (decision 0013).
+    static let quietAccountColumns = "\(accountColumnsBeforeStamp), now() AS last_seen_at"
+    static let quietIdentityColumns = "\(identityColumnsBeforeStamp), now() AS last_sign_in_at"
+    private static let accountColumnsBeforeStamp =
+        "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at"
+    private static let identityColumnsBeforeStamp = """
         i.id, i.account_id, i.provider, i.provider_scope, i.subject, i.email, i.email_verified, i.is_private_email,
         i.relay_email_deliverable, i.given_name, i.family_name, i.real_user_status,
-        (i.apple_refresh_token_sealed IS NOT NULL), i.created_at, i.last_sign_in_at
+        (i.apple_refresh_token_sealed IS NOT NULL), i.created_at
         """
 
     /// Finds or creates the identity and its account and opens a session, in one statement
@@ -24,16 +30,16 @@ public struct AccountRepository: Sendable {
     /// replaces the stored one; empty values never blank anything. Returns nil when the
     /// identity is unknown and the intent is `sign_in`, or the account is not active.
     ///
-    /// An identity whose stamp this process saw written within the last minute first gets the
-    /// lean ``QuietSignInStatement``; when its conditions do not hold it opens nothing and the
-    /// full statement follows.
+    /// An identity this process has signed in before first gets the lean
+    /// ``QuietSignInStatement``; when its conditions do not hold it opens nothing and the full
+    /// statement follows.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         let key = RecentSignIns.Key(
             tenantID: request.tenantID, provider: request.provider, providerScope: request.providerScope,
             subject: request.subject)
-        if request.sealedProviderRefreshToken == nil, recentSignIns.isRecent(key), let result = try await signInQuietly(request) { return result }
+        if request.sealedProviderRefreshToken == nil, recentSignIns.contains(key), let result = try await signInQuietly(request) { return result }
         if let result = try await signInOnce(request) {
-            if let stamp = result.identity.lastSignInAt { recentSignIns.record(key, stampedAt: stamp) }
+            recentSignIns.record(key)
             return result
         }
         guard request.intent != .signIn else { return nil }
@@ -69,9 +75,9 @@ public struct AccountRepository: Sendable {
 
     /// The sign-in statement, prepared once per connection: parsing and planning it cost more
     /// than running it (measured 1.7 ms vs 0.65 ms). A returning sign-in that changes nothing
-    /// on the identity and comes within ``quietInterval`` of the last one writes no identity or
-    /// account row (the `quiet` path): it only opens the session. `last_sign_in_at` and
-    /// `last_seen_at` are therefore exact to a minute (decision 0010).
+    /// on the identity writes no identity or account row (the `quiet` path): it only opens the
+    /// session, and the session is the record of the sign-in (`last_sign_in_at` and
+    /// `last_seen_at` are read from the sessions; decision 0013).
     struct SignInStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
@@ -81,20 +87,15 @@ public struct AccountRepository: Sendable {
         let newIdentityID: UUID
         let newAccountID: UUID
 
-        /// How stale `last_sign_in_at`/`last_seen_at` may be before a sign-in that changes
-        /// nothing else refreshes them.
-        static let quietInterval = "\(AccountRepository.quietSeconds) seconds"
-
         static let sql = """
             WITH stored AS (
-                SELECT \(identityColumns)
+                SELECT \(quietIdentityColumns)
                 FROM identities i
                 WHERE i.tenant_id = $2::uuid AND i.provider = $4::text AND i.provider_scope = $5::text AND i.subject = $6::text
             ),
             quiet AS (
                 SELECT s.* FROM stored s
-                WHERE s.last_sign_in_at > now() - interval '\(quietInterval)'
-                    AND ($7::text IS NULL OR (s.email = $7::text AND s.email_verified = $8::bool AND s.is_private_email = $9::bool))
+                WHERE ($7::text IS NULL OR (s.email = $7::text AND s.email_verified = $8::bool AND s.is_private_email = $9::bool))
                     AND ($10::text IS NULL OR s.given_name IS NOT NULL)
                     AND ($11::text IS NULL OR s.family_name IS NOT NULL)
                     AND ($12::int8 IS NULL OR s.real_user_status = $12::int8)
@@ -142,7 +143,7 @@ public struct AccountRepository: Sendable {
                 RETURNING \(accountColumns)
             ),
             kept AS (
-                SELECT \(accountColumns) FROM accounts a, quiet q
+                SELECT \(quietAccountColumns) FROM accounts a, quiet q
                 WHERE a.tenant_id = $2::uuid AND a.id = q.account_id AND a.status = 'active'
             ),
             account AS (SELECT * FROM created UNION ALL SELECT * FROM updated UNION ALL SELECT * FROM kept),
@@ -175,11 +176,15 @@ public struct AccountRepository: Sendable {
         func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 
-    /// The account with its identities; nil when the tenant has no such account.
+    /// The account with its identities; nil when the tenant has no such account. Quiet sign-ins
+    /// write only their session, so each identity's `last_sign_in_at` is its latest session's
+    /// start when that is later than the stored stamp, and the account's `last_seen_at` the
+    /// latest of its own stamp and its identities' (decision 0013).
     public func find(tenantID: UUID, accountID: UUID) async throws -> (Account, [Identity])? {
         let rows = try await client.query(
             """
-            SELECT \(unescaped: Self.accountColumns), \(unescaped: Self.identityColumns)
+            SELECT \(unescaped: Self.accountColumns), \(unescaped: Self.identityColumnsBeforeStamp),
+                greatest(i.last_sign_in_at, (SELECT max(s.created_at) FROM sessions s WHERE s.tenant_id = i.tenant_id AND s.identity_id = i.id))
             FROM accounts a LEFT JOIN identities i ON i.tenant_id = a.tenant_id AND i.account_id = a.id
             WHERE a.tenant_id = \(tenantID) AND a.id = \(accountID)
             ORDER BY i.created_at
@@ -193,7 +198,10 @@ public struct AccountRepository: Sendable {
             var probe = reader
             if try probe.next(UUID?.self) != nil { identities.append(try Self.decodeIdentity(&reader)) }
         }
-        return account.map { ($0, identities) }
+        guard var account else { return nil }
+        let lastSignIn = identities.compactMap(\.lastSignInAt).max()
+        account.lastSeenAt = [account.lastSeenAt, lastSignIn].compactMap { $0 }.max()
+        return (account, identities)
     }
 
     static func decodeAccount(_ reader: inout RowReader) throws -> Account {

@@ -16,7 +16,7 @@ public struct Database: Sendable {
         if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = .error }
         self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: backgroundLogger)
         self.logger = logger
-        self.recentSignIns = RecentSignIns(window: AccountRepository.quietHintWindow)
+        self.recentSignIns = RecentSignIns()
     }
 
     public func run() async { await client.run() }

@@ -3,22 +3,14 @@ import Foundation
 import PostgresNIO
 
 extension AccountRepository {
-    /// The quiet interval of both sign-in statements: a returning sign-in that brings nothing
-    /// new within this many seconds of the identity's last stamp writes no identity or account
-    /// row (decision 0010).
-    static let quietSeconds = 60
-    /// Stamps younger than this make ``QuietSignInStatement`` worth trying first (ten seconds
-    /// of margin for the broker's clock running ahead of the database's).
-    static let quietHintWindow = TimeInterval(quietSeconds - 10)
-
     /// The returning sign-in that brings nothing new, as one lean statement: the identity and
-    /// its active account when the identity's stamp is younger than the quiet interval and
-    /// nothing posted differs from what is stored, then the session with its first refresh token.
-    /// Exactly the `quiet` path of ``SignInStatement``, without initializing that statement's
-    /// insert, upsert and update plans (measured with pgbench: 8,700–9,200 vs 6,100–6,400
-    /// statements/s). Returns no row, and writes nothing, when any condition fails; the caller
-    /// then runs ``SignInStatement``. A posted provider refresh token is never quiet: the
-    /// caller does not try this statement then.
+    /// its active account when nothing posted differs from what is stored, then the session
+    /// with its first refresh token. Exactly the `quiet` path of ``SignInStatement``, without
+    /// initializing that statement's insert, upsert and update plans (measured with pgbench:
+    /// 8,700–9,200 vs 6,100–6,400 statements/s). Returns no row, and writes nothing, when any
+    /// condition fails; the caller then runs ``SignInStatement``. A posted provider refresh
+    /// token is never quiet: the caller does not try this statement then. The stamps it
+    /// returns are this sign-in's (decision 0013).
     struct QuietSignInStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
@@ -28,12 +20,11 @@ extension AccountRepository {
 
         static let sql = """
             WITH quiet AS (
-                SELECT \(accountColumns), \(identityColumns), false AS inserted,
+                SELECT \(quietAccountColumns), \(quietIdentityColumns), false AS inserted,
                     a.id AS quiet_account_id, i.id AS quiet_identity_id
                 FROM identities i
                 JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
                 WHERE i.tenant_id = $1::uuid AND i.provider = $2::text AND i.provider_scope = $3::text AND i.subject = $4::text
-                    AND i.last_sign_in_at > now() - interval '\(quietSeconds) seconds'
                     AND ($5::text IS NULL OR (i.email = $5::text AND i.email_verified = $6::bool AND i.is_private_email = $7::bool))
                     AND ($8::text IS NULL OR i.given_name IS NOT NULL)
                     AND ($9::text IS NULL OR i.family_name IS NOT NULL)

@@ -1,16 +1,16 @@
 import Foundation
 import Synchronization
 
-/// Which identities had their sign-in stamp (`last_sign_in_at`) written recently, as this
-/// process saw it. A returning sign-in of such an identity probably takes the quiet path, so
-/// ``AccountRepository`` tries the lean quiet statement first. It is only a hint: the
-/// statement re-checks every condition in the database and the full statement follows when it
-/// finds nothing. Other broker processes, clock skew or a lost entry cost at most one extra
-/// round trip, never a wrong answer.
+/// Which identities this process has signed in. A returning sign-in of such an identity
+/// probably brings nothing new and takes the quiet path, so ``AccountRepository`` tries the
+/// lean quiet statement first; for anyone else that would be a wasted round trip (a new user
+/// always misses it). It is only a hint: the statement re-checks every condition in the
+/// database and the full statement follows when it finds nothing. Other broker processes or a
+/// dropped entry cost at most one extra statement, never a wrong answer.
 ///
-/// Two generations of entries, each at most ``window`` old and ``capacity`` large: lookups read
-/// both, the older generation is dropped when the newer one is a window old or full. Memory
-/// stays bounded by the identities signing in within about two windows.
+/// Two generations of at most ``capacity`` entries each: lookups read both, and when the newer
+/// one is full the older one is dropped. Memory stays bounded by twice the capacity (a key is
+/// about 150 bytes).
 final class RecentSignIns: Sendable {
     struct Key: Hashable, Sendable {
         let tenantID: UUID
@@ -20,41 +20,32 @@ final class RecentSignIns: Sendable {
     }
 
     private struct Generations {
-        var current: [Key: Date] = [:]
-        var previous: [Key: Date] = [:]
-        var currentSince: Date
+        var current: Set<Key> = []
+        var previous: Set<Key> = []
     }
 
-    /// How old a stamp may be for the quiet statement to be worth trying first: the quiet
-    /// interval less a margin for the broker's clock running ahead of the database's.
-    let window: TimeInterval
     let capacity: Int
-    private let generations: Mutex<Generations>
+    private let generations = Mutex(Generations())
 
-    init(window: TimeInterval, capacity: Int = 50_000, now: Date = Date()) {
-        self.window = window
+    /// A capacity of 0 keeps nothing: every sign-in runs the full statement.
+    init(capacity: Int = 50_000) {
         self.capacity = capacity
-        self.generations = Mutex(Generations(currentSince: now))
     }
 
-    /// Whether the identity's stamp was written within the window before `now`.
-    func isRecent(_ key: Key, now: Date = Date()) -> Bool {
-        generations.withLock { generations in
-            guard let stamp = generations.current[key] ?? generations.previous[key] else { return false }
-            return now.timeIntervalSince(stamp) < window
-        }
+    func contains(_ key: Key) -> Bool {
+        generations.withLock { $0.current.contains(key) || $0.previous.contains(key) }
     }
 
-    /// Notes the identity's stamp as the database returned it.
-    func record(_ key: Key, stampedAt stamp: Date, now: Date = Date()) {
-        guard now.timeIntervalSince(stamp) < window else { return }
+    /// Notes that the identity signed in through this process.
+    func record(_ key: Key) {
+        guard capacity > 0 else { return }
         generations.withLock { generations in
-            if generations.current.count >= capacity || now.timeIntervalSince(generations.currentSince) >= window {
+            guard !generations.current.contains(key) else { return }
+            if generations.current.count >= capacity {
                 generations.previous = generations.current
-                generations.current = [:]
-                generations.currentSince = now
+                generations.current = []
             }
-            generations.current[key] = stamp
+            generations.current.insert(key)
         }
     }
 

@@ -39,10 +39,13 @@ import Testing
             #expect(first.isNewAccount)
             let version = try await identityVersion(database)
 
-            // Same email, no name: nothing to change, signed in a moment ago → no row rewritten.
+            // Same email, no name: nothing to change → no row rewritten; the stamps returned are
+            // this sign-in's.
             let second = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
             #expect(!second.isNewAccount && second.account.id == first.account.id)
-            #expect(second.identity.lastSignInAt == first.identity.lastSignInAt)
+            let firstStamp = try #require(first.identity.lastSignInAt)
+            #expect(try #require(second.identity.lastSignInAt) >= firstStamp)
+            #expect(second.account.lastSeenAt == second.identity.lastSignInAt)
             #expect(second.account.name.givenName == "Ada" && second.account.email == "a@example.com")
             #expect(try await identityVersion(database) == version)
             #expect(try await count("sessions", database) == 2)
@@ -55,14 +58,37 @@ import Testing
             #expect(third.account.email == "b@example.com" && third.identity.email == "b@example.com")
             #expect(try await identityVersion(database) != version)
 
-            // A last sign-in over a minute ago is refreshed even when nothing else changed.
+            // Nothing new after a long while: still no row rewritten. The identity's and the
+            // account's last sign-in are read from the sessions.
             _ = try await database.client.query(
-                "UPDATE identities SET last_sign_in_at = now() - interval '2 minutes' WHERE subject = '001234.quiet'")
+                "UPDATE identities SET last_sign_in_at = now() - interval '2 days' WHERE subject = '001234.quiet'")
+            _ = try await database.client.query(
+                "UPDATE sessions SET created_at = created_at - interval '2 days' WHERE tenant_id = \(tenant.id)")
             let stale = try await identityVersion(database)
             let fourth = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "b@example.com")))
-            #expect(try await identityVersion(database) != stale)
-            #expect((fourth.identity.lastSignInAt ?? .distantPast) > Date().addingTimeInterval(-30))
+            #expect(try await identityVersion(database) == stale)
+            let fourthStamp = try #require(fourth.identity.lastSignInAt)
+            #expect(abs(fourthStamp.timeIntervalSinceNow) < 30)
             #expect(try await count("sessions", database) == 4)
+            let (account, identities) = try #require(try await database.accounts.find(tenantID: tenant.id, accountID: first.account.id))
+            #expect(identities.count == 1)
+            let found = try #require(identities.first?.lastSignInAt)
+            #expect(abs(found.timeIntervalSince(fourthStamp)) < 0.001)
+            #expect(account.lastSeenAt == identities.first?.lastSignInAt)
+        }
+    }
+
+    @Test func theStoredStampCountsWhenItIsLaterThanEverySession() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("stamps", in: database)
+            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
+            // Sessions gone (a purge), the stamps written by the last sign-in that changed
+            // something remain.
+            _ = try await database.client.query("DELETE FROM sessions WHERE tenant_id = \(tenant.id)")
+            let (account, identities) = try #require(try await database.accounts.find(tenantID: tenant.id, accountID: first.account.id))
+            let stamp = try #require(first.identity.lastSignInAt)
+            #expect(abs((identities.first?.lastSignInAt ?? .distantPast).timeIntervalSince(stamp)) < 0.001)
+            #expect(abs((account.lastSeenAt ?? .distantPast).timeIntervalSince(stamp)) < 0.001)
         }
     }
 
