@@ -18,18 +18,22 @@ import Testing
 
     func hash(_ byte: UInt8) -> Data { Data(repeating: byte, count: 32) }
 
+    /// The session a refresh rotated; fails the test otherwise.
+    static func rotated(_ outcome: SessionRepository.RefreshOutcome) throws -> SessionRepository.SessionInfo {
+        guard case .rotated(let info) = outcome else { throw RotationFailed(outcome: outcome) }
+        return info
+    }
+
+    struct RotationFailed: Error { let outcome: SessionRepository.RefreshOutcome }
+
     @Test func rotationReplacesTheTokenOnTheSessionAndRecordsTheSpentOne() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("rotate", in: database)
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
             let sessions = database.sessions
 
-            let outcome = try await sessions.refresh(
-                tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600)
-            guard case .rotated(let info) = outcome else {
-                Issue.record("not rotated: \(outcome)")
-                return
-            }
+            let info = try Self.rotated(
+                try await sessions.refresh(tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600))
             #expect(info.sessionID == session)
             #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(1)) == nil)
             #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2))?.sessionID == session)
@@ -82,12 +86,8 @@ import Testing
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
             let sessions = database.sessions
             // The request's session ends in an hour; a day of idle lifetime is cut to that.
-            let outcome = try await sessions.refresh(
-                tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 86_400)
-            guard case .rotated(let info) = outcome else {
-                Issue.record("not rotated: \(outcome)")
-                return
-            }
+            let info = try Self.rotated(
+                try await sessions.refresh(tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 86_400))
             let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
             #expect(info.sessionID == session)
             #expect(abs(successor.expiresAt.timeIntervalSince(info.expiresAt)) < 0.01)
