@@ -26,15 +26,26 @@ import Testing
 
     struct RotationFailed: Error { let outcome: SessionRepository.RefreshOutcome }
 
-    @Test func rotationReplacesTheTokenOnTheSessionAndRecordsTheSpentOne() async throws {
+    /// A fresh database with a tenant `slug` whose one session (refresh token `hash(1)`) has
+    /// been rotated once to `hash(2)` with `idleLifetime`.
+    func withOneRotation(
+        _ slug: String, idleLifetime: TimeInterval,
+        _ body: @Sendable (Database, Tenant, _ session: UUID, SessionRepository.SessionInfo) async throws -> Void
+    ) async throws {
         try await TestDatabase.withFresh { database, _ in
-            let tenant = try await TestDatabase.createTenant("rotate", in: database)
+            let tenant = try await TestDatabase.createTenant(slug, in: database)
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
-            let sessions = database.sessions
-
             let info = try Self.rotated(
-                try await sessions.refresh(tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600))
+                try await database.sessions.refresh(
+                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: idleLifetime))
             #expect(info.sessionID == session)
+            try await body(database, tenant, session, info)
+        }
+    }
+
+    @Test func rotationReplacesTheTokenOnTheSessionAndRecordsTheSpentOne() async throws {
+        try await withOneRotation("rotate", idleLifetime: 3_600) { database, tenant, session, _ in
+            let sessions = database.sessions
             #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(1)) == nil)
             #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2))?.sessionID == session)
             // The successor's idle expiry is an hour away (within the session's absolute one).
@@ -81,15 +92,10 @@ import Testing
     }
 
     @Test func theSuccessorNeverOutlivesItsSession() async throws {
-        try await TestDatabase.withFresh { database, _ in
-            let tenant = try await TestDatabase.createTenant("capped", in: database)
-            let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
-            let sessions = database.sessions
-            // The request's session ends in an hour; a day of idle lifetime is cut to that.
-            let info = try Self.rotated(
-                try await sessions.refresh(tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 86_400))
-            let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
-            #expect(info.sessionID == session)
+        // The request's session ends in an hour; a day of idle lifetime is cut to that.
+        try await withOneRotation("capped", idleLifetime: 86_400) { database, tenant, _, info in
+            let successor = try #require(
+                try await database.sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
             #expect(abs(successor.expiresAt.timeIntervalSince(info.expiresAt)) < 0.01)
         }
     }
