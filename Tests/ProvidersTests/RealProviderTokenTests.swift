@@ -7,7 +7,7 @@ import Testing
 
 /// Real Apple (and Google) identity tokens copied from public repositories, verified against
 /// JWKS snapshots at a fixed clock (they are all long expired). See
-/// ../shared/fixtures/provider-tokens/README.md for where each one comes from.
+/// Tests/Fixtures/provider-tokens/README.md for where each one comes from.
 @Suite struct RealProviderTokenTests {
     typealias F = VerifierFixture
 

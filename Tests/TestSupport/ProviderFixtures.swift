@@ -1,12 +1,13 @@
 import Foundation
 
-/// The real provider tokens and key sets in `../shared/fixtures/provider-tokens` (beside the
-/// checkout; CI clones the repository with shared/ beside it).
+/// The real provider tokens and key sets, kept in the repository under
+/// `Tests/Fixtures/provider-tokens` (copied from the project's shared fixtures; `sources.json`
+/// and `README.md` there say where each one comes from), so a bare clone tests on its own.
 public enum ProviderFixtures {
-    /// `<package root>/../shared/fixtures/provider-tokens`.
+    /// `<package root>/Tests/Fixtures/provider-tokens`.
     public static let directory: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/provider-tokens", isDirectory: true)
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/provider-tokens", isDirectory: true)
 
     /// Every real Apple token (under `apple/`) and the key set it verifies with.
     public static let appleTokens: [(token: String, jwks: String)] = [

@@ -69,7 +69,7 @@ import Testing
     }
 }
 
-/// `broker token verify` on the real Apple tokens in shared/fixtures, at a fixed clock.
+/// `broker token verify` on the real Apple tokens in Tests/Fixtures, at a fixed clock.
 @Suite struct TokenVerifyCLITests {
     static let fixtures = ProviderFixtures.directory.appendingPathComponent("apple")
 
