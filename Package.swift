@@ -122,7 +122,8 @@ let package = Package(
         .executableTarget(
             name: "mock-idp",
             dependencies: [
-                "MockIdP",
+                "MockIdP", "BrokerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -1,6 +1,8 @@
 -- wrk script: POST /v1/sign-in/apple with MockIdP-minted identity tokens.
--- TOKENS: file with one token per line; API_KEY; CLIENT_ID; MODE=returning (cycle through the
--- tokens) or new (each token once: every request is a new user; threads take disjoint lines).
+-- TOKENS: file with one "token nonce" pair per line (`mock-idp mint --with-nonce`); API_KEY;
+-- CLIENT_ID. Each token is posted once (the broker refuses a replayed identity token); threads
+-- take disjoint lines and stop when theirs run out. Whether a request is a new or a returning
+-- user depends on the subjects the file was minted for.
 local threads = {}
 local counter = 0
 
@@ -13,23 +15,24 @@ end
 function init(args)
     local file = os.getenv("TOKENS")
     local total = tonumber(os.getenv("THREADS") or "2")
-    tokens = {}
+    lines = {}
     local i = 0
     for line in io.lines(file) do
-        if i % total == id then table.insert(tokens, line) end
+        if i % total == id then table.insert(lines, line) end
         i = i + 1
     end
     index = 0
-    mode = os.getenv("MODE") or "returning"
     wrk.method = "POST"
     wrk.headers["Authorization"] = "Bearer " .. os.getenv("API_KEY")
     wrk.headers["Content-Type"] = "application/json"
     local client = os.getenv("CLIENT_ID")
     requests = {}
-    for i, token in ipairs(tokens) do
-        local body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '"}'
+    for i, line in ipairs(lines) do
+        local token, nonce = string.match(line, "^(%S+) (%S+)$")
+        local body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
         requests[i] = wrk.format(nil, "/v1/sign-in/apple", nil, body)
     end
+    lines = nil
     if #requests == 0 then
         -- An empty token file: send one (rejected) request rather than fail in Lua.
         requests[1] = wrk.format(nil, "/v1/sign-in/apple", nil, '{"client_id":"' .. client .. '","identity_token":""}')
@@ -41,13 +44,11 @@ end
 function request()
     index = index + 1
     if index > #requests then
-        if mode == "new" then
-            -- Out of fresh tokens: stop this thread's load rather than reuse one.
-            wrk.thread:stop()
-        end
+        -- Out of fresh tokens: stop this thread's load rather than replay one.
+        wrk.thread:stop()
         index = 1
     end
-    return requests[index] or requests[1]
+    return requests[index]
 end
 
 -- SAVE_REFRESH=<path prefix>: each thread appends the refresh tokens it receives to

@@ -1,0 +1,89 @@
+# Shared by the end-to-end benchmarks (sourced by run.sh and growth.sh): release binaries, a
+# freshly migrated database as a deployment has it (the embedded default, or PostgreSQL over TCP
+# with its default settings), MockIdP as Apple, one tenant made with the CLI, the broker, and
+# wrk. No step here is one the product does not do by itself: no ANALYZE, no tuning.
+# TARGET=embedded (default) | tcp.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+target=${TARGET:-embedded}
+connections=16
+threads=1
+scratch=.build-release
+swift build -c release --scratch-path "$scratch" --product broker >/dev/null
+swift build -c release --scratch-path "$scratch" --product mock-idp >/dev/null
+bin=$(swift build -c release --scratch-path "$scratch" --show-bin-path)
+work=$(mktemp -d /tmp/identitybroker-bench.XXXXXX)
+chmod 711 "$work"
+export BROKER_LOG_LEVEL=warning BROKER_LOG_FORMAT=text
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+idp_port=$(free_port)
+broker_port=$(free_port)
+export BROKER_APPLE_BASE_URL=http://127.0.0.1:$idp_port BROKER_PORT=$broker_port
+base=http://127.0.0.1:$broker_port
+if [ -n "${POOL:-}" ]; then export BROKER_DB_POOL_SIZE=$POOL; fi
+pids=()
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+run_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ "$target" = tcp ]; then run_pg "$pg_bin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+case "$target" in
+embedded)
+    # The broker starts its own PostgreSQL in the data folder (initdb defaults; it migrates on start).
+    export BROKER_DATA_DIR="$work/data"
+    psql_db() { psql -h "$work/data/run" -U postgres -Atqc "$1" postgres; }
+    ;;
+tcp)
+    # A PostgreSQL of its own with initdb's defaults (durable commits), reached over TCP.
+    pg_port=$(free_port)
+    mkdir -p "$work/pg"
+    [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$work/pg"
+    run_pg "$pg_bin/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 >/dev/null
+    run_pg "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -s \
+        -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $work/pg" start
+    export DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+    BROKER_MASTER_KEY=$(openssl rand -base64 32)
+    export BROKER_MASTER_KEY
+    "$bin/broker" db migrate >/dev/null
+    psql_db() { psql -h 127.0.0.1 -p "$pg_port" -U postgres -Atqc "$1" postgres; }
+    ;;
+*) echo "TARGET must be embedded or tcp" >&2; exit 2 ;;
+esac
+
+"$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" >"$work/idp.log" 2>&1 &
+pids+=($!)
+openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt >"$work/AuthKey.p8"
+"$bin/broker" tenant create bench >/dev/null
+key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
+"$bin/broker" apple team set --tenant bench --team-id BENCH00001 --key-id BENCHKEY01 --private-key-file "$work/AuthKey.p8" >/dev/null
+"$bin/broker" apple group add --tenant bench --primary-app-id com.bench.app >/dev/null
+
+"$bin/broker" serve >"$work/broker.log" 2>&1 &
+broker_pid=$!
+pids+=($broker_pid)
+for _ in $(seq 300); do curl -sf "$base/readyz" >/dev/null && break; sleep 0.1; done
+curl -sf "$base/readyz" >/dev/null || { echo "broker did not become ready:" >&2; tail -20 "$work/broker.log" >&2; exit 1; }
+
+# The broker's resident memory, sampled every second for the whole run (peak printed at the end).
+( while kill -0 "$broker_pid" 2>/dev/null; do grep VmRSS "/proc/$broker_pid/status" 2>/dev/null | awk '{print $2}'; sleep 1; done ) >"$work/rss.txt" &
+pids+=($!)
+peak_rss() { echo "$(grep VmHWM "/proc/$broker_pid/status" | awk '{print $2}') kB"; }
+
+export API_KEY=$key CLIENT_ID=com.bench.app THREADS=$threads
+
+# mint FILE PREFIX COUNT [SUBJECTS [FIRST]]: identity tokens, each with its own nonce (the
+# client requires one), for subjects PREFIX(FIRST + i mod SUBJECTS).
+mint() {
+    "$bin/mock-idp" mint --key-file "$work/idp-key.pem" --audience com.bench.app --with-nonce \
+        --subject-prefix "$2" --count "$3" --subjects "${4:-$3}" --first "${5:-0}" >"$1"
+}
+
+# signin TOKENS DURATION: every token posted once (stops when they run out); prints RESULT.
+signin() {
+    TOKENS="$1" wrk -t"$threads" -c"$connections" -d"$2" --latency -s Benchmarks/e2e/signin.lua "$base" | grep RESULT
+}
