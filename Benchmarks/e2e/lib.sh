@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 scripts/setup.sh
 if ! command -v wrk >/dev/null; then
     [[ $(id -u) -eq 0 ]] || { echo "bench: wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
 target=${TARGET:-embedded}
 connections=16
