@@ -42,6 +42,13 @@ public struct SecretBox: Sendable {
         self.masterKey = masterKey
     }
 
+    /// A key for one purpose derived from the master key (HKDF-SHA256): a secret of its own
+    /// that never decrypts anything else and needs no storage.
+    public func derivedKey(purpose: String) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: masterKey.key, info: Data("identitybroker/\(purpose)".utf8), outputByteCount: 32)
+    }
+
     public func seal(_ plaintext: some DataProtocol, context: String) throws -> Data {
         let box = try AES.GCM.seal(plaintext, using: masterKey.key, authenticating: Data(context.utf8))
         guard let combined = box.combined else {

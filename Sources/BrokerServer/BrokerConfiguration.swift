@@ -33,6 +33,10 @@ public struct BrokerConfiguration: Sendable {
     public var maxBodyBytes: Int
     /// `BROKER_APPLE_BASE_URL`: Apple's base URL (keys at /auth/keys, tokens at /auth/token).
     public var appleBaseURL: String
+    /// `BROKER_REFRESH_REUSE_INTERVAL`: seconds during which a just-rotated refresh token yields
+    /// its successor again instead of revoking its family (default 10; 0 turns it off).
+    public var refreshReuseInterval: TimeInterval
+    public static let defaultRefreshReuseInterval: TimeInterval = 10
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -48,6 +52,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_LOG_FORMAT", "json|text (default json)"),
         ("BROKER_MAX_BODY_BYTES", "largest accepted request body in bytes (default 65536)"),
         ("BROKER_APPLE_BASE_URL", "Apple's base URL: keys at /auth/keys, tokens at /auth/token (default https://appleid.apple.com)"),
+        ("BROKER_REFRESH_REUSE_INTERVAL", "seconds a just-rotated refresh token still returns its successor (retries, races) before reuse revokes the session (default 10; 0 = off)"),
     ]
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws(BrokerError) {
@@ -84,5 +89,7 @@ public struct BrokerConfiguration: Sendable {
             throw .invalidArgument("BROKER_APPLE_BASE_URL must be an http(s) URL.")
         }
         appleBaseURL = apple.hasSuffix("/") ? String(apple.dropLast()) : apple
+        refreshReuseInterval = TimeInterval(
+            try integer("BROKER_REFRESH_REUSE_INTERVAL", default: Int(Self.defaultRefreshReuseInterval), range: 0...300))
     }
 }

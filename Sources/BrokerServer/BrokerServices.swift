@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import BrokerCore
+import Crypto
 import Foundation
 import Logging
 import Providers
@@ -19,13 +20,18 @@ public struct BrokerServices: Sendable {
     let signingKeys: TenantSigningKeys
     let clientSecrets: AppleClientSecrets
     let httpClient: HTTPClient
+    /// Seconds during which a just-rotated refresh token still yields its successor
+    /// (`BROKER_REFRESH_REUSE_INTERVAL`).
+    let refreshReuseInterval: TimeInterval
+    /// Derives each refresh token's successor (decision 0020).
+    let refreshSuccessorKey: SymmetricKey
     let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
     let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
         appleBaseURL: String = Apple.defaultBaseURL, appleKeys: JWKSCache? = nil, httpClient: HTTPClient = .shared,
-        logger: Logger? = nil
+        refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil
     ) {
         self.database = database
         self.secrets = secrets
@@ -39,6 +45,8 @@ public struct BrokerServices: Sendable {
                 source: .url(Apple.keysURL(base: appleBaseURL)), httpClient: httpClient, logger: logger ?? database.logger)
         self.signingKeys = TenantSigningKeys(database: database, secrets: secrets)
         self.clientSecrets = AppleClientSecrets(secrets: secrets)
+        self.refreshReuseInterval = refreshReuseInterval
+        self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
     }
 
     public func issuer(for slug: TenantSlug) -> String { "\(publicURL)/t/\(slug.rawValue)" }

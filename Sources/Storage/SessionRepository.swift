@@ -21,19 +21,27 @@ public struct SessionRepository: Sendable {
 
     public enum RefreshOutcome: Sendable, Equatable {
         case rotated(SessionInfo)
-        /// Unknown, expired or revoked: nothing changed.
+        /// The token was rotated moments ago (within the reuse interval) and its successor is
+        /// still the session's live token: a client's retry, or the loser of two concurrent
+        /// refreshes. The same successor stands; nothing changed.
+        case repeated(SessionInfo)
+        /// Unknown, expired or revoked, or rotated within the reuse interval into a successor
+        /// that has itself moved on: nothing changed.
         case invalid
-        /// An already-rotated token: its whole family has just been revoked.
+        /// A token rotated longer ago than the reuse interval: its whole family has just been
+        /// revoked.
         case reused
     }
 
-    /// Rotates a refresh token: the session's current token is replaced by its successor and
-    /// goes into the ledger of spent tokens, in one statement. Of two concurrent refreshes of
-    /// one token exactly one succeeds: the session's row lock serializes them, and the second
-    /// no longer finds the token on the session. A spent token presented again (a replay, or
-    /// the loser of such a race) revokes its family.
+    /// Rotates a refresh token: the session's current token is replaced by `successorHash` and
+    /// goes into the ledger of spent tokens, in one statement. The session's row lock
+    /// serializes concurrent rotations of one token: the second no longer finds the token on
+    /// the session. A token found in the ledger instead is a repeat when it was spent less than
+    /// `reuseInterval` seconds ago and `successorHash` is still the session's live token (the
+    /// caller derives the successor from the token, so a retry presents the same one: decision
+    /// 0020); spent longer ago, it is a replay and revokes its family.
     public func refresh(
-        tenantID: UUID, tokenHash: Data, successorHash: Data, idleLifetime: TimeInterval
+        tenantID: UUID, tokenHash: Data, successorHash: Data, idleLifetime: TimeInterval, reuseInterval: TimeInterval
     ) async throws -> RefreshOutcome {
         let rotation = RotateStatement(
             tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .random(),
@@ -41,16 +49,45 @@ public struct SessionRepository: Sendable {
         var rotated: SessionInfo?
         for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
         if let rotated { return .rotated(rotated) }
-        // Nothing rotated: a spent token is a replay (or the loser of a race): end the family.
+        if reuseInterval > 0, let repeated = try await repeatedRotation(
+            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval)
+        {
+            return .repeated(repeated)
+        }
+        // A token spent longer ago than the reuse interval is a replay: end the family.
         let revoked = try await client.query(
             """
             UPDATE sessions s SET revoked_at = now(), revoke_reason = 'refresh_token_reuse'
-            FROM refresh_tokens rt
-            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
-                AND s.id = rt.session_id AND s.tenant_id = rt.tenant_id AND s.revoked_at IS NULL
+            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL AND s.id = (
+                SELECT rt.session_id FROM refresh_tokens rt
+                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
+                    AND rt.used_at <= now() - make_interval(secs => \(reuseInterval)))
             RETURNING s.id
             """, logger: logger)
         return try await revoked.collect().isEmpty ? .invalid : .reused
+    }
+
+    /// The session whose live token is `successorHash`, when `tokenHash` was spent on it less
+    /// than `reuseInterval` seconds ago and the session is still usable.
+    private func repeatedRotation(
+        tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval
+    ) async throws -> SessionInfo? {
+        let rows = try await client.query(
+            """
+            SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+            FROM sessions s
+            WHERE s.refresh_token_hash = \(successorHash) AND s.tenant_id = \(tenantID)
+                AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
+                AND s.id = (
+                    SELECT rt.session_id FROM refresh_tokens rt
+                    WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
+                        AND rt.used_at > now() - make_interval(secs => \(reuseInterval)))
+                AND EXISTS (
+                    SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+            """, logger: logger)
+        var session: SessionInfo?
+        for try await row in rows where session == nil { session = try RotateStatement.decodeSession(row) }
+        return session
     }
 
     /// The rotation, prepared once per connection like the sign-in statement (decision 0006):
@@ -102,7 +139,9 @@ public struct SessionRepository: Sendable {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> SessionInfo {
+        func decodeRow(_ row: PostgresRow) throws -> SessionInfo { try Self.decodeSession(row) }
+
+        static func decodeSession(_ row: PostgresRow) throws -> SessionInfo {
             let (sessionID, accountID, clientID, idp, expiresAt, createdAt) =
                 try row.decode((UUID, UUID, String?, String, Date, Date).self)
             return SessionInfo(

@@ -38,7 +38,8 @@ struct DemoCommand: AsyncParsableCommand {
                 let apiKey = try await Self.prepareTenant(database: database, secrets: secrets, apple: apple, actor: context.actor)
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
-                    maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL, logger: logger)
+                    maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
+                    refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
                 let mock = MockIdPServer.application(apple: apple, port: idpPort)
                 let token = try apple.mint(
                     apple.claims(

@@ -32,7 +32,8 @@ struct ServeCommand: AsyncParsableCommand {
             try await context.withDatabase(migrate: noMigrate ? .require : .always) { database in
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
-                    maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL, logger: logger)
+                    maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
+                    refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port,
                     lifecycle: [BackgroundTasks(services: services)], logger: logger)

@@ -7,6 +7,7 @@ import HummingbirdTesting
 import JWTKit
 import MockIdP
 import NIOCore
+import PostgresNIO
 import Storage
 import TestSupport
 
@@ -86,6 +87,22 @@ struct AppleTestSetup {
             throw SignInFailed(status: response.status.code, body: String(buffer: response.body))
         }
         return try response.json()
+    }
+
+    /// Moves every spent refresh token's `used_at` back by `seconds`: as if the reuse interval
+    /// had passed since their rotation.
+    func ageSpentRefreshTokens(by seconds: Int) async throws {
+        try await app.database.client.query(
+            "UPDATE refresh_tokens SET used_at = used_at - make_interval(secs => \(Double(seconds))) WHERE tenant_id = \(tenant.id)")
+    }
+
+    /// Sessions of the tenant that are neither revoked nor expired.
+    func liveSessionCount() async throws -> Int {
+        let rows = try await app.database.client.query(
+            "SELECT count(*)::int8 FROM sessions WHERE tenant_id = \(tenant.id) AND revoked_at IS NULL AND expires_at > now()")
+        var count = 0
+        for try await value in rows.decode(Int.self) { count = value }
+        return count
     }
 
     struct SignInFailed: Error, CustomStringConvertible {

@@ -44,7 +44,9 @@ import Testing
             #expect(third.status == .ok)
             let thirdToken = try #require(try third.json()["refresh_token"] as? String)
 
-            // Replaying an already-rotated token: invalid_grant, and the family is gone.
+            // Replaying an already-rotated token after the reuse interval (aged here):
+            // invalid_grant, and the family is gone.
+            try await setup.ageSpentRefreshTokens(by: 60)
             let replay = try await refresh(setup, first.refresh)
             #expect(replay.status == .badRequest)
             #expect(replay.problemCode == "invalid_grant")
@@ -54,15 +56,61 @@ import Testing
         }
     }
 
-    @Test func concurrentRefreshesOfOneTokenExactlyOneSucceeds() async throws {
+    @Test func aRetriedRefreshGetsTheSameSuccessorAndKeepsTheSession() async throws {
         try await AppleTestSetup.run { setup in
             let session = try await signIn(setup)
-            let statuses = try await withThrowingTaskGroup(of: Int.self, returning: [Int].self) { group in
-                for _ in 0..<6 { group.addTask { try await refresh(setup, session.refresh).status.code } }
+            let first = try await refresh(setup, session.refresh)
+            #expect(first.status == .ok)
+            let successor = try #require(try first.json()["refresh_token"] as? String)
+            // The client never saw the answer and retries within the reuse interval.
+            let retried = try await refresh(setup, session.refresh)
+            #expect(retried.status == .ok)
+            let retriedBody = try retried.json()
+            #expect(retriedBody["refresh_token"] as? String == successor, "the same successor again")
+            let access = try #require(retriedBody["access_token"] as? String)
+            #expect(try await introspect(setup, access)["active"] as? Bool == true)
+            #expect(try await introspect(setup, successor)["active"] as? Bool == true)
+            // The family goes on: the successor rotates as usual.
+            let next = try await refresh(setup, successor)
+            #expect(next.status == .ok)
+            #expect(try await introspect(setup, session.access)["active"] as? Bool == true)
+            #expect(try await setup.liveSessionCount() == 1)
+        }
+    }
+
+    @Test func aRetryAfterTheSuccessorMovedOnIsRefusedWithoutEndingTheSession() async throws {
+        try await AppleTestSetup.run { setup in
+            let session = try await signIn(setup)
+            let successor = try #require(try await refresh(setup, session.refresh).json()["refresh_token"] as? String)
+            let newest = try #require(try await refresh(setup, successor).json()["refresh_token"] as? String)
+            // The first token again, still within the reuse interval, but its successor is spent:
+            // it yields nothing and ends nothing.
+            let late = try await refresh(setup, session.refresh)
+            #expect(late.problemCode == "invalid_grant")
+            #expect(try await introspect(setup, newest)["active"] as? Bool == true)
+            #expect(try await refresh(setup, newest).status == .ok)
+        }
+    }
+
+    @Test func concurrentRefreshesOfOneTokenAllGetTheSameSuccessor() async throws {
+        try await AppleTestSetup.run { setup in
+            let session = try await signIn(setup)
+            let answers = try await withThrowingTaskGroup(of: (Int, String?).self, returning: [(Int, String?)].self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        let response = try await refresh(setup, session.refresh)
+                        return (response.status.code, try? response.json()["refresh_token"] as? String)
+                    }
+                }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(statuses.filter { $0 == 200 }.count == 1, "\(statuses)")
-            #expect(statuses.filter { $0 == 400 }.count == 5)
+            #expect(answers.allSatisfy { $0.0 == 200 }, "\(answers.map(\.0))")
+            let successors = Set(answers.compactMap(\.1))
+            #expect(successors.count == 1, "every caller gets the same successor")
+            let successor = try #require(successors.first)
+            #expect(try await introspect(setup, successor)["active"] as? Bool == true)
+            #expect(try await refresh(setup, successor).status == .ok, "the family stays")
+            #expect(try await setup.liveSessionCount() == 1)
         }
     }
 

@@ -62,12 +62,12 @@ import Testing
             let info = try SessionRepositoryTests.rotated(
                 try await sessionsRepository.refresh(
                     tenantID: tenant.id, tokenHash: freshHash, successorHash: Data(repeating: 4, count: 32),
-                    idleLifetime: 3_600))
+                    idleLifetime: 3_600, reuseInterval: 10))
             #expect(info.sessionID == fresh)
             #expect(
                 try await sessionsRepository.refresh(
                     tenantID: tenant.id, tokenHash: spentHash, successorHash: Data(repeating: 5, count: 32),
-                    idleLifetime: 3_600) == .reused)
+                    idleLifetime: 3_600, reuseInterval: 0) == .reused)
             #expect(try await sessionsRepository.liveSession(tenantID: tenant.id, sessionID: rotated) == nil)
         }
     }

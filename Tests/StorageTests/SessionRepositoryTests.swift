@@ -37,7 +37,7 @@ import Testing
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
             let info = try Self.rotated(
                 try await database.sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: idleLifetime))
+                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: idleLifetime, reuseInterval: 10))
             #expect(info.sessionID == session)
             try await body(database, tenant, session, info)
         }
@@ -62,7 +62,7 @@ import Testing
             // Another tenant cannot rotate, introspect or revoke it.
             let other = try await TestDatabase.createTenant("other", in: database)
             #expect(
-                try await sessions.refresh(tenantID: other.id, tokenHash: hash(2), successorHash: hash(3), idleLifetime: 60)
+                try await sessions.refresh(tenantID: other.id, tokenHash: hash(2), successorHash: hash(3), idleLifetime: 60, reuseInterval: 10)
                     == .invalid)
             #expect(try await sessions.introspectRefreshToken(tenantID: other.id, tokenHash: hash(2)) == nil)
             #expect(try await !sessions.revokeByRefreshToken(tenantID: other.id, tokenHash: hash(1), reason: "test"))
@@ -82,7 +82,7 @@ import Testing
             let sessions = database.sessions
             for token in [hash(1), hash(2)] {
                 #expect(
-                    try await sessions.refresh(tenantID: tenant.id, tokenHash: token, successorHash: hash(9), idleLifetime: 60)
+                    try await sessions.refresh(tenantID: tenant.id, tokenHash: token, successorHash: hash(9), idleLifetime: 60, reuseInterval: 10)
                         == .invalid)
                 #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: token) == nil)
             }
@@ -97,6 +97,57 @@ import Testing
             let successor = try #require(
                 try await database.sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
             #expect(abs(successor.expiresAt.timeIntervalSince(info.expiresAt)) < 0.01)
+        }
+    }
+
+    @Test func aRepeatWithinTheReuseIntervalFindsTheLiveSuccessorAndChangesNothing() async throws {
+        try await withOneRotation("repeat", idleLifetime: 3_600) { database, tenant, session, _ in
+            let sessions = database.sessions
+            // The same token with the same successor: the rotation already happened.
+            let outcome = try await sessions.refresh(
+                tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
+            guard case .repeated(let info) = outcome else {
+                Issue.record("expected a repeat, got \(outcome)")
+                return
+            }
+            #expect(info.sessionID == session)
+            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2))?.sessionID == session)
+            // Another tenant's repeat finds nothing and revokes nothing.
+            let other = try await TestDatabase.createTenant("other", in: database)
+            #expect(
+                try await sessions.refresh(
+                    tenantID: other.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 60, reuseInterval: 10)
+                    == .invalid)
+            #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
+        }
+    }
+
+    @Test func aSpentTokenPastTheIntervalOrWithTheIntervalOffRevokesItsFamily() async throws {
+        for interval: TimeInterval in [0, 10] {
+            try await withOneRotation("reuse", idleLifetime: 3_600) { database, tenant, session, _ in
+                if interval > 0 {
+                    try await database.client.query("UPDATE refresh_tokens SET used_at = used_at - interval '11 seconds'")
+                }
+                let outcome = try await database.sessions.refresh(
+                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600,
+                    reuseInterval: interval)
+                #expect(outcome == .reused)
+                #expect(try await database.sessions.liveSession(tenantID: tenant.id, sessionID: session) == nil)
+            }
+        }
+    }
+
+    @Test func aRepeatWhoseSuccessorMovedOnIsInvalidAndRevokesNothing() async throws {
+        try await withOneRotation("moved", idleLifetime: 3_600) { database, tenant, session, _ in
+            let sessions = database.sessions
+            _ = try Self.rotated(
+                try await sessions.refresh(
+                    tenantID: tenant.id, tokenHash: hash(2), successorHash: hash(3), idleLifetime: 3_600, reuseInterval: 10))
+            #expect(
+                try await sessions.refresh(
+                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
+                    == .invalid)
+            #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
         }
     }
 }

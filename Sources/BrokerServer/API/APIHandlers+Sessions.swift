@@ -20,14 +20,20 @@ extension APIHandlers {
             }
         guard let presented = RefreshToken(parsing: request.refreshToken) else { throw Self.invalidGrant }
         let tenant = caller.tenant
-        let successor = RefreshToken.generate()
+        // The successor is derived from the presented token, so a retry within the reuse
+        // interval is answered with the same one (decision 0020).
+        let successor = presented.successor(key: services.refreshSuccessorKey)
         let outcome = try await services.database.sessions.refresh(
             tenantID: tenant.id, tokenHash: presented.hash, successorHash: successor.hash,
-            idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL))
-        guard case .rotated(let session) = outcome else {
-            if outcome == .reused {
-                RequestInfo.current?.logger.notice("refresh token reused: session family revoked")
-            }
+            idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL), reuseInterval: services.refreshReuseInterval)
+        let session: SessionRepository.SessionInfo
+        switch outcome {
+        case .rotated(let rotated), .repeated(let rotated):
+            session = rotated
+        case .reused:
+            RequestInfo.current?.logger.notice("refresh token reused: session family revoked")
+            throw Self.invalidGrant
+        case .invalid:
             throw Self.invalidGrant
         }
         let tokens = services.sessionTokens
