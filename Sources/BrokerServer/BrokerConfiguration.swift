@@ -37,6 +37,9 @@ public struct BrokerConfiguration: Sendable {
     /// its successor again instead of revoking its family (default 10; 0 turns it off).
     public var refreshReuseInterval: TimeInterval
     public static let defaultRefreshReuseInterval: TimeInterval = 10
+    /// `BROKER_DB_STATEMENT_TIMEOUT`: seconds a statement may run before PostgreSQL cancels it
+    /// (default 5).
+    public var databaseStatementTimeout: Int
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -46,6 +49,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_PORT", "port to listen on (default 8080)"),
         ("BROKER_PUBLIC_URL", "external base URL used in issuer URLs (default http://HOST:PORT)"),
         ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default three times the CPU cores, at least 4)"),
+        ("BROKER_DB_STATEMENT_TIMEOUT", "seconds a database statement may run; one that runs out answers 503 database_unavailable (default 5)"),
         ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
         ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
         ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
@@ -79,6 +83,7 @@ public struct BrokerConfiguration: Sendable {
         }
         self.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
         databasePoolSize = try integer("BROKER_DB_POOL_SIZE", default: Self.defaultPoolSize, range: 1...500)
+        databaseStatementTimeout = try integer("BROKER_DB_STATEMENT_TIMEOUT", default: 5, range: 1...600)
         postgresBinDirectory = value("BROKER_POSTGRES_BIN")
         postgresUser = value("BROKER_POSTGRES_USER") ?? "postgres"
         logLevel = value("BROKER_LOG_LEVEL")

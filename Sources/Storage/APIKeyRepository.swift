@@ -48,14 +48,18 @@ public struct APIKeyRepository: Sendable {
         }
     }
 
-    /// The live key with this hash and its tenant, in one round trip. Revoked keys do not match.
-    public func authenticate(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
-        let rows = try await client.query(
-            """
+    /// The statement of `authenticate` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func authenticateQuery(hash: Data) throws -> PostgresQuery {
+        try """
             SELECT \(unescaped: Self.columns), \(unescaped: TenantRepository.columns(alias: "t"))
             FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
             WHERE k.key_hash = \(hash) AND k.revoked_at IS NULL
-            """, logger: logger)
+            """
+    }
+
+    /// The live key with this hash and its tenant, in one round trip. Revoked keys do not match.
+    public func authenticate(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
+        let rows = try await client.query(try Self.authenticateQuery(hash: hash), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         var reader = RowReader(row)
         let key = try Self.decode(&reader)

@@ -114,17 +114,21 @@ public struct AppleRepository: Sendable {
         }
     }
 
-    /// The client with its group and team, in one query; nil when the tenant has no such client
-    /// (or its group has no team).
-    public func resolve(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
-        let rows = try await client.query(
-            """
+    /// The statement of `resolve` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func resolveQuery(tenantID: UUID, clientID: String) -> PostgresQuery {
+        """
             SELECT \(unescaped: Self.clientColumns), \(unescaped: Self.groupColumns), \(unescaped: Self.teamColumns)
             FROM apple_clients c
             JOIN apple_app_groups g ON g.id = c.group_id AND g.tenant_id = c.tenant_id
             JOIN apple_teams t ON t.id = g.team_ref AND t.tenant_id = c.tenant_id
             WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
-            """, logger: logger)
+            """
+    }
+
+    /// The client with its group and team, in one query; nil when the tenant has no such client
+    /// (or its group has no team).
+    public func resolve(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
+        let rows = try await client.query(Self.resolveQuery(tenantID: tenantID, clientID: clientID), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         var reader = RowReader(row)
         return ResolvedAppleClient(

@@ -22,6 +22,17 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     public var database: String
     public var tlsMode: TLSMode
     public var maxConnections: Int
+    /// The longest a statement may run (`statement_timeout` of every connection;
+    /// `BROKER_DB_STATEMENT_TIMEOUT`). A statement that runs out fails, and the broker answers
+    /// 503 `database_unavailable`.
+    public var statementTimeout: Duration = .seconds(5)
+
+    /// Session settings every connection starts with: the statement timeout.
+    var startupParameters: [(String, String)] {
+        let milliseconds = statementTimeout.components.seconds * 1_000
+            + statementTimeout.components.attoseconds / 1_000_000_000_000_000
+        return [("statement_timeout", "\(milliseconds)")]
+    }
 
     public init(
         endpoint: Endpoint, username: String, password: String? = nil, database: String,
@@ -99,6 +110,7 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         }
         configuration.options.maximumConnections = maxConnections
         configuration.options.minimumConnections = 0
+        configuration.options.additionalStartupParameters = startupParameters
         return configuration
     }
 }

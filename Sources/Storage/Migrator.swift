@@ -46,13 +46,18 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate() async throws -> [Migration] {
         try await client.withConnection { connection in
+            // Migrations and the ANALYZE after them may run longer than a request's statement.
+            try await connection.query("SET statement_timeout = 0", logger: logger)
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(on: connection)
+                if !applied.isEmpty { try await analyzeTablesWithRows(on: connection) }
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                try await connection.query("RESET statement_timeout", logger: logger)
                 return applied
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                _ = try? await connection.query("RESET statement_timeout", logger: logger)
                 throw error
             }
         }
@@ -81,6 +86,28 @@ public struct Migrator: Sendable {
             done.append(migration)
         }
         return done
+    }
+
+    /// Fresh statistics for every table that holds rows, after migrations changed the schema
+    /// (decision 0014). Empty tables are left alone: an ANALYZE of an empty table tells the
+    /// planner it is empty, every access path then costs nothing and a prepared statement's
+    /// generic plan may pick any of them, and keep it while the table grows. A table never
+    /// analyzed is planned as ten pages until autovacuum analyzes its first rows, which keyed
+    /// lookups win clearly.
+    private func analyzeTablesWithRows(on connection: PostgresConnection) async throws {
+        let rows = try await connection.query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+            logger: logger)
+        var tables: [String] = []
+        for try await name in rows.decode(String.self) { tables.append(name) }
+        for table in tables {
+            let quoted = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            let probe = try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT EXISTS (SELECT 1 FROM \(quoted))"), logger: logger)
+            var hasRows = false
+            for try await value in probe.decode(Bool.self) { hasRows = value }
+            if hasRows { try await connection.query(PostgresQuery(unsafeSQL: "ANALYZE \(quoted)"), logger: logger) }
+        }
     }
 
     private func ensureTable(_ connection: PostgresConnection) async throws {

@@ -18,18 +18,22 @@ extension AccountRepository {
 
         let request: SignInRequest
 
+        /// The identity first (its unique key), then its account by (tenant_id, id) with the id
+        /// from the identity as a scalar subquery: no generic plan can scan a tenant (decision 0014).
         static let sql = """
-            WITH quiet AS (
-                SELECT \(quietAccountColumns), \(quietIdentityColumns), false AS inserted,
-                    a.id AS quiet_account_id, i.id AS quiet_identity_id
+            WITH found AS MATERIALIZED (
+                SELECT \(quietIdentityColumns)
                 FROM identities i
-                JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
                 WHERE i.tenant_id = $1::uuid AND i.provider = $2::text AND i.provider_scope = $3::text AND i.subject = $4::text
                     AND ($5::text IS NULL OR (i.email = $5::text AND i.email_verified = $6::bool AND i.is_private_email = $7::bool))
                     AND ($8::text IS NULL OR i.given_name IS NOT NULL)
                     AND ($9::text IS NULL OR i.family_name IS NOT NULL)
                     AND ($10::int8 IS NULL OR i.real_user_status = $10::int8)
-                    AND a.status = 'active'
+            ),
+            quiet AS (
+                SELECT \(quietAccountColumns), i.*, false AS inserted, a.id AS quiet_account_id, i.id AS quiet_identity_id
+                FROM found i, accounts a
+                WHERE a.tenant_id = $1::uuid AND a.id = (SELECT f.account_id FROM found f) AND a.status = 'active'
             ),
             opened AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,

@@ -33,6 +33,18 @@ public struct SessionRepository: Sendable {
         case reused
     }
 
+    /// The statement of `refresh` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func reuseRevocationQuery(tenantID: UUID, tokenHash: Data, reuseInterval: TimeInterval) throws -> PostgresQuery {
+        try """
+            UPDATE sessions s SET revoked_at = now(), revoke_reason = 'refresh_token_reuse'
+            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL AND s.id = (
+                SELECT rt.session_id FROM refresh_tokens rt
+                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
+                    AND rt.used_at <= now() - make_interval(secs => \(reuseInterval)))
+            RETURNING s.id
+            """
+    }
+
     /// Rotates a refresh token: the session's current token is replaced by `successorHash` and
     /// goes into the ledger of spent tokens, in one statement. The session's row lock
     /// serializes concurrent rotations of one token: the second no longer finds the token on
@@ -55,25 +67,13 @@ public struct SessionRepository: Sendable {
             return .repeated(repeated)
         }
         // A token spent longer ago than the reuse interval is a replay: end the family.
-        let revoked = try await client.query(
-            """
-            UPDATE sessions s SET revoked_at = now(), revoke_reason = 'refresh_token_reuse'
-            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL AND s.id = (
-                SELECT rt.session_id FROM refresh_tokens rt
-                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
-                    AND rt.used_at <= now() - make_interval(secs => \(reuseInterval)))
-            RETURNING s.id
-            """, logger: logger)
+        let revoked = try await client.query(try Self.reuseRevocationQuery(tenantID: tenantID, tokenHash: tokenHash, reuseInterval: reuseInterval), logger: logger)
         return try await revoked.collect().isEmpty ? .invalid : .reused
     }
 
-    /// The session whose live token is `successorHash`, when `tokenHash` was spent on it less
-    /// than `reuseInterval` seconds ago and the session is still usable.
-    private func repeatedRotation(
-        tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval
-    ) async throws -> SessionInfo? {
-        let rows = try await client.query(
-            """
+    /// The statement of `private repeatedRotation` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func repeatedRotationQuery(tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval) throws -> PostgresQuery {
+        try """
             SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
             FROM sessions s
             WHERE s.refresh_token_hash = \(successorHash) AND s.tenant_id = \(tenantID)
@@ -84,7 +84,15 @@ public struct SessionRepository: Sendable {
                         AND rt.used_at > now() - make_interval(secs => \(reuseInterval)))
                 AND EXISTS (
                     SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
-            """, logger: logger)
+            """
+    }
+
+    /// The session whose live token is `successorHash`, when `tokenHash` was spent on it less
+    /// than `reuseInterval` seconds ago and the session is still usable.
+    private func repeatedRotation(
+        tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval
+    ) async throws -> SessionInfo? {
+        let rows = try await client.query(try Self.repeatedRotationQuery(tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
         var session: SessionInfo?
         for try await row in rows where session == nil { session = try RotateStatement.decodeSession(row) }
         return session
@@ -93,7 +101,8 @@ public struct SessionRepository: Sendable {
     /// The rotation, prepared once per connection like the sign-in statement (decision 0006):
     /// every refresh runs it. `presented` reads the token being spent before the update replaces
     /// it (PostgreSQL 15 has no `RETURNING old.…`); a concurrent rotation that wins the row
-    /// lock makes this one's update match nothing, so it records nothing either.
+    /// lock makes this one's update match nothing, so it records nothing either. Every row is
+    /// reached by a unique key bound to a value (decision 0014).
     struct RotateStatement: PostgresPreparedStatement {
         typealias Row = SessionInfo
 
@@ -107,7 +116,7 @@ public struct SessionRepository: Sendable {
 
         static let sql = """
             WITH presented AS (
-                SELECT s.id, coalesce(s.last_refreshed_at, s.created_at) AS issued_at, s.refresh_token_expires_at
+                SELECT s.id, s.account_id, coalesce(s.last_refreshed_at, s.created_at) AS issued_at, s.refresh_token_expires_at
                 FROM sessions s
                 WHERE s.refresh_token_hash = $1::bytea AND s.tenant_id = $2::uuid
             ),
@@ -115,10 +124,11 @@ public struct SessionRepository: Sendable {
                 UPDATE sessions s SET refresh_token_hash = $3::bytea,
                     refresh_token_expires_at = least(now() + make_interval(secs => $5::float8), s.expires_at),
                     last_refreshed_at = now()
-                FROM presented p, accounts a
-                WHERE s.id = p.id AND s.tenant_id = $2::uuid AND s.refresh_token_hash = $1::bytea
+                WHERE s.id = (SELECT p.id FROM presented p) AND s.tenant_id = $2::uuid AND s.refresh_token_hash = $1::bytea
                     AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
-                    AND a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active'
+                    AND EXISTS (
+                        SELECT 1 FROM accounts a
+                        WHERE a.tenant_id = $2::uuid AND a.id = (SELECT p.account_id FROM presented p) AND a.status = 'active')
                 RETURNING s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
             ),
             spent AS (
@@ -150,15 +160,19 @@ public struct SessionRepository: Sendable {
         }
     }
 
-    /// The session of a refresh token, when the token is its live one.
-    public func introspectRefreshToken(tenantID: UUID, tokenHash: Data) async throws -> SessionInfo? {
-        let rows = try await client.query(
-            """
+    /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func introspectRefreshTokenQuery(tenantID: UUID, tokenHash: Data) throws -> PostgresQuery {
+        try """
             SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
             FROM sessions s
             WHERE s.refresh_token_hash = \(tokenHash) AND s.tenant_id = \(tenantID)
                 AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
-            """, logger: logger)
+            """
+    }
+
+    /// The session of a refresh token, when the token is its live one.
+    public func introspectRefreshToken(tenantID: UUID, tokenHash: Data) async throws -> SessionInfo? {
+        let rows = try await client.query(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         let (sessionID, accountID, clientID, idp, createdAt, tokenExpiresAt) =
             try row.decode((UUID, UUID, String?, String, Date, Date).self)
@@ -167,59 +181,78 @@ public struct SessionRepository: Sendable {
             createdAt: createdAt)
     }
 
-    /// A session that is neither revoked nor expired.
-    public func liveSession(tenantID: UUID, sessionID: UUID) async throws -> SessionInfo? {
-        let rows = try await client.query(
-            """
+    /// The statement of `liveSession` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func liveSessionQuery(tenantID: UUID, sessionID: UUID) -> PostgresQuery {
+        """
             SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
             FROM sessions s
             WHERE s.tenant_id = \(tenantID) AND s.id = \(sessionID) AND s.revoked_at IS NULL AND s.expires_at > now()
-            """, logger: logger)
+            """
+    }
+
+    /// A session that is neither revoked nor expired.
+    public func liveSession(tenantID: UUID, sessionID: UUID) async throws -> SessionInfo? {
+        let rows = try await client.query(Self.liveSessionQuery(tenantID: tenantID, sessionID: sessionID), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         let (id, accountID, clientID, idp, expiresAt, createdAt) = try row.decode((UUID, UUID, String?, String, Date, Date).self)
         return SessionInfo(
             sessionID: id, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt, createdAt: createdAt)
     }
 
+    /// The statement of `revokeByRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func revokeByRefreshTokenQuery(tenantID: UUID, tokenHash: Data, reason: String) throws -> PostgresQuery {
+        try """
+            UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
+            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
+                AND s.id = coalesce(
+                    (SELECT live.id FROM sessions live
+                        WHERE live.refresh_token_hash = \(tokenHash) AND live.tenant_id = \(tenantID)),
+                    (SELECT rt.session_id FROM refresh_tokens rt
+                        WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
+            RETURNING s.id
+            """
+    }
+
     /// Revokes the family a refresh token belongs to, whether the token is the session's live
     /// one or already spent; returns whether a live family was found.
     @discardableResult
     public func revokeByRefreshToken(tenantID: UUID, tokenHash: Data, reason: String) async throws -> Bool {
-        let rows = try await client.query(
-            """
-            UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
-                AND (s.refresh_token_hash = \(tokenHash) OR s.id IN (
-                    SELECT rt.session_id FROM refresh_tokens rt WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
-            RETURNING s.id
-            """, logger: logger)
+        let rows = try await client.query(try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, reason: reason), logger: logger)
         return try await !rows.collect().isEmpty
+    }
+
+    /// The statement of `revoke` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func revokeQuery(tenantID: UUID, sessionID: UUID, reason: String) -> PostgresQuery {
+        """
+            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
+            WHERE tenant_id = \(tenantID) AND id = \(sessionID) AND revoked_at IS NULL
+            RETURNING id
+            """
     }
 
     @discardableResult
     public func revoke(tenantID: UUID, sessionID: UUID, reason: String) async throws -> Bool {
-        let rows = try await client.query(
-            """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE tenant_id = \(tenantID) AND id = \(sessionID) AND revoked_at IS NULL
-            RETURNING id
-            """, logger: logger)
+        let rows = try await client.query(Self.revokeQuery(tenantID: tenantID, sessionID: sessionID, reason: reason), logger: logger)
         return try await !rows.collect().isEmpty
+    }
+
+    /// The statement of `revokeAll` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    static func revokeAllQuery(tenantID: UUID, accountID: UUID, reason: String) -> PostgresQuery {
+        """
+            WITH account AS (SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID)),
+            ended AS (
+                UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
+                WHERE tenant_id = \(tenantID) AND account_id = (SELECT id FROM account) AND revoked_at IS NULL
+                RETURNING id
+            )
+            SELECT (SELECT count(*) FROM account)::int, (SELECT count(*) FROM ended)::int
+            """
     }
 
     /// Ends every live session of an account; returns how many, or nil when the tenant has no
     /// such account.
     public func revokeAll(tenantID: UUID, accountID: UUID, reason: String) async throws -> Int? {
-        let rows = try await client.query(
-            """
-            WITH account AS (SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID)),
-            ended AS (
-                UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-                WHERE tenant_id = \(tenantID) AND account_id IN (SELECT id FROM account) AND revoked_at IS NULL
-                RETURNING id
-            )
-            SELECT (SELECT count(*) FROM account)::int, (SELECT count(*) FROM ended)::int
-            """, logger: logger)
+        let rows = try await client.query(Self.revokeAllQuery(tenantID: tenantID, accountID: accountID, reason: reason), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         let (found, ended) = try row.decode((Int, Int).self)
         return found == 0 ? nil : ended

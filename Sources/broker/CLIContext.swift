@@ -45,7 +45,9 @@ struct CLIContext {
         let lease: EmbeddedPostgres.Lease?
         let databaseConfiguration: DatabaseConfiguration
         if let url = configuration.databaseURL {
-            databaseConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
+            var urlConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
+            urlConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
+            databaseConfiguration = urlConfiguration
             lease = nil
         } else {
             let embedded = try EmbeddedPostgres(
@@ -54,6 +56,7 @@ struct CLIContext {
             lease = try embedded.start()
             var embeddedConfiguration = embedded.databaseConfiguration
             embeddedConfiguration.maxConnections = configuration.databasePoolSize
+            embeddedConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
             databaseConfiguration = embeddedConfiguration
         }
         defer { lease?.release() }

@@ -1,0 +1,254 @@
+import BrokerCore
+import Foundation
+import PostgresNIO
+import TestSupport
+import Testing
+
+@testable import Storage
+
+/// Every statement on a request path reaches its rows through keys bound to values, whatever
+/// the statistics say (decision 0014): the generic plan of each, on the broker's own connection
+/// settings, on empty analyzed tables (as `broker db migrate` leaves them), on loaded tables
+/// never analyzed, and on loaded analyzed ones. A generic plan is what a prepared statement
+/// keeps for the life of its connection.
+@Suite struct HotStatementPlanTests {
+    /// A statement as the repositories send it: its SQL and how many parameters it takes.
+    struct Statement: Sendable, CustomStringConvertible {
+        let name: String
+        let sql: String
+        let parameters: Int
+        /// Index columns a statement may leave unbound (a trailing ORDER BY column read with LIMIT 1).
+        var unboundAllowed: [String: Set<String>] = [:]
+        var description: String { name }
+
+        init(_ name: String, sql: String, parameters: Int, unboundAllowed: [String: Set<String>] = [:]) {
+            self.name = name
+            self.sql = sql
+            self.parameters = parameters
+            self.unboundAllowed = unboundAllowed
+        }
+
+        init(_ name: String, _ query: PostgresQuery, unboundAllowed: [String: Set<String>] = [:]) {
+            self.init(name, sql: query.sql, parameters: query.binds.count, unboundAllowed: unboundAllowed)
+        }
+    }
+
+    static func statements() throws -> [Statement] {
+        let tenant = UUID()
+        let id = UUID()
+        let hash = Data(repeating: 1, count: 32)
+        return [
+            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 20),
+            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 16),
+            Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 5),
+            Statement(
+                "repeated refresh",
+                try SessionRepository.repeatedRotationQuery(
+                    tenantID: tenant, tokenHash: hash, successorHash: hash, reuseInterval: 10)),
+            Statement(
+                "refresh reuse revocation",
+                try SessionRepository.reuseRevocationQuery(tenantID: tenant, tokenHash: hash, reuseInterval: 10)),
+            Statement("introspect refresh token", try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash)),
+            Statement("live session", SessionRepository.liveSessionQuery(tenantID: tenant, sessionID: id)),
+            Statement(
+                "revoke by refresh token",
+                try SessionRepository.revokeByRefreshTokenQuery(tenantID: tenant, tokenHash: hash, reason: "revoked")),
+            Statement("revoke session", SessionRepository.revokeQuery(tenantID: tenant, sessionID: id, reason: "revoked")),
+            Statement("sign out", SessionRepository.revokeAllQuery(tenantID: tenant, accountID: id, reason: "signed_out")),
+            Statement(
+                "account read", AccountRepository.findQuery(tenantID: tenant, accountID: id),
+                unboundAllowed: ["sessions_identity_created_idx": ["created_at"]]),
+            Statement("API key", try APIKeyRepository.authenticateQuery(hash: hash)),
+            Statement("Apple client", AppleRepository.resolveQuery(tenantID: tenant, clientID: "com.acme.app")),
+        ]
+    }
+
+    /// What is wrong with a plan: each table read that is not an index scan binding every
+    /// column of its index.
+    static func violations(
+        in plan: [String: Any], statement: Statement, indexColumns: [String: [String]], ignoring ignored: Set<String>
+    ) -> [String] {
+        var found: [String] = []
+        let type = plan["Node Type"] as? String ?? "?"
+        if let relation = plan["Relation Name"] as? String, type != "ModifyTable", !ignored.contains(relation) {
+            switch type {
+            case "Index Scan", "Index Only Scan":
+                let index = plan["Index Name"] as? String ?? "?"
+                let condition = plan["Index Cond"] as? String ?? ""
+                let allowed = statement.unboundAllowed[index] ?? []
+                let unbound = (indexColumns[index] ?? []).filter { !allowed.contains($0) && !condition.contains("\($0) = ") }
+                if !unbound.isEmpty || condition.isEmpty {
+                    found.append("\(type) of \(relation) through \(index) leaves \(unbound) unbound (cond: \(condition))")
+                }
+            case "Bitmap Heap Scan":
+                break  // its Bitmap Index Scan child is checked
+            default:
+                found.append("\(type) of \(relation)")
+            }
+        }
+        if type == "Bitmap Index Scan" {
+            let index = plan["Index Name"] as? String ?? "?"
+            let condition = plan["Index Cond"] as? String ?? ""
+            let allowed = statement.unboundAllowed[index] ?? []
+            let unbound = (indexColumns[index] ?? []).filter { !allowed.contains($0) && !condition.contains("\($0) = ") }
+            if !unbound.isEmpty { found.append("Bitmap Index Scan through \(index) leaves \(unbound) unbound") }
+        }
+        for child in plan["Plans"] as? [[String: Any]] ?? [] {
+            found += violations(in: child, statement: statement, indexColumns: indexColumns, ignoring: ignored)
+        }
+        return found
+    }
+
+    /// The plain columns of every index of the schema (expression columns left out).
+    static func indexColumns(_ connection: PostgresConnection) async throws -> [String: [String]] {
+        let rows = try await connection.query(
+            """
+            SELECT c.relname::text, a.attname::text
+            FROM pg_index i
+            JOIN pg_class c ON c.oid = i.indexrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey) AND a.attnum > 0
+            """, logger: TestDatabase.logger)
+        var columns: [String: [String]] = [:]
+        for try await (index, column) in rows.decode((String, String).self) { columns[index, default: []].append(column) }
+        return columns
+    }
+
+    /// The generic plan of every statement on one of the broker's own connections; the
+    /// violations found, by statement.
+    static func genericPlanViolations(_ database: Database, ignoring ignored: Set<String> = []) async throws -> [String: [String]] {
+        let statements = try statements()
+        return try await database.client.withConnection { connection in
+            let columns = try await indexColumns(connection)
+            try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestDatabase.logger)
+            var result: [String: [String]] = [:]
+            for statement in statements {
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "PREPARE hot_statement AS \(statement.sql)"), logger: TestDatabase.logger)
+                let arguments = Array(repeating: "NULL", count: statement.parameters).joined(separator: ", ")
+                let rows = try await connection.query(
+                    PostgresQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) EXECUTE hot_statement(\(arguments))"),
+                    logger: TestDatabase.logger)
+                var text = ""
+                for try await line in rows.decode(String.self) { text += line }
+                try await connection.query("DEALLOCATE hot_statement", logger: TestDatabase.logger)
+                let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]]
+                let plan = try #require(json?.first?["Plan"] as? [String: Any])
+                result[statement.name] = violations(in: plan, statement: statement, indexColumns: columns, ignoring: ignored)
+            }
+            try await connection.query("RESET plan_cache_mode", logger: TestDatabase.logger)
+            return result
+        }
+    }
+
+    /// `accounts` accounts with one identity and one session each, plus a spent refresh token
+    /// per session, in one tenant, with autovacuum off on those tables: loaded and never analyzed.
+    static func load(_ database: Database, tenant: Tenant, accounts: Int) async throws {
+        for table in ["accounts", "identities", "sessions", "refresh_tokens"] {
+            try await database.client.query(
+                PostgresQuery(unsafeSQL: "ALTER TABLE \(table) SET (autovacuum_enabled = false)"), logger: TestDatabase.logger)
+        }
+        let id = tenant.id
+        try await database.client.query(
+            """
+            WITH made AS (
+                INSERT INTO accounts (id, tenant_id, email)
+                SELECT gen_random_uuid(), \(id), 'person' || g || '@example.com' FROM generate_series(1, \(accounts)) g
+                RETURNING id
+            ),
+            numbered AS (SELECT id, row_number() OVER () AS n FROM made),
+            identity AS (
+                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject)
+                SELECT gen_random_uuid(), \(id), m.id, 'apple', 'TEAM000001', 'subject.' || m.n FROM numbered m
+                RETURNING id, account_id
+            ),
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, idp, expires_at, refresh_token_hash,
+                    refresh_token_expires_at)
+                SELECT gen_random_uuid(), \(id), i.account_id, i.id, 'apple', now() + interval '1 day',
+                    sha256(i.id::text::bytea), now() + interval '1 day'
+                FROM identity i
+                RETURNING id
+            )
+            INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at, used_at)
+            SELECT gen_random_uuid(), \(id), o.id, sha256(('spent' || o.id::text)::bytea), now() + interval '1 day', now()
+            FROM opened o
+            """, logger: TestDatabase.logger)
+    }
+
+    @Test func everyHotStatementUsesItsKeysOnEmptyTablesAsMigrateLeavesThem() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            _ = try await TestDatabase.createTenant("plans", in: database)
+            let violations = try await Self.genericPlanViolations(database)
+            for (statement, found) in violations.sorted(by: { $0.key < $1.key }) {
+                #expect(found.isEmpty, "\(statement): \(found)")
+            }
+            #expect(violations.count == (try Self.statements()).count)
+        }
+    }
+
+    @Test func everyHotStatementUsesItsKeysOnLoadedTablesNeverAnalyzedAndAnalyzed() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("plans", in: database)
+            try await Self.load(database, tenant: tenant, accounts: 3_000)
+            let stale = try await Self.genericPlanViolations(database)
+            for (statement, found) in stale.sorted(by: { $0.key < $1.key }) {
+                #expect(found.isEmpty, "unanalyzed, \(statement): \(found)")
+            }
+            try await database.client.query("ANALYZE", logger: TestDatabase.logger)
+            // Analyzed with one tenant, one key and no Apple rows, a sequential scan of their one
+            // page is the right plan for those tables; the loaded ones must still be keyed.
+            let analyzed = try await Self.genericPlanViolations(
+                database, ignoring: ["tenants", "api_keys", "apple_clients", "apple_app_groups", "apple_teams"])
+            for (statement, found) in analyzed.sorted(by: { $0.key < $1.key }) {
+                #expect(found.isEmpty, "analyzed, \(statement): \(found)")
+            }
+        }
+    }
+
+    @Test func migrateAnalyzesTheTablesThatHoldRowsAndLeavesEmptyOnesUnanalyzed() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            // A fresh database: the migration ledger holds rows, the tables of the product none.
+            #expect(try await Self.analyzed("schema_migrations", database))
+            #expect(try await !Self.analyzed("accounts", database))
+            #expect(try await !Self.analyzed("identities", database))
+            // A database that holds rows when a migration arrives (a bulk load, an upgrade) is
+            // analyzed after it.
+            let tenant = try await TestDatabase.createTenant("analyzed", in: database)
+            try await Self.load(database, tenant: tenant, accounts: 100)
+            let next = Migration(version: 9_000, name: "test_next", sql: "COMMENT ON TABLE accounts IS 'test'")
+            let migrator = Migrator(
+                client: database.client, migrations: try Migration.bundled() + [next], logger: TestDatabase.logger)
+            #expect(try await migrator.migrate().map(\.version) == [9_000])
+            #expect(try await Self.analyzed("accounts", database))
+            #expect(try await Self.analyzed("sessions", database))
+            let auditAnalyzed = try await Self.analyzed("audit_log", database)
+            let auditHasRows = try await Self.hasRows("audit_log", database)
+            #expect(auditAnalyzed == auditHasRows)
+        }
+    }
+
+    static func hasRows(_ table: String, _ database: Database) async throws -> Bool {
+        let rows = try await database.client.query(
+            PostgresQuery(unsafeSQL: "SELECT EXISTS (SELECT 1 FROM \(table))"), logger: TestDatabase.logger)
+        var result = false
+        for try await value in rows.decode(Bool.self) { result = value }
+        return result
+    }
+
+    /// Whether PostgreSQL holds statistics for `table` (`reltuples` is -1 until it is analyzed).
+    static func analyzed(_ table: String, _ database: Database) async throws -> Bool {
+        let rows = try await database.client.query(
+            "SELECT reltuples >= 0 FROM pg_class WHERE relname = \(table) AND relkind = 'r'", logger: TestDatabase.logger)
+        var result = false
+        for try await value in rows.decode(Bool.self) { result = value }
+        return result
+    }
+
+    @Test func theBrokersConnectionsBoundEveryStatement() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let rows = try await database.client.query("SELECT current_setting('statement_timeout')", logger: TestDatabase.logger)
+            for try await timeout in rows.decode(String.self) { #expect(timeout == "5s") }
+        }
+    }
+}
