@@ -142,12 +142,16 @@ public struct NewSession: Sendable {
     public var expiresAt: Date
     /// Idle expiry of the first refresh token.
     public var refreshTokenExpiresAt: Date
+    /// The replay key of the identity token that opens the session (decision 0021): a second
+    /// session with the same key is refused, so a token signs in once per tenant.
+    public var identityTokenKey: Data?
 
-    public init(id: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date) {
+    public init(id: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date, identityTokenKey: Data? = nil) {
         self.id = id
         self.refreshTokenHash = refreshTokenHash
         self.expiresAt = expiresAt
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
+        self.identityTokenKey = identityTokenKey
     }
 }
 

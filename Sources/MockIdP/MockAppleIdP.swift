@@ -100,6 +100,9 @@ public final class MockAppleIdP: Sendable {
             "iat": .int(Int(issuedAt.timeIntervalSince1970)), "exp": .int(Int(issuedAt.timeIntervalSince1970 + lifetime)),
             "auth_time": .int(Int(issuedAt.timeIntervalSince1970)), "nonce_supported": .bool(true),
             "real_user_status": .int(2),
+            // Apple's at_hash differs per token; random here, so that two tokens minted for one
+            // person in one second differ as real ones do (the broker accepts each token once).
+            "at_hash": .string(UUID().uuidString),
         ]
         if let nonce { claims["nonce"] = .string(nonce) }
         if let email {

@@ -3,6 +3,9 @@ import Foundation
 import Logging
 import PostgresNIO
 
+/// The identity token of a sign-in opened a session of the tenant before (decision 0021).
+public struct IdentityTokenReplayed: Error, Sendable {}
+
 /// Accounts and their provider identities.
 public struct AccountRepository: Sendable {
     let client: PostgresClient
@@ -34,6 +37,15 @@ public struct AccountRepository: Sendable {
     /// ``QuietSignInStatement``; when its conditions do not hold it opens nothing and the full
     /// statement follows.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
+        do {
+            return try await signInOnceOrQuietly(request)
+        } catch let error where error.postgresError?.violatedConstraint == "sessions_identity_token_key_idx" {
+            // The identity token opened a session before: the statement wrote nothing.
+            throw IdentityTokenReplayed()
+        }
+    }
+
+    private func signInOnceOrQuietly(_ request: SignInRequest) async throws -> SignInResult? {
         let key = RecentSignIns.Key(
             tenantID: request.tenantID, provider: request.provider, providerScope: request.providerScope,
             subject: request.subject)
@@ -153,9 +165,9 @@ public struct AccountRepository: Sendable {
             account AS (SELECT * FROM created UNION ALL SELECT * FROM updated UNION ALL SELECT * FROM kept),
             opened AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
+                    refresh_token_hash, refresh_token_expires_at, identity_token_key)
                 SELECT $15::uuid, $2::uuid, account.id, u.id, $16::text, $17::text, $4::text, $18::timestamptz,
-                    $19::bytea, $20::timestamptz
+                    $19::bytea, $20::timestamptz, $21::bytea
                 FROM account, identity u
             )
             SELECT account.*, u.*
@@ -163,7 +175,7 @@ public struct AccountRepository: Sendable {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 20)
+            var bindings = PostgresBindings(capacity: 21)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
             bindings.append(newAccountID)
@@ -173,7 +185,7 @@ public struct AccountRepository: Sendable {
             bindings.appendPostedIdentity(of: request)  // $7 … $12
             try bindings.append(request.sealedProviderRefreshToken)
             bindings.append(request.intent != .signIn)
-            try bindings.appendNewSession(of: request)  // $15 … $20
+            try bindings.appendNewSession(of: request)  // $15 … $21
             return bindings
         }
 

@@ -48,6 +48,8 @@ extension PSQLError {
     /// PostgreSQL's SQLSTATE of the failure, when the server sent one.
     var sqlState: String? { serverInfo?[.sqlState] }
     var isUniqueViolation: Bool { sqlState == "23505" }
+    /// The unique index a unique violation hit.
+    var violatedConstraint: String? { isUniqueViolation ? serverInfo?[.constraintName] : nil }
 }
 
 extension Error {

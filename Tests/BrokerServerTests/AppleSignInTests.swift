@@ -123,9 +123,10 @@ import Testing
 
     @Test func concurrentFirstSignInsYieldOneAccount() async throws {
         try await AppleTestSetup.run { setup in
-            let token = try setup.token(subject: "racer")
+            // Eight tokens of one person (each token is accepted once: decision 0021).
+            let tokens = try (0..<8).map { _ in try setup.token(subject: "racer") }
             let ids = try await withThrowingTaskGroup(of: String?.self, returning: [String?].self) { group in
-                for _ in 0..<8 {
+                for token in tokens {
                     group.addTask {
                         try await setup.signIn(["client_id": "com.acme.app", "identity_token": token])[path: "account.id"] as? String
                     }

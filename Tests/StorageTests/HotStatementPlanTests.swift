@@ -38,8 +38,8 @@ import Testing
         let id = UUID()
         let hash = Data(repeating: 1, count: 32)
         return [
-            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 20),
-            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 16),
+            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 21),
+            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 17),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 5),
             Statement(
                 "repeated refresh",
@@ -246,9 +246,20 @@ import Testing
     }
 
     @Test func theBrokersConnectionsBoundEveryStatement() async throws {
-        try await TestDatabase.withFresh { database, _ in
+        #expect(DatabaseConfiguration(endpoint: .tcp(host: "127.0.0.1", port: 5432), username: "u", database: "d")
+            .startupParameters.contains { $0 == ("statement_timeout", "5000") })
+        let (_, _, created) = try await TestDatabase.create()
+        var configuration = created
+        configuration.statementTimeout = .milliseconds(300)
+        let database = try Database(configuration: configuration, logger: TestDatabase.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await database.run() }
+            defer { group.cancelAll() }
             let rows = try await database.client.query("SELECT current_setting('statement_timeout')", logger: TestDatabase.logger)
-            for try await timeout in rows.decode(String.self) { #expect(timeout == "5s") }
+            for try await timeout in rows.decode(String.self) { #expect(timeout == "300ms") }
+            await #expect(throws: PSQLError.self) {
+                _ = try await database.client.query("SELECT pg_sleep(5)", logger: TestDatabase.logger).collect()
+            }
         }
     }
 }

@@ -29,7 +29,10 @@ public enum TestDatabase {
     public static func create() async throws -> (name: String, url: String, configuration: DatabaseConfiguration) {
         let adminURL = try clusterURL()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        let admin = try DatabaseConfiguration(url: adminURL, maxConnections: 1)
+        var admin = try DatabaseConfiguration(url: adminURL, maxConnections: 1)
+        // Many tests create databases at once; CREATE DATABASE then waits its turn, and a busy
+        // machine runs the suites' statements slowly: no request-sized timeout here.
+        admin.statementTimeout = .seconds(300)
         let client = PostgresClient(configuration: try admin.clientConfiguration(), backgroundLogger: logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }

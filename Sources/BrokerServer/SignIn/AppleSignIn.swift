@@ -34,7 +34,8 @@ struct AppleSignIn: Sendable {
             sealedRefreshToken = try await exchange(code: code, resolved: resolved, subject: claims.subject, now: now)
         }
 
-        let (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
+        var (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
+        newSession.identityTokenKey = claims.replayKey(tenantID: tenant.id, provider: "apple", token: request.identityToken)
         let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
         let signIn = SignInRequest(
             tenantID: tenant.id, provider: "apple", providerScope: resolved.team.teamID, subject: claims.subject,
@@ -45,7 +46,13 @@ struct AppleSignIn: Sendable {
             realUserStatus: claims.realUserStatus, sealedProviderRefreshToken: sealedRefreshToken,
             intent: SignInIntent(rawValue: request.intent?.rawValue ?? "auto") ?? .auto, clientID: resolved.client.clientID,
             platform: request.platform?.rawValue, session: newSession)
-        guard let result = try await database.accounts.signIn(signIn) else {
+        let outcome: SignInResult?
+        do {
+            outcome = try await database.accounts.signIn(signIn)
+        } catch is IdentityTokenReplayed {
+            throw Self.tokenReplayed
+        }
+        guard let result = outcome else {
             if signIn.intent == .signIn {
                 throw BrokerError(
                     code: "account_not_found", kind: .notFound, title: "No account for this identity",
@@ -63,6 +70,11 @@ struct AppleSignIn: Sendable {
             account: .init(result.account), identity: .init(result.identity), isNewAccount: result.isNewAccount,
             session: tokens.response(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
     }
+
+    static let tokenReplayed = BrokerError(
+        code: "token_replayed", kind: .unauthorized, title: "Identity token already used",
+        detail: "This identity token (or another with the same jti) has already signed in; each is accepted once.",
+        hint: "Get a fresh identity token from the provider (a new sign-in on the device) and send it once.")
 
     private func resolve(tenant: Tenant, clientID: String) async throws -> ResolvedAppleClient? {
         let key = "\(tenant.id):\(clientID)"

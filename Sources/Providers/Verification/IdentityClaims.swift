@@ -1,3 +1,4 @@
+import Crypto
 import BrokerCore
 import Foundation
 
@@ -19,6 +20,8 @@ public struct IdentityClaims: Sendable, Equatable {
     public var transferSubject: String?
     public var authorizedParty: String?
     public var hostedDomain: String?
+    /// `jti`, when the provider gives its tokens one.
+    public var tokenID: String?
 
     init(issuer: String, subject: String, audiences: [String], issuedAt: Date, expiresAt: Date, object: [String: JSONValue]) {
         self.issuer = issuer
@@ -35,6 +38,22 @@ public struct IdentityClaims: Sendable, Equatable {
         transferSubject = object["transfer_sub"]?.string
         authorizedParty = object["azp"]?.string
         hostedDomain = object["hd"]?.string
+        tokenID = object["jti"]?.string
+    }
+
+    /// The key under which a tenant accepts this token once (decision 0021): SHA-256 over the
+    /// tenant, the provider and the token's `jti` (so two tokens with one `jti` are one token),
+    /// or the whole token when it has none.
+    public func replayKey(tenantID: UUID, provider: String, token: String) -> Data {
+        var material = Data("identitybroker/id-token/v1\u{0}".utf8)
+        material.append(Data(tenantID.uuidString.lowercased().utf8))
+        material.append(Data("\u{0}\(provider)\u{0}".utf8))
+        if let tokenID, !tokenID.isEmpty {
+            material.append(Data("jti\u{0}\(issuer)\u{0}\(tokenID)".utf8))
+        } else {
+            material.append(Data("token\u{0}\(token)".utf8))
+        }
+        return Data(SHA256.hash(data: material))
     }
 
     /// A boolean claim sent as a JSON boolean or as the string "true"/"false".
