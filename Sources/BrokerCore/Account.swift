@@ -142,16 +142,20 @@ public struct NewSession: Sendable {
     public var expiresAt: Date
     /// Idle expiry of the first refresh token.
     public var refreshTokenExpiresAt: Date
-    /// The replay key of the identity token that opens the session (decision 0021): a second
-    /// session with the same key is refused, so a token signs in once per tenant.
-    public var identityTokenKey: Data?
 
-    public init(id: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date, identityTokenKey: Data? = nil) {
+    public init(id: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date) {
         self.id = id
         self.refreshTokenHash = refreshTokenHash
         self.expiresAt = expiresAt
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
-        self.identityTokenKey = identityTokenKey
+    }
+
+    /// The session an identity token opens takes its id from the token's replay key (decision
+    /// 0021): the sessions' primary key then refuses a second session from the same token.
+    public mutating func identify(byReplayKey key: Data) {
+        let bytes = Array(key.prefix(16)) + Array(repeating: 0, count: max(0, 16 - key.count))
+        id = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+            bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 }
 

@@ -39,8 +39,9 @@ public struct AccountRepository: Sendable {
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
             return try await signInOnceOrQuietly(request)
-        } catch let error where error.postgresError?.violatedConstraint == "sessions_identity_token_key_idx" {
-            // The identity token opened a session before: the statement wrote nothing.
+        } catch let error where error.postgresError?.violatedConstraint == "sessions_pkey" {
+            // The session id is the identity token's replay key (decision 0021): this token
+            // opened a session before, and the statement wrote nothing.
             throw IdentityTokenReplayed()
         }
     }
@@ -165,9 +166,9 @@ public struct AccountRepository: Sendable {
             account AS (SELECT * FROM created UNION ALL SELECT * FROM updated UNION ALL SELECT * FROM kept),
             opened AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at, identity_token_key)
+                    refresh_token_hash, refresh_token_expires_at)
                 SELECT $15::uuid, $2::uuid, account.id, u.id, $16::text, $17::text, $4::text, $18::timestamptz,
-                    $19::bytea, $20::timestamptz, $21::bytea
+                    $19::bytea, $20::timestamptz
                 FROM account, identity u
             )
             SELECT account.*, u.*
@@ -175,7 +176,7 @@ public struct AccountRepository: Sendable {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 21)
+            var bindings = PostgresBindings(capacity: 20)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
             bindings.append(newAccountID)
@@ -185,7 +186,7 @@ public struct AccountRepository: Sendable {
             bindings.appendPostedIdentity(of: request)  // $7 … $12
             try bindings.append(request.sealedProviderRefreshToken)
             bindings.append(request.intent != .signIn)
-            try bindings.appendNewSession(of: request)  // $15 … $21
+            try bindings.appendNewSession(of: request)  // $15 … $20
             return bindings
         }
 

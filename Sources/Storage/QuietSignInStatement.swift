@@ -37,22 +37,22 @@ extension AccountRepository {
             ),
             opened AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at, identity_token_key)
+                    refresh_token_hash, refresh_token_expires_at)
                 SELECT $11::uuid, $1::uuid, q.quiet_account_id, q.quiet_identity_id, $12::text, $13::text, $2::text,
-                    $14::timestamptz, $15::bytea, $16::timestamptz, $17::bytea
+                    $14::timestamptz, $15::bytea, $16::timestamptz
                 FROM quiet q
             )
             SELECT * FROM quiet
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 17)
+            var bindings = PostgresBindings(capacity: 16)
             bindings.append(request.tenantID)
             bindings.append(request.provider)
             bindings.append(request.providerScope)
             bindings.append(request.subject)
             bindings.appendPostedIdentity(of: request)  // $5 … $10
-            try bindings.appendNewSession(of: request)  // $11 … $17
+            try bindings.appendNewSession(of: request)  // $11 … $16
             return bindings
         }
 

@@ -16,7 +16,7 @@ extension PostgresBindings {
     }
 
     /// The session to open, with its first refresh token: session id, client id, platform,
-    /// session expiry, refresh-token hash, its idle expiry, the identity token's replay key.
+    /// session expiry, refresh-token hash, its idle expiry.
     mutating func appendNewSession(of request: SignInRequest) throws {
         append(request.session.id)
         append(request.clientID)
@@ -24,6 +24,5 @@ extension PostgresBindings {
         append(request.session.expiresAt)
         try append(request.session.refreshTokenHash)
         append(request.session.refreshTokenExpiresAt)
-        try append(request.session.identityTokenKey)
     }
 }

@@ -38,8 +38,8 @@ import Testing
         let id = UUID()
         let hash = Data(repeating: 1, count: 32)
         return [
-            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 21),
-            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 17),
+            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 20),
+            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 16),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 5),
             Statement(
                 "repeated refresh",
