@@ -1,5 +1,6 @@
 import BrokerAPI
 import Hummingbird
+import HummingbirdCore
 import Logging
 import OpenAPIHummingbird
 import OpenAPIRuntime
@@ -26,14 +27,22 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
 
 /// The whole application; `lifecycle` services (e.g. the database pool) run alongside the
 /// HTTP server, and `beforeServing` runs once they are up and before the port opens.
+/// Every request is answered by `limits.requestTimeout`; idle and half-sent connections close
+/// after `limits.idleTimeout`; at most `limits.maxConnections` are served at once (decision 0016).
 public func buildApplication(
-    services: BrokerServices, host: String, port: Int, lifecycle: [any Service] = [], logger: Logger,
-    beforeServing: @escaping @Sendable () async throws -> Void = {}
+    services: BrokerServices, host: String, port: Int, limits: HTTPLimits = HTTPLimits(), lifecycle: [any Service] = [],
+    logger: Logger, beforeServing: @escaping @Sendable () async throws -> Void = {}
 ) throws -> some ApplicationProtocol {
     let router = try buildRouter(services: services)
+    let idle = limits.idleTimeout.components
     var app = Application(
-        router: router,
-        configuration: .init(address: .hostname(host, port: port), serverName: "IdentityBroker"),
+        responder: RequestDeadlineResponder(
+            inner: router.buildResponder(), timeout: limits.requestTimeout, database: services.database),
+        server: .http1(
+            configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
+        configuration: .init(
+            address: .hostname(host, port: port), serverName: "IdentityBroker",
+            availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections)),
         services: lifecycle,
         logger: logger
     )

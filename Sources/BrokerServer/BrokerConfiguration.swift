@@ -40,6 +40,8 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_DB_STATEMENT_TIMEOUT`: seconds a statement may run before PostgreSQL cancels it
     /// (default 5).
     public var databaseStatementTimeout: Int
+    /// `BROKER_REQUEST_TIMEOUT`, `BROKER_HTTP_IDLE_TIMEOUT`, `BROKER_HTTP_MAX_CONNECTIONS`.
+    public var httpLimits: HTTPLimits
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -50,6 +52,9 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_PUBLIC_URL", "external base URL used in issuer URLs (default http://HOST:PORT)"),
         ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default three times the CPU cores, at least 4)"),
         ("BROKER_DB_STATEMENT_TIMEOUT", "seconds a database statement may run; one that runs out answers 503 database_unavailable (default 5)"),
+        ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
+        ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
+        ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
         ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
         ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
         ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
@@ -84,6 +89,10 @@ public struct BrokerConfiguration: Sendable {
         self.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
         databasePoolSize = try integer("BROKER_DB_POOL_SIZE", default: Self.defaultPoolSize, range: 1...500)
         databaseStatementTimeout = try integer("BROKER_DB_STATEMENT_TIMEOUT", default: 5, range: 1...600)
+        httpLimits = HTTPLimits(
+            requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),
+            idleTimeout: .seconds(try integer("BROKER_HTTP_IDLE_TIMEOUT", default: 60, range: 1...3_600)),
+            maxConnections: try integer("BROKER_HTTP_MAX_CONNECTIONS", default: 1_024, range: 1...100_000))
         postgresBinDirectory = value("BROKER_POSTGRES_BIN")
         postgresUser = value("BROKER_POSTGRES_USER") ?? "postgres"
         logLevel = value("BROKER_LOG_LEVEL")

@@ -23,26 +23,33 @@ extension Database {
     }
 
     /// Calls `handler` for every invalidation any broker process commits, until cancelled.
-    /// Holds one pool connection while it listens; reconnects after a failure.
+    /// Listens on a connection of its own, outside the request pool (a pool of one still
+    /// serves requests: decision 0016); reconnects after a failure, with backoff up to 5 s.
     public func listenForInvalidations(_ handler: @escaping @Sendable (CacheTopic, UUID?) async -> Void) async {
+        var delay: Duration = .milliseconds(250)
         while !Task.isCancelled {
+            var opened: PostgresConnection?
             do {
-                try await client.withConnection { connection in
-                    try await connection.listen(on: Self.invalidationChannel) { notifications in
-                        // Anything may have changed while we were not listening.
-                        for topic in CacheTopic.allCases { await handler(topic, nil) }
-                        for try await notification in notifications {
-                            let parts = notification.payload.split(separator: ":", maxSplits: 1)
-                            guard let topic = parts.first.flatMap({ CacheTopic(rawValue: String($0)) }) else { continue }
-                            await handler(topic, parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil)
-                        }
+                let connection = try await PostgresConnection.connect(
+                    configuration: try configuration.connectionConfiguration(), id: 0, logger: logger)
+                opened = connection
+                delay = .milliseconds(250)
+                try await connection.listen(on: Self.invalidationChannel) { notifications in
+                    // Anything may have changed while we were not listening.
+                    for topic in CacheTopic.allCases { await handler(topic, nil) }
+                    for try await notification in notifications {
+                        let parts = notification.payload.split(separator: ":", maxSplits: 1)
+                        guard let topic = parts.first.flatMap({ CacheTopic(rawValue: String($0)) }) else { continue }
+                        await handler(topic, parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil)
                     }
                 }
-            } catch {
-                if Task.isCancelled { return }
-                logger.warning("cache invalidation listener failed; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(1))
-            }
+            } catch where !Task.isCancelled {
+                logger.warning("cache invalidation listener failed; retrying", metadata: ["error": "\(String(describing: type(of: error)))"])
+            } catch {}
+            try? await opened?.close()
+            if Task.isCancelled { return }
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(5))
         }
     }
 }

@@ -6,6 +6,8 @@ import PostgresNIO
 public struct Database: Sendable {
     public let client: PostgresClient
     public let logger: Logger
+    /// Where the pool connects; the LISTEN connection opens its own from it.
+    let configuration: DatabaseConfiguration
     /// Identities whose sign-in stamp this process saw written lately (quiet-path hint).
     let recentSignIns: RecentSignIns
 
@@ -16,6 +18,7 @@ public struct Database: Sendable {
         if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = .error }
         self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: backgroundLogger)
         self.logger = logger
+        self.configuration = configuration
         self.recentSignIns = RecentSignIns()
     }
 
@@ -33,10 +36,12 @@ public struct Database: Sendable {
         Migrator(client: client, migrations: try Migration.bundled(), logger: logger)
     }
 
-    /// `SELECT 1`: is the database reachable?
-    public func ping() async -> Bool {
+    /// `SELECT 1`: is the database reachable? False when it does not answer within `timeout`.
+    public func ping(timeout: Duration = .milliseconds(800)) async -> Bool {
+        let client = client
+        let logger = logger
         do {
-            try await client.query("SELECT 1", logger: logger)
+            try await withDatabaseDeadline(timeout) { _ = try await client.query("SELECT 1", logger: logger).collect() }
             return true
         } catch {
             return false

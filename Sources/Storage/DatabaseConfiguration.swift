@@ -88,6 +88,31 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         }
     }
 
+    /// One connection of its own, outside the pool (the LISTEN connection of decision 0016).
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var configuration: PostgresConnection.Configuration
+        switch endpoint {
+        case .unixSocket(let path):
+            configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
+        case .tcp(let host, let port):
+            let tls: PostgresConnection.Configuration.TLS
+            switch tlsMode {
+            case .disable:
+                tls = .disable
+            case .prefer, .require:
+                var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+                tlsConfiguration.certificateVerification = .none
+                let context = try NIOSSLContext(configuration: tlsConfiguration)
+                tls = tlsMode == .prefer ? .prefer(context) : .require(context)
+            case .verifyFull:
+                tls = .require(try NIOSSLContext(configuration: TLSConfiguration.makeClientConfiguration()))
+            }
+            configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        }
+        configuration.options.additionalStartupParameters = startupParameters
+        return configuration
+    }
+
     public func clientConfiguration() throws -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {

@@ -47,7 +47,7 @@ struct DemoCommand: AsyncParsableCommand {
                         lifetime: 86_400))
                 let banner = Self.banner(publicURL: configuration.publicURL, apiKey: apiKey, token: token)
                 let app = try buildApplication(
-                    services: services, host: configuration.host, port: configuration.port,
+                    services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
                     lifecycle: [mock, BackgroundTasks(services: services)], logger: logger,
                     beforeServing: { FileHandle.standardOutput.write(Data(banner.utf8)) })
                 try await app.runService()

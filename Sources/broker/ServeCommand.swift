@@ -35,7 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
                 let app = try buildApplication(
-                    services: services, host: configuration.host, port: configuration.port,
+                    services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
                     lifecycle: [BackgroundTasks(services: services)], logger: logger)
                 logger.info(
                     "IdentityBroker serving",
@@ -44,6 +44,7 @@ struct ServeCommand: AsyncParsableCommand {
                         "public_url": "\(configuration.publicURL)",
                         "database": "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
                     ])
+                ShutdownDeadline.arm(seconds: 14, logger: logger)
                 try await app.runService()
             }
         }

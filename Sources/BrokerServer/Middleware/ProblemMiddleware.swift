@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import OpenAPIRuntime
+import Storage
 
 /// Turns every error into an RFC 9457 problem with a stable `code`: domain errors keep their
 /// code, requests that do not match the contract get `invalid_request`, unknown routes
@@ -21,11 +22,18 @@ struct ProblemMiddleware: RouterMiddleware {
             problem.requestID = context.id
             var headers: HTTPFields = [.requestID: context.id]
             if problem.status == 401 { headers[.wwwAuthenticate] = #"Bearer realm="identitybroker""# }
+            if problem.status == 503 { headers[.retryAfter] = "1" }
             return problem.response(headers: headers)
         }
     }
 
     static func problem(for error: any Error, logger: Logger) -> Problem {
+        if error.isDatabaseUnavailable || (error as? ServerError)?.underlyingError.isDatabaseUnavailable == true {
+            // A database that is down, restarting, dropping connections or out of time: the
+            // statement rolled back (decision 0016).
+            logger.warning("database unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return Problem.databaseUnavailable
+        }
         switch error {
         case let error as BrokerError:
             if error.kind == .internalError { logger.error("request failed", metadata: ["code": "\(error.code)"]) }

@@ -1,0 +1,16 @@
+/// Bounds on what one client can hold of the server (decision 0016).
+public struct HTTPLimits: Sendable {
+    /// The longest a request may take, whatever it waits for (`BROKER_REQUEST_TIMEOUT`).
+    public var requestTimeout: Duration
+    /// A connection with nothing going on, or with a request head or body only partly sent,
+    /// is closed after this long (`BROKER_HTTP_IDLE_TIMEOUT`).
+    public var idleTimeout: Duration
+    /// Connections served at once; more wait in the kernel's backlog (`BROKER_HTTP_MAX_CONNECTIONS`).
+    public var maxConnections: Int
+
+    public init(requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60), maxConnections: Int = 1_024) {
+        self.requestTimeout = requestTimeout
+        self.idleTimeout = idleTimeout
+        self.maxConnections = maxConnections
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Storage
+
+/// Answers every request by its deadline (decision 0016). The router runs in a task of its own;
+/// when the deadline passes first the client gets a 503 problem with `Retry-After` at once:
+/// `database_unavailable` when the database does not answer a ping either, else
+/// `request_timeout`. Nothing the request waits on (a pool connection, a statement on a
+/// connection that died without a word, a provider) can hold the client or graceful shutdown.
+struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == BrokerRequestContext {
+    typealias Context = BrokerRequestContext
+
+    let inner: Inner
+    let timeout: Duration
+    let database: Database
+
+    @Sendable func respond(to request: Request, context: Context) async throws -> Response {
+        let inner = inner
+        do {
+            return try await withDatabaseDeadline(timeout) { try await inner.respond(to: request, context: context) }
+        } catch is DatabaseDeadlineExceeded {
+            let databaseUp = await database.ping(timeout: .milliseconds(300))
+            var problem =
+                databaseUp
+                ? Problem(
+                    status: .serviceUnavailable, code: "request_timeout", title: "Request timed out",
+                    detail: "The broker could not answer within its request deadline.")
+                : Problem.databaseUnavailable
+            problem.instance = request.uri.path
+            problem.requestID = context.id
+            context.logger.warning("request deadline passed", metadata: ["code": "\(problem.code)"])
+            return problem.response(headers: [.requestID: context.id, .retryAfter: "1"])
+        }
+    }
+}
+
+extension Problem {
+    /// 503 `database_unavailable` (sent with `Retry-After`).
+    static var databaseUnavailable: Problem {
+        Problem(
+            status: .serviceUnavailable, code: "database_unavailable", title: "Database unavailable",
+            detail: "The broker's PostgreSQL database is down, restarting or not answering in time.")
+    }
+}

@@ -1,0 +1,29 @@
+import PostgresNIO
+
+extension Error {
+    /// Whether this failure means the database cannot serve now (down, restarting, dropping
+    /// connections, out of connections, or a statement that ran out of time), as opposed to a
+    /// fault in what was asked. Such failures are answered 503 `database_unavailable` with
+    /// `Retry-After` (decision 0016), never 500.
+    public var isDatabaseUnavailable: Bool {
+        guard let error = postgresError else { return self is DatabaseDeadlineExceeded }
+        switch error.code {
+        case .server:
+            // 57014 query_canceled (statement_timeout), 57P01–57P05 shutdown and restarts,
+            // class 08 connection exceptions, 53 insufficient resources (too many connections).
+            guard let state = error.sqlState else { return false }
+            return state == "57014" || state.hasPrefix("57P") || state.hasPrefix("08") || state.hasPrefix("53")
+        case .queryCancelled, .clientClosedConnection, .serverClosedConnection, .connectionError, .uncleanShutdown,
+            .poolClosed, .sslUnsupported, .failedToAddSSLHandler:
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+/// A database call did not answer within its deadline.
+public struct DatabaseDeadlineExceeded: Error, Sendable, CustomStringConvertible {
+    public init() {}
+    public var description: String { "the database did not answer in time" }
+}
