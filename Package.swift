@@ -166,7 +166,8 @@ let package = Package(
         .testTarget(
             name: "brokerTests",
             dependencies: [
-                "TestSupport", "Storage",
+                "TestSupport", "Storage", "MockIdP",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,0 +1,302 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import MockIdP
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import Storage
+import Synchronization
+import Testing
+import TestSupport
+
+/// PostgreSQL stopped and started, and its connections killed, under sign-in load against the
+/// real `broker serve` (decision 0016): every request is answered in bounded time with 200 or
+/// 503 `database_unavailable` + `Retry-After`, `/readyz` turns 503 within about a second, the
+/// broker recovers without a restart, nothing is lost or duplicated, and SIGTERM ends it within
+/// 15 s while the database is down. Figures are printed for docs/benchmarks.md.
+@Suite(.serialized) struct DatabaseOutageTests {
+    /// A PostgreSQL cluster of the test's own (the shared test cluster must stay up).
+    struct Cluster: Sendable {
+        let directory: String
+        let port: Int
+        let bin: String
+        var user: String? { getuid() == 0 ? "postgres" : nil }
+        var url: String { "postgres:///postgres?host=\(directory)&port=\(port)&user=postgres" }
+
+        static func create() throws -> Cluster {
+            guard let bin = ProcessInfo.processInfo.environment["BROKER_POSTGRES_BIN"] else {
+                throw ClusterFailed(output: "BROKER_POSTGRES_BIN is not set: run the tests with scripts/test.sh")
+            }
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ib-outage-\(UUID().uuidString.prefix(8))").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let cluster = Cluster(directory: directory, port: Int.random(in: 20_000...30_000), bin: bin)
+            if let user = cluster.user { _ = try ProcessRunner.run("/bin/chown", [user, directory]) }
+            let initdb = try ProcessRunner.run(
+                "\(bin)/initdb", ["-D", "\(directory)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions"],
+                as: cluster.user)
+            guard initdb.status == 0 else { throw ClusterFailed(output: initdb.output) }
+            return cluster
+        }
+
+        func start() throws {
+            let result = try ProcessRunner.run(
+                "\(bin)/pg_ctl",
+                ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-s", "-o",
+                 "-c listen_addresses='' -k \(directory) -p \(port) -c max_connections=50", "start"],
+                as: user)
+            guard result.status == 0 else { throw ClusterFailed(output: result.output) }
+        }
+
+        func stop(mode: String = "fast") {
+            _ = try? ProcessRunner.run("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", mode, "-w", "-s", "stop"], as: user)
+        }
+
+        func destroy() {
+            stop(mode: "immediate")
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    struct ClusterFailed: Error, CustomStringConvertible {
+        let output: String
+        var description: String { "PostgreSQL: \(output)" }
+    }
+
+    /// One answered request.
+    struct Answer: Sendable {
+        let status: Int
+        let code: String?
+        let retryAfter: String?
+        let seconds: Double
+        let subject: String
+        let at: ContinuousClock.Instant
+    }
+
+    /// The broker on `cluster`, with a tenant, an API key and an Apple app group, and MockIdP as Apple.
+    struct Broker: Sendable {
+        let base: String
+        let key: String
+        let server: ProcessRunner.Running
+        let apple: MockAppleIdP
+
+        func signIn(_ subject: String) async -> Answer {
+            let start = ContinuousClock.now
+            var request = HTTPClientRequest(url: "\(base)/v1/sign-in/apple")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            request.headers.add(name: "Content-Type", value: "application/json")
+            let token = (try? apple.mint(apple.claims(subject: subject, audience: "com.acme.app"))) ?? ""
+            request.body = .bytes(ByteBuffer(string: #"{"client_id":"com.acme.app","identity_token":"\#(token)"}"#))
+            do {
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+                return Answer(
+                    status: Int(response.status.code), code: object?["code"] as? String,
+                    retryAfter: response.headers.first(name: "Retry-After"),
+                    seconds: (ContinuousClock.now - start).seconds, subject: subject, at: ContinuousClock.now)
+            } catch {
+                return Answer(status: 0, code: "\(error)", retryAfter: nil, seconds: (ContinuousClock.now - start).seconds, subject: subject, at: ContinuousClock.now)
+            }
+        }
+
+        func readiness() async -> Int {
+            var request = HTTPClientRequest(url: "\(base)/readyz")
+            request.method = .GET
+            guard let response = try? await HTTPClient.shared.execute(request, timeout: .seconds(5)) else { return 0 }
+            return Int(response.status.code)
+        }
+    }
+
+    static func withBroker(
+        _ cluster: Cluster, extra: [String: String] = [:], _ body: @Sendable (Broker, BrokerCLI) async throws -> Void
+    ) async throws {
+        try await MockAppleServer.with { apple, appleURL in
+            let port = Int.random(in: 40_001...60_000)
+            let cli = BrokerCLI(
+                databaseURL: cluster.url,
+                extra: ["BROKER_PORT": "\(port)", "BROKER_APPLE_BASE_URL": appleURL, "BROKER_LOG_LEVEL": "warning"]
+                    .merging(extra) { $1 })
+            let migrated = try cli.run("db", "migrate")
+            try #require(migrated.status == 0, "\(migrated.output)")
+            #expect(try cli.run("tenant", "create", "acme").status == 0)
+            let created = try cli.run("api-key", "create", "--tenant", "acme", "--json")
+            let key = (try? JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String
+            let p8 = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey-\(UUID().uuidString).p8").path
+            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: p8, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: p8) }
+            #expect(try cli.run("apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8).status == 0)
+            #expect(try cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
+            let server = try cli.spawn(["serve"])
+            defer {
+                server.signal(SIGKILL)
+                _ = try? ProcessRunner.wait(server)
+            }
+            let broker = Broker(base: "http://127.0.0.1:\(port)", key: key ?? "", server: server, apple: apple)
+            var ready = false
+            for _ in 0..<200 where !ready {
+                ready = await broker.readiness() == 200
+                if !ready { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            try #require(ready, "broker did not start: \(server.output.suffix(2_000))")
+            try await body(broker, cli)
+        }
+    }
+
+    /// The answers of a load run, and whether it should stop.
+    final class Recorder: Sendable {
+        private let state = Mutex<(stopped: Bool, answers: [Answer])>((false, []))
+        var stopped: Bool { state.withLock { $0.stopped } }
+        var answers: [Answer] { state.withLock { $0.answers } }
+        func stop() { state.withLock { $0.stopped = true } }
+        func record(_ answer: Answer) { state.withLock { $0.answers.append(answer) } }
+    }
+
+    /// Sign-in load from `workers` loops until the recorder is stopped; each sign-in a new person.
+    static func load(_ broker: Broker, workers: Int, _ recorder: Recorder) async {
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<workers {
+                group.addTask {
+                    var n = 0
+                    while !recorder.stopped {
+                        recorder.record(await broker.signIn("outage.\(worker).\(n)"))
+                        n += 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks the database after the storm: one account per identity, one session per
+    /// identity (every person signed in once), every answered 200 there.
+    static func checkDatabase(_ cluster: Cluster, succeeded: Set<String>) async throws {
+        var configuration = try DatabaseConfiguration(url: cluster.url, maxConnections: 1)
+        configuration.statementTimeout = .seconds(60)
+        let client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: TestDatabase.logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let rows = try await client.query(
+                """
+                SELECT i.subject, (SELECT count(*) FROM accounts a WHERE a.id = i.account_id)::int8,
+                    (SELECT count(*) FROM sessions s WHERE s.identity_id = i.id)::int8
+                FROM identities i
+                """, logger: TestDatabase.logger)
+            var stored: Set<String> = []
+            for try await (subject, accounts, sessions) in rows.decode((String, Int, Int).self) {
+                stored.insert(subject)
+                #expect(accounts == 1, "\(subject): \(accounts) accounts")
+                #expect(sessions == 1, "\(subject): \(sessions) sessions")
+            }
+            #expect(succeeded.isSubset(of: stored), "signed in but not stored: \(succeeded.subtracting(stored).prefix(5))")
+            let orphans = try await client.query(
+                "SELECT (SELECT count(*) FROM accounts a WHERE NOT EXISTS (SELECT 1 FROM identities i WHERE i.account_id = a.id))::int8",
+                logger: TestDatabase.logger)
+            for try await count in orphans.decode(Int.self) { #expect(count == 0, "accounts without an identity") }
+        }
+    }
+
+    static func checkAnswers(_ answers: [Answer], bound: Double) {
+        let statuses = Dictionary(grouping: answers, by: \.status).mapValues(\.count)
+        #expect(Set(statuses.keys).isSubset(of: [200, 503]), "statuses \(statuses); e.g. \(answers.first { ![200, 503].contains($0.status) }.map { "\($0.status) \($0.code ?? "")" } ?? "")")
+        for answer in answers where answer.status == 503 {
+            #expect(answer.code == "database_unavailable" || answer.code == "request_timeout", "\(answer.code ?? "-")")
+            #expect(answer.retryAfter != nil)
+        }
+        let slowest = answers.map(\.seconds).max() ?? 0
+        #expect(slowest < bound, "slowest answer \(slowest) s")
+    }
+
+    @Test func postgresStoppedAndStartedUnderLoad() async throws {
+        let cluster = try Cluster.create()
+        defer { cluster.destroy() }
+        try cluster.start()
+        try await Self.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_STATEMENT_TIMEOUT": "2"]) { broker, _ in
+            let recorder = Recorder()
+            async let loading: Void = Self.load(broker, workers: 6, recorder)
+
+            try await Task.sleep(for: .seconds(2))
+            let stopped = ContinuousClock.now
+            cluster.stop(mode: "fast")
+            // Readiness turns 503 within about a second of the database going away.
+            var notReadyAfter: Double?
+            while notReadyAfter == nil, ContinuousClock.now - stopped < .seconds(10) {
+                if await broker.readiness() == 503 { notReadyAfter = (ContinuousClock.now - stopped).seconds }
+            }
+            try await Task.sleep(for: .seconds(3))
+            try cluster.start()
+            let restarted = ContinuousClock.now
+            var recoveredAfter: Double?
+            while recoveredAfter == nil, ContinuousClock.now - restarted < .seconds(30) {
+                try await Task.sleep(for: .milliseconds(50))
+                recoveredAfter = recorder.answers.first { $0.status == 200 && $0.at > restarted }.map { ($0.at - restarted).seconds }
+            }
+            try await Task.sleep(for: .seconds(2))
+            recorder.stop()
+            await loading
+
+            let all = recorder.answers
+            let counts = Dictionary(grouping: all, by: \.status).mapValues(\.count)
+            print("outage: \(all.count) sign-ins, statuses \(counts), /readyz 503 after \(notReadyAfter ?? -1) s, first 200 \(recoveredAfter ?? -1) s after PostgreSQL started, slowest \(all.map(\.seconds).max() ?? 0) s")
+            #expect((notReadyAfter ?? 99) < 2.5, "readiness took \(notReadyAfter ?? -1) s")
+            #expect((recoveredAfter ?? 99) < 10, "recovery took \(recoveredAfter ?? -1) s")
+            #expect((counts[503] ?? 0) > 0, "the outage was seen")
+            Self.checkAnswers(all, bound: 3 + 2)
+            try await Self.checkDatabase(cluster, succeeded: Set(all.filter { $0.status == 200 }.map(\.subject)))
+        }
+    }
+
+    @Test func killedConnectionsAndSigtermWithTheDatabaseDown() async throws {
+        let cluster = try Cluster.create()
+        defer { cluster.destroy() }
+        try cluster.start()
+        try await Self.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_POOL_SIZE": "1"]) { broker, _ in
+            // A pool of one serves requests (the LISTEN connection is outside it).
+            #expect(await broker.signIn("pool.one").status == 200)
+            let recorder = Recorder()
+            async let loading: Void = Self.load(broker, workers: 4, recorder)
+            try await Task.sleep(for: .seconds(1))
+            // Every connection of the broker killed under load.
+            var configuration = try DatabaseConfiguration(url: cluster.url, maxConnections: 1)
+            configuration.statementTimeout = .seconds(30)
+            let admin = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await admin.run() }
+                defer { group.cancelAll() }
+                for _ in 0..<3 {
+                    _ = try await admin.query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                        logger: TestDatabase.logger
+                    ).collect()
+                    try await Task.sleep(for: .milliseconds(500))
+                }
+            }
+            try await Task.sleep(for: .seconds(2))
+            recorder.stop()
+            await loading
+            let all = recorder.answers
+            let last = all.suffix(20)
+            print("terminated connections: \(all.count) sign-ins, statuses \(Dictionary(grouping: all, by: \.status).mapValues(\.count))")
+            Self.checkAnswers(all, bound: 3 + 2)
+            #expect(last.contains { $0.status == 200 }, "recovered after the connections were killed")
+            try await Self.checkDatabase(cluster, succeeded: Set(all.filter { $0.status == 200 }.map(\.subject)))
+
+            // SIGTERM with the database down: the process ends within 15 s.
+            cluster.stop(mode: "immediate")
+            async let during = broker.signIn("during.shutdown")
+            try await Task.sleep(for: .milliseconds(200))
+            let signalled = ContinuousClock.now
+            broker.server.signal(SIGTERM)
+            let exited = try await Task.detached { try ProcessRunner.wait(broker.server) }.value
+            let seconds = (ContinuousClock.now - signalled).seconds
+            print("SIGTERM with PostgreSQL down: exited in \(seconds) s with status \(exited.status)")
+            #expect(seconds < 15)
+            _ = await during
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
