@@ -75,11 +75,14 @@ public struct AppleClient: Sendable, Equatable {
     public var nonceMode: NonceMode
     public var redirectURIs: [String]
     public var returnURLs: [String]
+    /// A sign-in through this client must send a nonce (decision 0017).
+    public var nonceRequired: Bool
 
     public init(
         id: UUID, tenantID: UUID, groupID: UUID, clientID: String, kind: AppleClientKind, nonceMode: NonceMode,
-        redirectURIs: [String], returnURLs: [String]
+        redirectURIs: [String], returnURLs: [String], nonceRequired: Bool = true
     ) {
+        self.nonceRequired = nonceRequired
         self.id = id
         self.tenantID = tenantID
         self.groupID = groupID

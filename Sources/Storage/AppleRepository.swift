@@ -10,7 +10,7 @@ public struct AppleRepository: Sendable {
 
     static let teamColumns = "t.id, t.tenant_id, t.team_id, t.key_id, t.private_key_sealed, t.created_at"
     static let groupColumns = "g.id, g.tenant_id, g.team_ref, g.primary_app_id"
-    static let clientColumns = "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls"
+    static let clientColumns = "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls, c.nonce_required"
 
     /// Creates or replaces the tenant's team key (by team id).
     public func setTeam(_ team: AppleTeam, actor: String) async throws -> AppleTeam {
@@ -87,10 +87,11 @@ public struct AppleRepository: Sendable {
     static func insertClient(_ appleClient: AppleClient, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query(
             """
-            INSERT INTO apple_clients (id, tenant_id, group_id, client_id, kind, nonce_mode, redirect_uris, return_urls)
+            INSERT INTO apple_clients (id, tenant_id, group_id, client_id, kind, nonce_mode, redirect_uris, return_urls,
+                nonce_required)
             VALUES (\(appleClient.id), \(appleClient.tenantID), \(appleClient.groupID), \(appleClient.clientID),
                 \(appleClient.kind.rawValue), \(appleClient.nonceMode.rawValue), \(appleClient.redirectURIs),
-                \(appleClient.returnURLs))
+                \(appleClient.returnURLs), \(appleClient.nonceRequired))
             """, logger: logger)
     }
 
@@ -150,6 +151,26 @@ public struct AppleRepository: Sendable {
             id: try reader.next(), tenantID: try reader.next(), groupID: try reader.next(), clientID: try reader.next(),
             kind: AppleClientKind(rawValue: try reader.next(String.self)) ?? .app,
             nonceMode: NonceMode(rawValue: try reader.next(String.self)) ?? .sha256,
-            redirectURIs: try reader.next(), returnURLs: try reader.next())
+            redirectURIs: try reader.next(), returnURLs: try reader.next(), nonceRequired: try reader.next())
+    }
+
+    /// Changes whether a client requires a nonce; nil when the tenant has no such client.
+    public func setNonceRequired(tenantID: UUID, clientID: String, _ required: Bool, actor: String) async throws -> AppleClient? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE apple_clients c SET nonce_required = \(required)
+                WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
+                RETURNING \(unescaped: Self.clientColumns)
+                """, logger: logger)
+            guard let row = try await rows.collect().first else { return nil }
+            var reader = RowReader(row)
+            let updated = try Self.decodeClient(&reader)
+            try await Database.notify(.appleClients, tenantID: tenantID, on: connection, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: required ? "apple.client.nonce_required" : "apple.client.nonce_optional",
+                target: clientID, on: connection, logger: logger)
+            return updated
+        }
     }
 }

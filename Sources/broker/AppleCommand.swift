@@ -61,6 +61,10 @@ struct AppleCommand: AsyncParsableCommand {
             @Option(help: "The tenant slug.") var tenant: String
             @Option(help: "The primary App ID (bundle id).") var primaryAppId: String
             @Option(help: "The team id, when the tenant has several teams.") var teamId: String?
+            @Flag(
+                inversion: .prefixedNo,
+                help: "Sign-ins through the primary App ID must send a nonce (400 nonce_required otherwise).")
+            var nonceRequired = true
             @OptionGroup var options: CommonOptions
 
             func run() async throws {
@@ -68,7 +72,7 @@ struct AppleCommand: AsyncParsableCommand {
                     let context = try CLIContext()
                     let group = try await context.withDatabase { database in
                         try await AppleAdmin(database: database, actor: context.actor).addGroup(
-                            tenant: tenant, primaryAppID: primaryAppId, teamID: teamId)
+                            tenant: tenant, primaryAppID: primaryAppId, teamID: teamId, nonceRequired: nonceRequired)
                     }
                     if options.json {
                         try Output.json(["id": group.id.lowercasedString, "primary_app_id": group.primaryAppID])
@@ -81,7 +85,7 @@ struct AppleCommand: AsyncParsableCommand {
     }
 
     struct Client: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Manage client ids.", subcommands: [Add.self])
+        static let configuration = CommandConfiguration(abstract: "Manage client ids.", subcommands: [Add.self, Change.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -96,6 +100,8 @@ struct AppleCommand: AsyncParsableCommand {
             @Option(help: "A redirect URI registered with Apple for this Services ID (repeatable).")
             var redirectUri: [String] = []
             @Option(help: "A return URL of the web flow (repeatable).") var returnUrl: [String] = []
+            @Flag(inversion: .prefixedNo, help: "Sign-ins through this client must send a nonce (400 nonce_required otherwise).")
+            var nonceRequired = true
             @OptionGroup var options: CommonOptions
 
             func run() async throws {
@@ -110,12 +116,39 @@ struct AppleCommand: AsyncParsableCommand {
                     let client = try await context.withDatabase { database in
                         try await AppleAdmin(database: database, actor: context.actor).addClient(
                             tenant: tenant, group: group, clientID: clientId, kind: kind, nonceMode: nonceMode,
-                            redirectURIs: redirectUri, returnURLs: returnUrl)
+                            redirectURIs: redirectUri, returnURLs: returnUrl, nonceRequired: nonceRequired)
                     }
                     if options.json {
                         try Output.json(AppleShowJSON.ClientJSON(client, group: group))
                     } else {
-                        print("Client '\(client.clientID)' (\(client.kind.rawValue), nonce \(client.nonceMode.rawValue)) added to group '\(group)'.")
+                        print("Client '\(client.clientID)' (\(client.kind.rawValue), nonce \(client.nonceMode.rawValue)\(client.nonceRequired ? ", required" : ", optional")) added to group '\(group)'.")
+                    }
+                }
+            }
+        }
+
+        struct Change: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set",
+                abstract: "Change a client's settings.",
+                discussion: "--nonce-required: sign-ins through the client must send the raw nonce (400 nonce_required otherwise); --no-nonce-required: a nonce is checked only when sent.")
+            @Option(help: "The tenant slug.") var tenant: String
+            @Option(help: "The bundle id or Services ID.") var clientId: String
+            @Flag(inversion: .prefixedNo, help: "Whether sign-ins through this client must send a nonce.")
+            var nonceRequired: Bool
+            @OptionGroup var options: CommonOptions
+
+            func run() async throws {
+                try await runReporting(json: options.json) {
+                    let context = try CLIContext()
+                    let client = try await context.withDatabase { database in
+                        try await AppleAdmin(database: database, actor: context.actor).setNonceRequired(
+                            tenant: tenant, clientID: clientId, nonceRequired)
+                    }
+                    if options.json {
+                        try Output.json(AppleShowJSON.ClientJSON(client, group: nil))
+                    } else {
+                        print("Client '\(client.clientID)' \(client.nonceRequired ? "requires a nonce" : "takes a nonce when one is sent").")
                     }
                 }
             }
@@ -151,16 +184,18 @@ struct AppleShowJSON: Encodable {
     struct ClientJSON: Encodable {
         let client_id: String
         let kind: String
-        let group: String
+        let group: String?
         let nonce: String
+        let nonce_required: Bool
         let redirect_uris: [String]
         let return_urls: [String]
 
-        init(_ client: AppleClient, group: String) {
+        init(_ client: AppleClient, group: String?) {
             client_id = client.clientID
             kind = client.kind.rawValue
             self.group = group
             nonce = client.nonceMode.rawValue
+            nonce_required = client.nonceRequired
             redirect_uris = client.redirectURIs
             return_urls = client.returnURLs
         }
@@ -193,7 +228,7 @@ struct AppleShowJSON: Encodable {
         for group in groups {
             print("group \(group.primary_app_id) (team \(group.team_id ?? "-"))")
             for client in group.clients {
-                var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  nonce \(client.nonce)"
+                var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  nonce \(client.nonce)\(client.nonce_required ? " (required)" : "")"
                 if !client.redirect_uris.isEmpty { line += "  redirect \(client.redirect_uris.joined(separator: ","))" }
                 if !client.return_urls.isEmpty { line += "  return \(client.return_urls.joined(separator: ","))" }
                 print(line)

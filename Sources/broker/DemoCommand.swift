@@ -41,11 +41,14 @@ struct DemoCommand: AsyncParsableCommand {
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
                 let mock = MockIdPServer.application(apple: apple, port: idpPort)
+                // The app's nonce: Apple gets its SHA-256 (in the token), the backend posts the raw value.
+                let rawNonce = Base64URL.encode(SecureRandom.bytes(16))
+                let hashedNonce = SHA256.hash(data: Data(rawNonce.utf8)).map { String(format: "%02x", $0) }.joined()
                 let token = try apple.mint(
                     apple.claims(
-                        subject: "001234.demo.user", audience: Self.clientID, email: "demo.user@example.com",
+                        subject: "001234.demo.user", audience: Self.clientID, nonce: hashedNonce, email: "demo.user@example.com",
                         lifetime: 86_400))
-                let banner = Self.banner(publicURL: configuration.publicURL, apiKey: apiKey, token: token)
+                let banner = Self.banner(publicURL: configuration.publicURL, apiKey: apiKey, token: token, nonce: rawNonce)
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
                     lifecycle: [mock, BackgroundTasks(services: services)], logger: logger,
@@ -78,7 +81,7 @@ struct DemoCommand: AsyncParsableCommand {
         return key
     }
 
-    static func banner(publicURL: String, apiKey: String, token: String) -> String {
+    static func banner(publicURL: String, apiKey: String, token: String, nonce: String) -> String {
         """
 
         IdentityBroker demo: tenant '\(tenant)', Apple client \(clientID), MockIdP as Apple.
@@ -88,7 +91,9 @@ struct DemoCommand: AsyncParsableCommand {
 
         curl -s -X POST \(publicURL)/v1/sign-in/apple \\
           -H 'Authorization: Bearer \(apiKey)' -H 'Content-Type: application/json' \\
-          -d '{"client_id":"\(clientID)","identity_token":"\(token)","user":{"name":{"firstName":"Demo","lastName":"User"}}}'
+          -d '{"client_id":"\(clientID)","identity_token":"\(token)","nonce":"\(nonce)","user":{"name":{"firstName":"Demo","lastName":"User"}}}'
+
+        An identity token signs in once: pasting it again answers token_replayed (restart the demo for another).
 
         Then: verify the access token with \(publicURL)/t/\(tenant)/.well-known/jwks.json, refresh it with
         POST /v1/sessions/refresh, inspect it with POST /v1/sessions/introspect. Ctrl-C stops everything.

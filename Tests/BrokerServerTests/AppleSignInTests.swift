@@ -68,7 +68,7 @@ import Testing
             let admin = AppleAdmin(database: setup.app.database, actor: "test")
             _ = try await admin.setTeam(
                 tenant: "acme", teamID: "TEAM000002", keyID: "KEY0000002", p8PEM: other, secrets: setup.app.secrets)
-            _ = try await admin.addGroup(tenant: "acme", primaryAppID: "com.other.app", teamID: "TEAM000002")
+            _ = try await admin.addGroup(tenant: "acme", primaryAppID: "com.other.app", teamID: "TEAM000002", nonceRequired: false)
             let a = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "same-sub")])
             let b = try await setup.signIn([
                 "client_id": "com.other.app", "identity_token": try setup.token(subject: "same-sub", clientID: "com.other.app"),

@@ -13,7 +13,8 @@ import TestSupport
 
 /// A tenant wired to a MockIdP on loopback: team TEAM000001 with a .p8 the mock checks client
 /// secrets against, group com.acme.app with clients com.acme.app (app, sha256 nonce),
-/// com.acme.app.widget (app), com.acme.raw (app, raw nonce) and com.acme.web (service).
+/// com.acme.app.widget (app), com.acme.raw (app, raw nonce) and com.acme.web (service), none
+/// requiring a nonce, and com.acme.strict (app, sha256 nonce, required).
 struct AppleTestSetup {
     static let teamID = "TEAM000001"
     static let keyID = "KEY0000001"
@@ -34,16 +35,20 @@ struct AppleTestSetup {
                 let admin = AppleAdmin(database: app.database, actor: "test")
                 _ = try await admin.setTeam(
                     tenant: "acme", teamID: teamID, keyID: keyID, p8PEM: p8.pemRepresentation, secrets: app.secrets)
-                _ = try await admin.addGroup(tenant: "acme", primaryAppID: "com.acme.app")
+                _ = try await admin.addGroup(tenant: "acme", primaryAppID: "com.acme.app", nonceRequired: false)
                 _ = try await admin.addClient(
                     tenant: "acme", group: "com.acme.app", clientID: "com.acme.app.widget", kind: .app, nonceMode: .sha256,
-                    redirectURIs: [], returnURLs: [])
+                    redirectURIs: [], returnURLs: [], nonceRequired: false)
                 _ = try await admin.addClient(
                     tenant: "acme", group: "com.acme.app", clientID: "com.acme.raw", kind: .app, nonceMode: .raw,
-                    redirectURIs: [], returnURLs: [])
+                    redirectURIs: [], returnURLs: [], nonceRequired: false)
                 _ = try await admin.addClient(
                     tenant: "acme", group: "com.acme.app", clientID: "com.acme.web", kind: .service, nonceMode: .sha256,
-                    redirectURIs: ["https://acme.example.com/apple/callback"], returnURLs: ["https://acme.example.com/done"])
+                    redirectURIs: ["https://acme.example.com/apple/callback"], returnURLs: ["https://acme.example.com/done"],
+                    nonceRequired: false)
+                _ = try await admin.addClient(
+                    tenant: "acme", group: "com.acme.app", clientID: "com.acme.strict", kind: .app, nonceMode: .sha256,
+                    redirectURIs: [], returnURLs: [])
                 try await test(AppleTestSetup(app: app, client: client, apple: apple, apiKey: apiKey, tenant: tenant))
             }
         }

@@ -39,8 +39,15 @@ import Testing
             #expect(web.status == 0, "\(web.output)")
             let raw = try cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.clip",
-                "--kind", "app", "--nonce", "raw")
+                "--kind", "app", "--nonce", "raw", "--no-nonce-required")
             #expect(raw.status == 0)
+            // The nonce requirement: on by default, off with --no-nonce-required, changed by `client set`.
+            let set = try cli.run(
+                "apple", "client", "set", "--tenant", "acme", "--client-id", "com.acme.web", "--no-nonce-required", "--json")
+            #expect(set.status == 0, "\(set.output)")
+            #expect(try set.object()["nonce_required"] as? Bool == false)
+            let unknown = try cli.run("apple", "client", "set", "--tenant", "acme", "--client-id", "com.nope", "--nonce-required")
+            #expect(unknown.status != 0 && unknown.output.contains("apple show"))
 
             // One group per client id; a Services ID may not reuse an App ID.
             let clash = try cli.run(
@@ -63,6 +70,9 @@ import Testing
             #expect(Set(clients.compactMap { $0["client_id"] as? String }) == ["com.acme.app", "com.acme.web", "com.acme.clip"])
             #expect(clients.first { $0["client_id"] as? String == "com.acme.clip" }?["nonce"] as? String == "raw")
             #expect(clients.first { $0["client_id"] as? String == "com.acme.web" }?["kind"] as? String == "service")
+            #expect(clients.first { $0["client_id"] as? String == "com.acme.app" }?["nonce_required"] as? Bool == true)
+            #expect(clients.first { $0["client_id"] as? String == "com.acme.clip" }?["nonce_required"] as? Bool == false)
+            #expect(clients.first { $0["client_id"] as? String == "com.acme.web" }?["nonce_required"] as? Bool == false)
             let text = try cli.run("apple", "show", "--tenant", "acme")
             #expect(text.output.contains("group com.acme.app") && text.output.contains(".p8 stored (encrypted)"))
         }

@@ -127,7 +127,7 @@ import TestSupport
             try P256.Signing.PrivateKey().pemRepresentation.write(toFile: p8, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: p8) }
             #expect(try cli.run("apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8).status == 0)
-            #expect(try cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
+            #expect(try cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required").status == 0)
             let server = try cli.spawn(["serve"])
             defer {
                 server.signal(SIGKILL)

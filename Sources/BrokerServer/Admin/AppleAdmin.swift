@@ -41,14 +41,16 @@ public struct AppleAdmin: Sendable {
     }
 
     /// Creates an app group and registers its primary App ID as a client of kind `app`.
-    public func addGroup(tenant slug: String, primaryAppID: String, teamID: String? = nil) async throws -> AppleAppGroup {
+    public func addGroup(
+        tenant slug: String, primaryAppID: String, teamID: String? = nil, nonceRequired: Bool = true
+    ) async throws -> AppleAppGroup {
         let tenant = try await TenantAdmin.find(slug, in: database)
         try AppleClient.validateClientID(primaryAppID)
         let team = try await team(of: tenant, teamID: teamID)
         let group = AppleAppGroup(id: UUID(), tenantID: tenant.id, teamRef: team.id, primaryAppID: primaryAppID)
         let client = AppleClient(
             id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: primaryAppID, kind: .app, nonceMode: .sha256,
-            redirectURIs: [], returnURLs: [])
+            redirectURIs: [], returnURLs: [], nonceRequired: nonceRequired)
         try await database.apple.addGroup(group, primaryClient: client, actor: actor)
         return group
     }
@@ -56,7 +58,7 @@ public struct AppleAdmin: Sendable {
     /// Adds a grouped App ID or a Services ID to a group.
     public func addClient(
         tenant slug: String, group primaryAppID: String, clientID: String, kind: AppleClientKind, nonceMode: NonceMode,
-        redirectURIs: [String], returnURLs: [String]
+        redirectURIs: [String], returnURLs: [String], nonceRequired: Bool = true
     ) async throws -> AppleClient {
         let tenant = try await TenantAdmin.find(slug, in: database)
         try AppleClient.validateClientID(clientID)
@@ -74,8 +76,21 @@ public struct AppleAdmin: Sendable {
         }
         let client = AppleClient(
             id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: clientID, kind: kind, nonceMode: nonceMode,
-            redirectURIs: redirectURIs, returnURLs: returnURLs)
+            redirectURIs: redirectURIs, returnURLs: returnURLs, nonceRequired: nonceRequired)
         try await database.apple.addClient(client, actor: actor)
+        return client
+    }
+
+    /// Turns a client's nonce requirement on or off.
+    public func setNonceRequired(tenant slug: String, clientID: String, _ required: Bool) async throws -> AppleClient {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        guard let client = try await database.apple.setNonceRequired(tenantID: tenant.id, clientID: clientID, required, actor: actor)
+        else {
+            throw BrokerError(
+                code: "apple_client_not_found", kind: .notFound, title: "Client not found",
+                detail: "Tenant '\(slug)' has no Apple client '\(clientID.prefix(155))'.",
+                hint: "List them: broker apple show --tenant \(slug)")
+        }
         return client
     }
 

@@ -26,6 +26,12 @@ struct AppleSignIn: Sendable {
                 detail: "'\(request.clientId.prefix(155))' is not an Apple client of this tenant.",
                 hint: "Register it: broker apple client add --tenant \(tenant.slug) --group <primary app id> --client-id \(request.clientId.prefix(155)) --kind app")
         }
+        if resolved.client.nonceRequired, (request.nonce ?? "").isEmpty {
+            throw BrokerError(
+                code: "nonce_required", kind: .badRequest, title: "Nonce required",
+                detail: "Client '\(resolved.client.clientID)' requires the raw nonce of the sign-in in `nonce`.",
+                hint: "Send the raw nonce the app generated (the app passes its SHA-256 to Apple), or turn the requirement off: broker apple client set --tenant \(tenant.slug) --client-id \(resolved.client.clientID) --no-nonce-required")
+        }
         let nonce = NonceExpectation(rawNonce: request.nonce, mode: resolved.client.nonceMode)
         let claims = try await verify(request.identityToken, clientID: resolved.client.clientID, nonce: nonce, now: now)
 
