@@ -88,6 +88,22 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The TLS settings of `tlsMode` over TCP and whether TLS is required; nil when disabled.
+    /// `prefer` and `require` encrypt without verifying the certificate (as libpq's modes do);
+    /// `verify-full` verifies it and the host name.
+    private var tlsSettings: (TLSConfiguration, required: Bool)? {
+        switch tlsMode {
+        case .disable:
+            return nil
+        case .prefer, .require:
+            var settings = TLSConfiguration.makeClientConfiguration()
+            settings.certificateVerification = .none
+            return (settings, tlsMode == .require)
+        case .verifyFull:
+            return (TLSConfiguration.makeClientConfiguration(), true)
+        }
+    }
+
     /// One connection of its own, outside the pool (the LISTEN connection of decision 0016).
     public func connectionConfiguration() throws -> PostgresConnection.Configuration {
         var configuration: PostgresConnection.Configuration
@@ -95,18 +111,12 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         case .unixSocket(let path):
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
         case .tcp(let host, let port):
-            let tls: PostgresConnection.Configuration.TLS
-            switch tlsMode {
-            case .disable:
-                tls = .disable
-            case .prefer, .require:
-                var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-                tlsConfiguration.certificateVerification = .none
-                let context = try NIOSSLContext(configuration: tlsConfiguration)
-                tls = tlsMode == .prefer ? .prefer(context) : .require(context)
-            case .verifyFull:
-                tls = .require(try NIOSSLContext(configuration: TLSConfiguration.makeClientConfiguration()))
-            }
+            let tls: PostgresConnection.Configuration.TLS =
+                switch tlsSettings {
+                case nil: .disable
+                case let (settings, required)?:
+                    required ? .require(try NIOSSLContext(configuration: settings)) : .prefer(try NIOSSLContext(configuration: settings))
+                }
             configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         configuration.options.additionalStartupParameters = startupParameters
@@ -119,17 +129,11 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         case .unixSocket(let path):
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
         case .tcp(let host, let port):
-            let tls: PostgresClient.Configuration.TLS
-            switch tlsMode {
-            case .disable:
-                tls = .disable
-            case .prefer, .require:
-                var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-                tlsConfiguration.certificateVerification = .none
-                tls = tlsMode == .prefer ? .prefer(tlsConfiguration) : .require(tlsConfiguration)
-            case .verifyFull:
-                tls = .require(TLSConfiguration.makeClientConfiguration())
-            }
+            let tls: PostgresClient.Configuration.TLS =
+                switch tlsSettings {
+                case nil: .disable
+                case let (settings, required)?: required ? .require(settings) : .prefer(settings)
+                }
             configuration = .init(
                 host: host, port: port, username: username, password: password, database: database, tls: tls)
         }

@@ -4,6 +4,7 @@ import Synchronization
 /// `timeout` has passed, whichever comes first. The caller is answered by its deadline even when
 /// the operation never completes (a query written on a connection that died without telling
 /// the client): the operation runs in a task of its own, cancelled when the deadline wins.
+/// Deadlines are kept by one ``DeadlineWheel`` (one task for the process, not one per call).
 public func withDatabaseDeadline<T: Sendable>(
     _ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
@@ -13,14 +14,58 @@ public func withDatabaseDeadline<T: Sendable>(
             let work = Task {
                 do { gate.resume(.success(try await operation())) } catch { gate.resume(.failure(error)) }
             }
-            let timer = Task {
-                try? await Task.sleep(for: timeout)
+            let entry = DeadlineWheel.shared.add(after: timeout) {
                 if gate.resume(.failure(DatabaseDeadlineExceeded())) { work.cancel() }
             }
-            gate.install(continuation, onResume: { timer.cancel() })
+            gate.install(continuation, onResume: { DeadlineWheel.shared.remove(entry) })
         }
     } onCancel: {
         gate.resume(.failure(CancellationError()))
+    }
+}
+
+/// The process's pending deadlines, checked every 50 ms by one task that runs while any are
+/// pending. A deadline fires within 50 ms after it passes.
+final class DeadlineWheel: Sendable {
+    static let shared = DeadlineWheel()
+
+    private struct State {
+        var entries: [UInt64: (deadline: ContinuousClock.Instant, fire: @Sendable () -> Void)] = [:]
+        var nextID: UInt64 = 0
+        var ticking = false
+    }
+
+    private let state = Mutex(State())
+
+    func add(after timeout: Duration, fire: @escaping @Sendable () -> Void) -> UInt64 {
+        let (id, start) = state.withLock { state -> (UInt64, Bool) in
+            state.nextID &+= 1
+            state.entries[state.nextID] = (ContinuousClock.now.advanced(by: timeout), fire)
+            let start = !state.ticking
+            state.ticking = true
+            return (state.nextID, start)
+        }
+        if start { Task.detached { await self.tick() } }
+        return id
+    }
+
+    func remove(_ id: UInt64) {
+        _ = state.withLock { $0.entries.removeValue(forKey: id) }
+    }
+
+    private func tick() async {
+        while true {
+            try? await Task.sleep(for: .milliseconds(50))
+            let now = ContinuousClock.now
+            let (due, idle) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
+                let expired = state.entries.filter { $0.value.deadline <= now }
+                for id in expired.keys { state.entries.removeValue(forKey: id) }
+                if state.entries.isEmpty { state.ticking = false }
+                return (expired.values.map(\.fire), state.entries.isEmpty)
+            }
+            for fire in due { fire() }
+            if idle { return }
+        }
     }
 }
 
@@ -52,7 +97,7 @@ final class ResumeOnce<T: Sendable>: Sendable {
         }
     }
 
-    /// True when this call resumed the caller.
+    /// True when this call decided the outcome.
     @discardableResult
     func resume(_ result: Result<T, any Error>) -> Bool {
         let (won, ready): (Bool, (CheckedContinuation<T, any Error>, (@Sendable () -> Void)?)?) = state.withLock { state in

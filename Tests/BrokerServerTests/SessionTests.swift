@@ -25,6 +25,7 @@ import Testing
     func introspect(_ setup: AppleTestSetup, _ token: String, key: String? = nil) async throws -> [String: Any] {
         let response = try await setup.postForm("/v1/sessions/introspect", "token=\(token)", key: key)
         #expect(response.status == .ok)
+        #expect(response.headers[.cacheControl] == "no-store")
         return try response.json()
     }
 
@@ -61,6 +62,7 @@ import Testing
             let session = try await signIn(setup)
             let first = try await refresh(setup, session.refresh)
             #expect(first.status == .ok)
+            #expect(first.headers[.cacheControl] == "no-store")
             let successor = try #require(try first.json()["refresh_token"] as? String)
             // The client never saw the answer and retries within the reuse interval.
             let retried = try await refresh(setup, session.refresh)

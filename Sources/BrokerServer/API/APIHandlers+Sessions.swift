@@ -1,6 +1,7 @@
 import BrokerAPI
 import BrokerCore
 import Foundation
+import HTTPTypes
 import JWTKit
 import Logging
 import Storage
@@ -40,6 +41,8 @@ extension APIHandlers {
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: session.accountID, sessionID: session.sessionID, idp: session.idp,
             clientID: session.clientID)
+        // The body carries tokens (RFC 6749 §5.1).
+        RequestInfo.setResponseHeader(.cacheControl, "no-store")
         return .ok(.init(body: .json(tokens.response(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor))))
     }
 
@@ -63,6 +66,8 @@ extension APIHandlers {
 
     func introspectSession(_ input: Operations.IntrospectSession.Input) async throws -> Operations.IntrospectSession.Output {
         let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
+        // What a token grants is not for caches (RFC 7662 §4 and RFC 6749 §5.1).
+        RequestInfo.setResponseHeader(.cacheControl, "no-store")
         let tenant = caller.tenant
         let request: Components.Schemas.TokenRequest =
             switch input.body {
