@@ -1,4 +1,4 @@
--- A nonce per sign-in, required per client (issue 9 §4; decision 0017).
+-- A nonce per sign-in, required per client (issue 9 §4; decision 0016).
 --
 -- A client that requires a nonce refuses a sign-in that sends none (400 nonce_required), whether
 -- or not the token carries one: an identity token without its nonce is not bound to the

@@ -151,7 +151,7 @@ public struct NewSession: Sendable {
     }
 
     /// The session an identity token opens takes its id from the token's replay key (decision
-    /// 0021): the sessions' primary key then refuses a second session from the same token.
+    /// 0018): the sessions' primary key then refuses a second session from the same token.
     public mutating func identify(byReplayKey key: Data) {
         let bytes = Array(key.prefix(16)) + Array(repeating: 0, count: max(0, 16 - key.count))
         id = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],

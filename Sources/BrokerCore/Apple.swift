@@ -75,7 +75,7 @@ public struct AppleClient: Sendable, Equatable {
     public var nonceMode: NonceMode
     public var redirectURIs: [String]
     public var returnURLs: [String]
-    /// A sign-in through this client must send a nonce (decision 0017).
+    /// A sign-in through this client must send a nonce (decision 0016).
     public var nonceRequired: Bool
 
     public init(

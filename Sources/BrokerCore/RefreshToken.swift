@@ -5,7 +5,7 @@ import Foundation
 /// presenting it again after rotation, past the reuse interval, revokes its whole family.
 ///
 /// A session's first token is random; each successor is the HMAC-SHA256 of the token it
-/// replaces under a server key (decision 0020). A retried refresh can so be answered with the
+/// replaces under a server key (decision 0017). A retried refresh can so be answered with the
 /// same successor again although only hashes are stored.
 public struct RefreshToken: Sendable {
     public let value: String

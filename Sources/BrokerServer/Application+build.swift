@@ -28,7 +28,7 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
 /// The whole application; `lifecycle` services (e.g. the database pool) run alongside the
 /// HTTP server, and `beforeServing` runs once they are up and before the port opens.
 /// Every request is answered by `limits.requestTimeout`; idle and half-sent connections close
-/// after `limits.idleTimeout`; at most `limits.maxConnections` are served at once (decision 0016).
+/// after `limits.idleTimeout`; at most `limits.maxConnections` are served at once (decision 0015).
 public func buildApplication(
     services: BrokerServices, host: String, port: Int, limits: HTTPLimits = HTTPLimits(), lifecycle: [any Service] = [],
     logger: Logger, beforeServing: @escaping @Sendable () async throws -> Void = {}

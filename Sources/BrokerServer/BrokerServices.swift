@@ -23,7 +23,7 @@ public struct BrokerServices: Sendable {
     /// Seconds during which a just-rotated refresh token still yields its successor
     /// (`BROKER_REFRESH_REUSE_INTERVAL`).
     let refreshReuseInterval: TimeInterval
-    /// Derives each refresh token's successor (decision 0020).
+    /// Derives each refresh token's successor (decision 0017).
     let refreshSuccessorKey: SymmetricKey
     let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
     let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// The identity token of a sign-in opened a session of the tenant before (decision 0021).
+/// The identity token of a sign-in opened a session of the tenant before (decision 0018).
 public struct IdentityTokenReplayed: Error, Sendable {}
 
 /// Accounts and their provider identities.
@@ -40,7 +40,7 @@ public struct AccountRepository: Sendable {
         do {
             return try await signInOnceOrQuietly(request)
         } catch let error where error.postgresError?.violatedConstraint == "sessions_pkey" {
-            // The session id is the identity token's replay key (decision 0021): this token
+            // The session id is the identity token's replay key (decision 0018): this token
             // opened a session before, and the statement wrote nothing.
             throw IdentityTokenReplayed()
         }

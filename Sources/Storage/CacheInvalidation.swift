@@ -24,7 +24,7 @@ extension Database {
 
     /// Calls `handler` for every invalidation any broker process commits, until cancelled.
     /// Listens on a connection of its own, outside the request pool (a pool of one still
-    /// serves requests: decision 0016); reconnects after a failure, with backoff up to 5 s.
+    /// serves requests: decision 0015); reconnects after a failure, with backoff up to 5 s.
     public func listenForInvalidations(_ handler: @escaping @Sendable (CacheTopic, UUID?) async -> Void) async {
         var delay: Duration = .milliseconds(250)
         while !Task.isCancelled {

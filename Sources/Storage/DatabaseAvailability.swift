@@ -4,7 +4,7 @@ extension Error {
     /// Whether this failure means the database cannot serve now (down, restarting, dropping
     /// connections, out of connections, or a statement that ran out of time), as opposed to a
     /// fault in what was asked. Such failures are answered 503 `database_unavailable` with
-    /// `Retry-After` (decision 0016), never 500.
+    /// `Retry-After` (decision 0015), never 500.
     public var isDatabaseUnavailable: Bool {
         guard let error = postgresError else { return self is DatabaseDeadlineExceeded }
         switch error.code {

@@ -104,7 +104,7 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         }
     }
 
-    /// One connection of its own, outside the pool (the LISTEN connection of decision 0016).
+    /// One connection of its own, outside the pool (the LISTEN connection of decision 0015).
     public func connectionConfiguration() throws -> PostgresConnection.Configuration {
         var configuration: PostgresConnection.Configuration
         switch endpoint {

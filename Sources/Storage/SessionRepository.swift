@@ -51,7 +51,7 @@ public struct SessionRepository: Sendable {
     /// the session. A token found in the ledger instead is a repeat when it was spent less than
     /// `reuseInterval` seconds ago and `successorHash` is still the session's live token (the
     /// caller derives the successor from the token, so a retry presents the same one: decision
-    /// 0020); spent longer ago, it is a replay and revokes its family.
+    /// 0017); spent longer ago, it is a replay and revokes its family.
     public func refresh(
         tenantID: UUID, tokenHash: Data, successorHash: Data, idleLifetime: TimeInterval, reuseInterval: TimeInterval
     ) async throws -> RefreshOutcome {

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 
 /// SIGTERM or SIGINT ends `broker serve` within `seconds`, whatever the database does
-/// (decision 0016): graceful shutdown (the HTTP server drains, requests are answered by their
+/// (decision 0015): graceful shutdown (the HTTP server drains, requests are answered by their
 /// deadline, the pool closes) gets that long, then the process exits.
 enum ShutdownDeadline {
     /// Keeps the signal sources alive for the life of the process.

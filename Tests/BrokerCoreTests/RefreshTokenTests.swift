@@ -3,7 +3,7 @@ import Crypto
 import Foundation
 import Testing
 
-/// A refresh token's successor is derived from it under a server key (decision 0020).
+/// A refresh token's successor is derived from it under a server key (decision 0017).
 @Suite struct RefreshTokenTests {
     @Test func theSuccessorIsTheSameForTheSameTokenAndKeyAndParsesAsAToken() throws {
         let key = SymmetricKey(size: .bits256)

@@ -123,7 +123,7 @@ import Testing
 
     @Test func concurrentFirstSignInsYieldOneAccount() async throws {
         try await AppleTestSetup.run { setup in
-            // Eight tokens of one person (each token is accepted once: decision 0021).
+            // Eight tokens of one person (each token is accepted once: decision 0018).
             let tokens = try (0..<8).map { _ in try setup.token(subject: "racer") }
             let ids = try await withThrowingTaskGroup(of: String?.self, returning: [String?].self) { group in
                 for token in tokens {

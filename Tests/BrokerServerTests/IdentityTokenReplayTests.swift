@@ -10,7 +10,7 @@ import Storage
 import TestSupport
 import Testing
 
-/// An identity token signs in once per tenant (decision 0021).
+/// An identity token signs in once per tenant (decision 0018).
 @Suite struct IdentityTokenReplayTests {
     func count(_ table: String, _ setup: AppleTestSetup) async throws -> Int {
         let rows = try await setup.app.database.client.query(

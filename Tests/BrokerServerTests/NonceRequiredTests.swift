@@ -9,7 +9,7 @@ import TestSupport
 import Testing
 
 /// A client that requires a nonce refuses a sign-in without one, whether or not the token
-/// carries a nonce (decision 0017).
+/// carries a nonce (decision 0016).
 @Suite struct NonceRequiredTests {
     @Test func aSignInWithoutTheNonceIsRefusedWhetherOrNotTheTokenCarriesOne() async throws {
         try await AppleTestSetup.run { setup in

@@ -11,7 +11,7 @@ import Testing
 import TestSupport
 
 /// PostgreSQL stopped and started, and its connections killed, under sign-in load against the
-/// real `broker serve` (decision 0016): every request is answered in bounded time with 200 or
+/// real `broker serve` (decision 0015): every request is answered in bounded time with 200 or
 /// 503 `database_unavailable` + `Retry-After`, `/readyz` turns 503 within about a second, the
 /// broker recovers without a restart, nothing is lost or duplicated, and SIGTERM ends it within
 /// 15 s while the database is down. Figures are printed for docs/benchmarks.md.

@@ -22,7 +22,7 @@ extension APIHandlers {
         guard let presented = RefreshToken(parsing: request.refreshToken) else { throw Self.invalidGrant }
         let tenant = caller.tenant
         // The successor is derived from the presented token, so a retry within the reuse
-        // interval is answered with the same one (decision 0020).
+        // interval is answered with the same one (decision 0017).
         let successor = presented.successor(key: services.refreshSuccessorKey)
         let outcome = try await services.database.sessions.refresh(
             tenantID: tenant.id, tokenHash: presented.hash, successorHash: successor.hash,

@@ -30,7 +30,7 @@ struct ProblemMiddleware: RouterMiddleware {
     static func problem(for error: any Error, logger: Logger) -> Problem {
         if error.isDatabaseUnavailable || (error as? ServerError)?.underlyingError.isDatabaseUnavailable == true {
             // A database that is down, restarting, dropping connections or out of time: the
-            // statement rolled back (decision 0016).
+            // statement rolled back (decision 0015).
             logger.warning("database unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
             return Problem.databaseUnavailable
         }

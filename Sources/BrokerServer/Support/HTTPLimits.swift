@@ -1,4 +1,4 @@
-/// Bounds on what one client can hold of the server (decision 0016).
+/// Bounds on what one client can hold of the server (decision 0015).
 public struct HTTPLimits: Sendable {
     /// The longest a request may take, whatever it waits for (`BROKER_REQUEST_TIMEOUT`).
     public var requestTimeout: Duration

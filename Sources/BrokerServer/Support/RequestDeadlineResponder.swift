@@ -4,7 +4,7 @@ import Hummingbird
 import Logging
 import Storage
 
-/// Answers every request by its deadline (decision 0016). The router runs in a task of its own;
+/// Answers every request by its deadline (decision 0015). The router runs in a task of its own;
 /// when the deadline passes first the client gets a 503 problem with `Retry-After` at once:
 /// `database_unavailable` when the database does not answer a ping either, else
 /// `request_timeout`. Nothing the request waits on (a pool connection, a statement on a

@@ -41,7 +41,7 @@ public struct IdentityClaims: Sendable, Equatable {
         tokenID = object["jti"]?.string
     }
 
-    /// The key under which a tenant accepts this token once (decision 0021): SHA-256 over the
+    /// The key under which a tenant accepts this token once (decision 0018): SHA-256 over the
     /// tenant, the provider and the token's `jti` (so two tokens with one `jti` are one token),
     /// or the whole token when it has none.
     public func replayKey(tenantID: UUID, provider: String, token: String) -> Data {
