@@ -148,7 +148,8 @@ struct StrictJSONParser {
     }
 
     /// A string, unescaped. Raw control characters and invalid UTF-8 are refused; `\u`
-    /// escapes must form valid scalars (surrogates only in pairs).
+    /// escapes must form valid scalars (surrogates only in pairs) other than U+0000: no member
+    /// of a token or a request carries NUL, and PostgreSQL's text cannot hold it.
     private mutating func string() throws(JSONValue.ParseError) -> String {
         index += 1
         let start = index
@@ -192,7 +193,7 @@ struct StrictJSONParser {
                         guard (0xDC00...0xDFFF).contains(low) else { throw failure() }
                         scalarValue = 0x10000 + ((scalarValue - 0xD800) << 10) + (low - 0xDC00)
                     }
-                    guard let scalar = Unicode.Scalar(scalarValue) else { throw failure() }
+                    guard scalarValue != 0, let scalar = Unicode.Scalar(scalarValue) else { throw failure() }
                     decoded.append(contentsOf: String(Character(scalar)).utf8)
                 default:
                     throw failure()

@@ -13,14 +13,20 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     let router = Router(context: BrokerRequestContext.self)
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: ProblemMiddleware())
+    let routes = RouteTable()
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
+    router.add(
+        middleware: StrictJSONBodyMiddleware(
+            maxBodyBytes: services.maxBodyBytes, parsedByHandler: [AppleSignInRoute.operation.path]))
     let handlers = APIHandlers(services: services)
     let signIn = AppleSignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
     router.on(RouterPath(AppleSignInRoute.operation.path), method: AppleSignInRoute.operation.method) { request, context in
         try await signIn.respond(request, context: context)
     }
+    routes.add(method: AppleSignInRoute.operation.method, path: AppleSignInRoute.operation.path)
     try handlers.registerHandlers(
-        on: GeneratedRoutes(router: router, servedDirectly: [AppleSignInRoute.operation]),
+        on: GeneratedRoutes(router: router, servedDirectly: [AppleSignInRoute.operation], routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }
@@ -39,7 +45,9 @@ public func buildApplication(
         responder: RequestDeadlineResponder(
             inner: router.buildResponder(), timeout: limits.requestTimeout, database: services.database),
         server: .http1(
-            configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
+            configuration: .init(
+                additionalChannelHandlers: [HTTPParseErrorHandler()],
+                idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
         configuration: .init(
             address: .hostname(host, port: port), serverName: "IdentityBroker",
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections)),

@@ -26,6 +26,7 @@ extension MockAppleIdP {
 
         switch request.grant_type {
         case "authorization_code":
+            countCodeExchange()
             guard let code = request.code else { return .error(status: 400, code: "invalid_request") }
             let issued: IssuedCode? = state.withLock { state in
                 guard var entry = state.codes[code], !entry.used, entry.clientID == clientID,
@@ -58,11 +59,14 @@ extension MockAppleIdP {
 
     private func tokens(for issued: IssuedCode, refreshToken: String?, now: Date) -> TokenAnswer {
         do {
-            let idToken = try mint(claims(subject: issued.subject, audience: issued.clientID, issuedAt: now, extra: issued.claims))
+            let fault = tokenFault
+            let subject = fault == .otherSubject ? "other." + issued.subject : issued.subject
+            let idToken = try mint(claims(subject: subject, audience: issued.clientID, issuedAt: now, extra: issued.claims))
             var body: [String: JWTHeaderField] = [
                 "access_token": .string("a" + UUID().uuidString.lowercased()), "token_type": .string("Bearer"),
-                "expires_in": .int(3600), "id_token": .string(idToken),
+                "expires_in": .int(3600),
             ]
+            if fault != .omitIDToken { body["id_token"] = .string(idToken) }
             if let refreshToken { body["refresh_token"] = .string(refreshToken) }
             return .success(body)
         } catch {

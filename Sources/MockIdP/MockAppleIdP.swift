@@ -31,6 +31,7 @@ public final class MockAppleIdP: Sendable {
     }
 
     let state: Mutex<State>
+    let faults = Mutex(MockFaults())
     /// A key that is never published, for `.unpublishedKey`.
     let strangerKey: MockSigningKey
 

@@ -7,9 +7,10 @@ public enum MockIdPServer {
     public static func router(apple: MockAppleIdP) -> Router<BasicRequestContext> {
         let router = Router()
         router.get("/auth/keys") { _, _ -> Response in
-            let body = try apple.jwksJSON()
+            let (status, body) = try apple.keysAnswer()
             return Response(
-                status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: body)))
+                status: .init(code: status), headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(bytes: body)))
         }
         router.post("/auth/token") { request, context -> Response in
             let form = String(buffer: try await request.body.collect(upTo: 65_536))

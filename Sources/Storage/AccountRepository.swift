@@ -228,6 +228,30 @@ public struct AccountRepository: Sendable {
         return (account, identities)
     }
 
+    /// The status of the account an identity belongs to; nil when the tenant has no such
+    /// identity. Asked before anything irreversible happens at the provider (redeeming an
+    /// authorization code) so that a sign-in which will not open a session changes nothing.
+    public func accountStatus(tenantID: UUID, provider: String, providerScope: String, subject: String) async throws
+        -> AccountStatus?
+    {
+        let rows = try await client.query(
+            Self.accountStatusQuery(tenantID: tenantID, provider: provider, providerScope: providerScope, subject: subject),
+            logger: logger)
+        for try await status in rows.decode(String.self) { return AccountStatus(rawValue: status) ?? .disabled }
+        return nil
+    }
+
+    /// Identity by its unique key, account by (tenant_id, id) with both bound (decision 0014).
+    static func accountStatusQuery(tenantID: UUID, provider: String, providerScope: String, subject: String) -> PostgresQuery {
+        """
+        SELECT a.status FROM accounts a
+        WHERE a.tenant_id = \(tenantID) AND a.id = (
+            SELECT i.account_id FROM identities i
+            WHERE i.tenant_id = \(tenantID) AND i.provider = \(provider) AND i.provider_scope = \(providerScope)
+                AND i.subject = \(subject))
+        """
+    }
+
     static func decodeAccount(_ reader: inout RowReader) throws -> Account {
         Account(
             id: try reader.next(), tenantID: try reader.next(),

@@ -27,3 +27,14 @@ public struct DatabaseDeadlineExceeded: Error, Sendable, CustomStringConvertible
     public init() {}
     public var description: String { "the database did not answer in time" }
 }
+
+extension Error {
+    /// Whether PostgreSQL refused a value the request carried: a character its text cannot
+    /// hold (NUL, 22021), a string too long for its column (22001), or another data
+    /// exception of class 22. The request is at fault (400), not the broker (500); nothing
+    /// was written.
+    public var isRefusedRequestValue: Bool {
+        guard let state = postgresError?.sqlState else { return false }
+        return state.hasPrefix("22")
+    }
+}

@@ -34,7 +34,7 @@ import Testing
         #"{"a":1,"a":2}"#, #"{"sub":"x","s\u0075b":"y"}"#, #"{"x":[{"k":1,"k":1}]}"#,
         #"{"s":"\ud83c"}"#, #"{"s":"\udf4e"}"#, #"{"s":"\ud83cx"}"#, #"{"s":"\u12"}"#, #"{"s":"\q"}"#,
         "{\"s\":\"raw\tcontrol\"}", #"{"a":01}"#, #"{"a":1e999}"#, #"{"a":-}"#, #"{"a":tru}"#, #"{"a":nul}"#,
-        #"{"a":1,}"#, #"[1,]"#, #"{"a":1}x"#, "", "   ",
+        #"{"a":1,}"#, #"[1,]"#, #"{"a":1}x"#, "", "   ", #"{"s":"a\u0000b"}"#, #"{"a\u0000":1}"#,
     ])
     func refusesMalformedAndDuplicates(_ text: String) {
         #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(Data(text.utf8)) }

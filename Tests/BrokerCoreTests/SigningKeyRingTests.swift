@@ -65,3 +65,39 @@ import Testing
         }
     }
 }
+
+@Suite struct CanonicalBase64URLTests {
+    @Test(arguments: [
+        "YQ==",  // padding
+        "YQ=",
+        "a+8",  // standard alphabet
+        "a/8",
+        "YR",  // unused bits set (canonical: "YQ")
+        "YWJ",  // unused bits set (canonical: "YWI")
+        "Y Q",  // whitespace
+        "Y\nQ",
+        "A",  // impossible length
+        "YQ.",
+    ])
+    func nonCanonicalTextIsRefused(_ text: String) {
+        #expect(Base64URL.decode(text) == nil)
+    }
+
+    @Test func canonicalTextDecodes() {
+        #expect(Base64URL.decode("") == Data())
+        #expect(Base64URL.decode("YQ") == Data("a".utf8))
+        #expect(Base64URL.decode("YWI") == Data("ab".utf8))
+        #expect(Base64URL.decode("YWJj") == Data("abc".utf8))
+        #expect(Base64URL.decode("-_8") == Data([0xFB, 0xFF]))
+    }
+
+    @Test func compactJWSShape() {
+        #expect(Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln".utf8))
+        #expect(Base64URL.isCanonicalCompactJWS("eyJh.eyJi.".utf8))  // unsigned shape, refused later
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi".utf8))
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln.eA".utf8))
+        #expect(!Base64URL.isCanonicalCompactJWS(".eyJi.c2ln".utf8))
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln==".utf8))
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2l+".utf8))
+    }
+}

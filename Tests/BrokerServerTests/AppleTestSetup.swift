@@ -25,8 +25,12 @@ struct AppleTestSetup {
     let apiKey: String
     let tenant: Tenant
 
-    static func run(_ test: @Sendable @escaping (AppleTestSetup) async throws -> Void) async throws {
+    /// `prepare` runs before the broker starts (to start it against a misbehaving Apple).
+    static func run(
+        prepare: @Sendable (MockAppleIdP) -> Void = { _ in }, _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
+    ) async throws {
         try await MockAppleServer.with { apple, baseURL in
+            prepare(apple)
             try await TestApp.run(appleBaseURL: baseURL) { app, client in
                 let tenant = try await app.createTenant("acme")
                 let apiKey = try await app.createKey("acme")

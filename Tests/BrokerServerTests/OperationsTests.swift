@@ -2,19 +2,23 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import HummingbirdTesting
+import TestSupport
 import Testing
 
 @Suite struct OperationsTests {
     @Test func healthReadinessAndMetrics() async throws {
-        try await TestApp.run { _, client in
+        // Ready needs Apple's keys fetched once (AppleProviderFaultTests covers Apple down).
+        try await MockAppleServer.with { _, appleURL in try await healthReadinessAndMetrics(appleURL) }
+    }
+
+    func healthReadinessAndMetrics(_ appleURL: String) async throws {
+        try await TestApp.run(appleBaseURL: appleURL) { _, client in
             try await client.execute(uri: "/healthz", method: .get) { response in
                 #expect(response.status == .ok)
                 let body = try response.json()
                 #expect(body["status"] as? String == "ok")
             }
-            try await client.execute(uri: "/readyz", method: .get) { response in
-                #expect(response.status == .ok)
-            }
+            #expect(try await eventually { try await client.execute(uri: "/readyz", method: .get).status == .ok })
             try await client.execute(uri: "/metrics", method: .get) { response in
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)

@@ -57,6 +57,31 @@ import Testing
         }
     }
 
+    @Test func introspectionAcceptsOnlyTheCanonicalSpellingOfAnAccessToken() async throws {
+        try await AppleTestSetup.run { setup in
+            let session = try await signIn(setup)
+            #expect(try await introspect(setup, session.access)["active"] as? Bool == true)
+            let parts = session.access.split(separator: ".").map(String.init)
+            var spellings: [String] = []
+            for index in 0..<3 where parts[index].count % 4 != 0 {
+                var padded = parts
+                padded[index] += String(repeating: "=", count: 4 - parts[index].count % 4)
+                spellings.append(padded.joined(separator: "."))
+            }
+            for index in 0..<3 where parts[index].contains(where: { $0 == "-" || $0 == "_" }) {
+                var standard = parts
+                standard[index] = standard[index].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+                spellings.append(standard.joined(separator: "."))
+            }
+            #expect(!spellings.isEmpty)
+            for spelling in spellings {
+                let encoded = spelling.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: "._-"))) ?? ""
+                let response = try await setup.postForm("/v1/sessions/introspect", "token=\(encoded)")
+                #expect(try response.json()["active"] as? Bool == false, "\(spelling.suffix(12))")
+            }
+        }
+    }
+
     @Test func aRetriedRefreshGetsTheSameSuccessorAndKeepsTheSession() async throws {
         try await AppleTestSetup.run { setup in
             let session = try await signIn(setup)

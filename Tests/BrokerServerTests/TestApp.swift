@@ -16,8 +16,11 @@ struct TestApp {
     let databaseURL: String
     var secrets: SecretBox { TestDatabase.secrets }
 
+    /// `mode`: `.router` calls the router directly; `.live` serves on a loopback port (for what
+    /// happens below the router: HTTP parsing, connection handling).
     static func run(
-        appleBaseURL: String = "http://127.0.0.1:9", _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
+        appleBaseURL: String = "http://127.0.0.1:9", mode: TestingSetup = .router,
+        _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
         try await TestDatabase.withFresh { database, url in
             let services = BrokerServices(
@@ -28,7 +31,7 @@ struct TestApp {
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
             let background = Task { await services.backgroundTasks() }
             defer { background.cancel() }
-            try await app.test(.router) { client in try await test(testApp, client) }
+            try await app.test(mode) { client in try await test(testApp, client) }
         }
     }
 

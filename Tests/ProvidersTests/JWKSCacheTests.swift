@@ -129,8 +129,80 @@ import Testing
             let broken = JWKSCache(source: .url(baseURL + "/auth/no-such-path"), logger: F.logger, minimumRefetchInterval: .zero)
             await #expect(throws: TokenVerificationError.self) { try await broken.refresh() }
             #expect(await broken.lastError?.contains("404") == true)
-            #expect(await IdentityTokenVerifier(policy: F.applePolicy(), keys: broken).failureCode(token) == "unknown_key")
+            // With no key ever fetched the provider is unavailable: not the token's fault.
+            #expect(await IdentityTokenVerifier(policy: F.applePolicy(), keys: broken).failureCode(token) == "provider_unavailable")
             #expect(await broken.knownKeyIDs.isEmpty)
+            #expect(!broken.isUsable)
+        }
+    }
+
+    @Test(arguments: [MockAppleIdP.KeysFault.emptySet, .malformed, .unavailable])
+    func aBadAnswerNeverReplacesCachedKeys(_ fault: MockAppleIdP.KeysFault) async throws {
+        try await MockAppleServer.with { apple, baseURL in
+            let cache = Self.liveCache(baseURL)
+            let verifier = IdentityTokenVerifier(policy: F.applePolicy(), keys: cache)
+            let token = try apple.mint(F.claims(apple))
+            #expect(await verifier.failureCode(token) == nil)
+
+            apple.keysFault = fault
+            // The background refresh and an unknown kid's refetch both meet the fault.
+            await #expect(throws: (any Error).self) { try await cache.refresh() }
+            let strange = try apple.mint(F.claims(apple), header: ["kid": .string("never-published")])
+            #expect(await verifier.failureCode(strange) == "unknown_key")
+            #expect(await cache.knownKeyIDs == [apple.currentKeyID])
+            #expect(cache.isUsable)
+            #expect(await verifier.failureCode(token) == nil)
+        }
+    }
+
+    @Test func aColdCacheRecoversAtTheFirstGoodFetchWithoutWaitingForTheRefetchInterval() async throws {
+        try await MockAppleServer.with { apple, baseURL in
+            apple.keysFault = .unavailable
+            // A long refetch interval for unknown kids; the short retry applies while nothing is cached.
+            let cache = JWKSCache(
+                source: .url(baseURL + "/auth/keys"), logger: F.logger, minimumRefetchInterval: .seconds(3_600),
+                unavailableRetryInterval: .milliseconds(200))
+            let verifier = IdentityTokenVerifier(policy: F.applePolicy(), keys: cache)
+            let token = try apple.mint(F.claims(apple))
+            let started = ContinuousClock.now
+            #expect(await verifier.failureCode(token) == "provider_unavailable")
+            // Within the retry interval the request path does not fetch again (checked only
+            // when this machine was quick enough to ask again within it).
+            let fetches = apple.keyFetches
+            #expect(await verifier.failureCode(token) == "provider_unavailable")
+            if ContinuousClock.now - started < .milliseconds(200) { #expect(apple.keyFetches == fetches) }
+
+            apple.keysFault = .none
+            try await Task.sleep(for: .milliseconds(250))
+            #expect(await verifier.failureCode(token) == nil)
+            #expect(cache.isUsable)
+        }
+    }
+
+    @Test func theRefreshLoopRetriesQuicklyWhileNothingIsCached() async throws {
+        try await MockAppleServer.with { apple, baseURL in
+            apple.keysFault = .unavailable
+            let cache = JWKSCache(
+                source: .url(baseURL + "/auth/keys"), logger: F.logger, refreshInterval: .seconds(3_600),
+                unavailableRetryInterval: .milliseconds(100))
+            let loop = Task { await cache.runRefreshLoop() }
+            defer { loop.cancel() }
+            // Failed fetches repeat every 100 ms (not every hour).
+            var polls = 0
+            while apple.keyFetches < 3, polls < 100 {
+                try await Task.sleep(for: .milliseconds(50))
+                polls += 1
+            }
+            #expect(apple.keyFetches >= 3)
+            #expect(!cache.isUsable)
+            apple.keysFault = .none
+            var waited = 0
+            while !cache.isUsable, waited < 60 {
+                try await Task.sleep(for: .milliseconds(50))
+                waited += 1
+            }
+            #expect(cache.isUsable)
+            #expect(await cache.knownKeyIDs == [apple.currentKeyID])
         }
     }
 

@@ -48,6 +48,33 @@ import Testing
         }
     }
 
+    /// The same bytes spelled another way (padding, the standard alphabet, set unused bits):
+    /// a lenient decoder accepts each spelling, so each would be a new token for the replay
+    /// cache. Only the canonical text verifies.
+    @Test func aNonCanonicalSpellingOfAGoodTokenIsRefused() async throws {
+        let apple = try F.apple()
+        let verifier = try F.verifier(for: apple)
+        var token = try apple.mint(F.claims(apple))
+        // Mint until the signature has a URL-safe character and a length that needs padding.
+        while !(token.split(separator: ".")[2].contains { $0 == "-" || $0 == "_" }) { token = try apple.mint(F.claims(apple)) }
+        #expect(await verifier.failureCode(token) == nil)
+        let parts = token.split(separator: ".").map(String.init)
+        var spellings: [String] = []
+        for index in 0..<3 where parts[index].count % 4 != 0 {
+            var padded = parts
+            padded[index] += String(repeating: "=", count: 4 - parts[index].count % 4)
+            spellings.append(padded.joined(separator: "."))
+        }
+        var standard = parts
+        standard[2] = standard[2].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        spellings.append(standard.joined(separator: "."))
+        #expect(!spellings.isEmpty)
+        for spelling in spellings {
+            #expect(await verifier.failureCode(spelling) == "invalid_token", "\(spelling.suffix(12))")
+            #expect(await verifier.failedCheck(spelling) == "structure")
+        }
+    }
+
     @Test func aNonBase64SegmentIsRefused() async throws {
         let apple = try F.apple()
         let parts = try apple.mint(F.claims(apple)).split(separator: ".").map(String.init)
@@ -155,6 +182,7 @@ import Testing
         #expect(await verifier.failureCode("a.b") == "invalid_token")
         #expect(await cache.knownKeyIDs.isEmpty)
         let apple = try F.apple()
-        #expect(await verifier.failureCode(try apple.mint(F.claims(apple))) == "unknown_key")
+        // A well-formed token meets the key lookup, and an empty set is no usable key set.
+        #expect(await verifier.failureCode(try apple.mint(F.claims(apple))) == "provider_unavailable")
     }
 }

@@ -9,7 +9,9 @@ import Storage
 extension APIHandlers {
     func getTenantJWKS(_ input: Operations.GetTenantJWKS.Input) async throws -> Operations.GetTenantJWKS.Output {
         let slug = input.path.tenant
-        guard let (tenant, keys) = try await services.database.signingKeys.list(tenantSlug: slug) else {
+        // A text that cannot be a slug (a NUL, a slash) names no tenant: never sent to PostgreSQL.
+        guard (try? TenantSlug(slug)) != nil, let (tenant, keys) = try await services.database.signingKeys.list(tenantSlug: slug)
+        else {
             throw BrokerError.tenantNotFound(slug)
         }
         let published = SigningKeyRing(keys).published(at: Date())
@@ -26,7 +28,7 @@ extension APIHandlers {
         -> Operations.GetTenantIssuerMetadata.Output
     {
         let slug = input.path.tenant
-        guard let tenant = try await services.database.tenants.find(slug: slug) else {
+        guard (try? TenantSlug(slug)) != nil, let tenant = try await services.database.tenants.find(slug: slug) else {
             throw BrokerError.tenantNotFound(slug)
         }
         let issuer = services.issuer(for: tenant.slug)

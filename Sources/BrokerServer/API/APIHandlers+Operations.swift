@@ -1,6 +1,7 @@
 import BrokerAPI
 import HTTPTypes
 import OpenAPIRuntime
+import Providers
 import Storage
 
 /// Health, readiness and metrics.
@@ -14,6 +15,15 @@ extension APIHandlers {
             var problem = Problem(
                 status: .serviceUnavailable, code: "database_unavailable", title: "Database unavailable",
                 detail: "The broker cannot reach its PostgreSQL database.")
+            problem.requestID = RequestInfo.current?.requestID
+            return .serviceUnavailable(.init(body: .applicationProblemJson(problem.schema)))
+        }
+        // A cold instance that has never fetched Apple's keys cannot check any Apple sign-in
+        // (decision 0019); once fetched, cached keys keep it ready while Apple is down.
+        guard services.appleKeys.isUsable else {
+            var problem = Problem(
+                status: .serviceUnavailable, code: "provider_unavailable", title: "Apple keys unavailable",
+                detail: "The broker has not fetched Apple's signing keys yet (it retries every second).")
             problem.requestID = RequestInfo.current?.requestID
             return .serviceUnavailable(.init(body: .applicationProblemJson(problem.schema)))
         }

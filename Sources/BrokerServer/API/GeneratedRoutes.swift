@@ -14,11 +14,14 @@ struct GeneratedRoutes: ServerTransport {
 
     let router: Router<BrokerRequestContext>
     let servedDirectly: Set<Operation>
+    /// Every registered (method, path), for 405 answers.
+    let routes: RouteTable
 
     func register(
         _ handler: @Sendable @escaping (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
         method: HTTPRequest.Method, path: String
     ) throws {
+        routes.add(method: method, path: path)
         guard !servedDirectly.contains(Operation(method: method, path: path)) else { return }
         router.register(handler, method: method, path: path)
     }

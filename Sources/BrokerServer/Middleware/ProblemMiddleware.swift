@@ -23,6 +23,7 @@ struct ProblemMiddleware: RouterMiddleware {
             var headers: HTTPFields = [.requestID: context.id]
             if problem.status == 401 { headers[.wwwAuthenticate] = #"Bearer realm="identitybroker""# }
             if problem.status == 503 { headers[.retryAfter] = "1" }
+            if let error = error as? MethodNotAllowed { headers[.allow] = error.allowHeader }
             return problem.response(headers: headers)
         }
     }
@@ -34,7 +35,16 @@ struct ProblemMiddleware: RouterMiddleware {
             logger.warning("database unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
             return Problem.databaseUnavailable
         }
+        if error.isRefusedRequestValue || (error as? ServerError)?.underlyingError.isRefusedRequestValue == true {
+            return Problem(
+                status: .badRequest, code: "invalid_request", title: "Invalid request",
+                detail: "A value in the request cannot be stored (a NUL character, or text too long).")
+        }
         switch error {
+        case let error as MethodNotAllowed:
+            return Problem(
+                status: .methodNotAllowed, code: "method_not_allowed", title: "Method not allowed",
+                detail: "This path allows \(error.allowHeader).")
         case let error as BrokerError:
             if error.kind == .internalError { logger.error("request failed", metadata: ["code": "\(error.code)"]) }
             return Problem(error)

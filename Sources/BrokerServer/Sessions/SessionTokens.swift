@@ -47,7 +47,9 @@ struct SessionTokens: Sendable {
 
     /// The claims of a well-signed, unexpired access token of this tenant, else nil.
     func verifyAccessToken(_ token: String, tenant: Tenant) async -> AccessTokenClaims? {
-        guard token.utf8.count <= 8_192, token.split(separator: ".").count == 3 else { return nil }
+        // jwt-kit's decoder also takes padding and the standard alphabet; only the one canonical
+        // spelling of a token we issued is accepted (issue 9 §4).
+        guard token.utf8.count <= 8_192, Base64URL.isCanonicalCompactJWS(token.utf8) else { return nil }
         do {
             let collection = try await keys.verifier(for: tenant)
             let claims = try await collection.verify(token, as: AccessTokenClaims.self)

@@ -64,6 +64,30 @@ public struct AppleTokenClient: Sendable {
         }
     }
 
+    /// Revokes a refresh token at Apple (`/auth/revoke`). Apple answers 200 with an empty
+    /// body, also for a token it no longer knows.
+    public func revoke(refreshToken: String, clientID: String, clientSecret: String) async throws {
+        var request = HTTPClientRequest(url: Apple.revokeURL(base: baseURL))
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.body = .bytes(
+            ByteBuffer(
+                string: Self.formEncode([
+                    ("client_id", clientID), ("client_secret", clientSecret), ("token", refreshToken),
+                    ("token_type_hint", "refresh_token"),
+                ])))
+        let response: HTTPClientResponse
+        do {
+            response = try await httpClient.execute(request, timeout: .seconds(10))
+            _ = try await response.body.collect(upTo: 65_536)
+        } catch {
+            throw BrokerError(
+                code: "apple_unavailable", kind: .unavailable, title: "Apple unreachable",
+                detail: "Apple's revoke endpoint could not be reached.", hint: "Retry later; check outbound HTTPS to Apple.")
+        }
+        guard response.status == .ok else { throw Self.translate("http_\(response.status.code)", clientID: clientID) }
+    }
+
     /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
     static func translate(_ error: String, clientID: String) -> BrokerError {
         switch error {

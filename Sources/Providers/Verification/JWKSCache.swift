@@ -9,8 +9,23 @@ import Synchronization
 /// A provider's signing keys, kept in memory. The request path never fetches, except one
 /// rate-limited refetch when a token names an unknown `kid` (the provider rotated its keys).
 /// A background loop refreshes the set; when the provider is unreachable the cached keys keep
-/// serving.
+/// serving. A fetched set replaces the cached one only when it holds at least one usable key:
+/// an error status, a malformed body or an empty set (`{"keys": []}`) is a failed fetch
+/// (decision 0019). While no usable set has ever been fetched, lookups answer
+/// ``KeyLookup/unavailable`` (the provider is down, not the token wrong) and fetches are
+/// retried every `unavailableRetryInterval`, so the first good fetch ends the outage.
 public actor JWKSCache {
+    /// What a lookup of (kid, alg) found.
+    public enum KeyLookup: Sendable {
+        /// The published key, as jwt-kit's verifying algorithm.
+        case key(any JWTAlgorithm)
+        /// The current set does not publish that kid (after at most one rate-limited refetch).
+        case unknown
+        /// No usable key set could be fetched yet: the provider is unreachable or answers
+        /// nothing usable.
+        case unavailable
+    }
+
     public enum Source: Sendable {
         /// Fetched with GET from this URL.
         case url(String)
@@ -23,6 +38,7 @@ public actor JWKSCache {
     let logger: Logger
     let minimumRefetchInterval: Duration
     let refreshInterval: Duration
+    let unavailableRetryInterval: Duration
 
     /// The kids of the current set and the collection holding their keys. Read without
     /// entering the actor: a known kid (every sign-in but the first after a rotation) costs
@@ -42,16 +58,26 @@ public actor JWKSCache {
     private var inFlight: Task<Void, any Error>?
     public private(set) var lastError: String?
 
+    /// - Parameters:
+    ///   - minimumRefetchInterval: at most one request-path refetch per interval while a set
+    ///     is cached (anyone can send an unknown `kid`).
+    ///   - refreshInterval: how often the background loop refetches a good set.
+    ///   - unavailableRetryInterval: how often fetches are retried (background loop and request
+    ///     path) while no usable set is cached.
     public init(
         source: Source, httpClient: HTTPClient = .shared, logger: Logger, minimumRefetchInterval: Duration = .seconds(30),
-        refreshInterval: Duration = .seconds(3_600)
+        refreshInterval: Duration = .seconds(3_600), unavailableRetryInterval: Duration = .seconds(1)
     ) {
         self.source = source
         self.httpClient = httpClient
         self.logger = logger
         self.minimumRefetchInterval = minimumRefetchInterval
         self.refreshInterval = refreshInterval
+        self.unavailableRetryInterval = unavailableRetryInterval
     }
+
+    /// Whether a usable key set is cached (it may be stale while the provider is down).
+    public nonisolated var isUsable: Bool { current.withLock { !$0.kids.isEmpty } }
 
     /// The key collection holding `kid`, or nil when the provider does not publish it
     /// (after at most one rate-limited refetch).
@@ -69,24 +95,24 @@ public actor JWKSCache {
     /// key cannot verify `alg`. jwt-kit builds it from the JWK once per key set; later calls
     /// cost one lock. The caller still compares the algorithm's name with the token's `alg`:
     /// a JWK that names its own algorithm keeps it.
-    nonisolated func algorithm(for kid: String, alg: String) async -> (any JWTAlgorithm)? {
+    nonisolated func lookup(kid: String, alg: String) async -> KeyLookup {
         let key = Algorithms.Key(kid: kid, alg: alg)
-        if let known = algorithms.withLock({ $0.byKey[key] }) { return known }
-        guard let collection = await collection(for: kid),
-            let algorithm = try? await collection.getKey(for: JWKIdentifier(string: kid), alg: alg)
-        else { return nil }
+        if let known = algorithms.withLock({ $0.byKey[key] }) { return .key(known) }
+        guard let collection = await collection(for: kid) else { return isUsable ? .unknown : .unavailable }
+        guard let algorithm = try? await collection.getKey(for: JWKIdentifier(string: kid), alg: alg) else { return .unknown }
         algorithms.withLock { algorithms in
             // Only for the key set still current: a refresh in between starts a new map.
             if algorithms.collection === collection { algorithms.byKey[key] = algorithm }
         }
-        return algorithm
+        return .key(algorithm)
     }
 
     private func refetchingCollection(for kid: String) async -> JWTKeyCollection? {
         if let known = published(kid) { return known }
+        let interval = isUsable ? minimumRefetchInterval : unavailableRetryInterval
         if let inFlight {
             _ = try? await inFlight.value
-        } else if lastAttempt.map({ ContinuousClock.now - $0 >= minimumRefetchInterval }) ?? true {
+        } else if lastAttempt.map({ ContinuousClock.now - $0 >= interval }) ?? true {
             _ = try? await refresh()
         }
         return published(kid)
@@ -110,11 +136,23 @@ public actor JWKSCache {
         }
     }
 
-    /// Refreshes every `refreshInterval` until cancelled.
+    /// Refreshes every `refreshInterval` until cancelled. After a failed fetch it retries
+    /// sooner: every `unavailableRetryInterval` while no usable set is cached, else with a
+    /// backoff from that interval doubling up to `refreshInterval`.
     public func runRefreshLoop() async {
+        var failures = 0
         while !Task.isCancelled {
-            _ = try? await refresh()
-            try? await Task.sleep(for: refreshInterval)
+            let pause: Duration
+            do {
+                try await refresh()
+                failures = 0
+                pause = refreshInterval
+            } catch {
+                failures += 1
+                let backoff = unavailableRetryInterval * (1 << min(failures - 1, 16))
+                pause = isUsable ? min(backoff, refreshInterval) : unavailableRetryInterval
+            }
+            try? await Task.sleep(for: pause)
         }
     }
 
@@ -134,7 +172,12 @@ public actor JWKSCache {
             }
             data = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
         }
-        let jwks = try JSONDecoder().decode(LenientJWKS.self, from: data)
+        let jwks: LenientJWKS
+        do {
+            jwks = try JSONDecoder().decode(LenientJWKS.self, from: data)
+        } catch {
+            throw TokenVerificationError("jwks_malformed", "The key set is not a JSON object with a `keys` array.")
+        }
         let fresh = JWTKeyCollection()
         var kids: Set<String> = []
         for key in jwks.keys.compactMap(\.key) {
@@ -146,6 +189,10 @@ public actor JWKSCache {
             } catch {
                 logger.debug("skipping JWKS key", metadata: ["kid": "\(kid)", "error": "\(error)"])
             }
+        }
+        // An empty or wholly unusable set is an answer nobody can verify with: keep what we have.
+        guard !kids.isEmpty else {
+            throw TokenVerificationError("jwks_empty", "The key set holds no usable key (\(jwks.keys.count) entries).")
         }
         current.withLock { $0 = (kids, fresh) }
         algorithms.withLock { $0 = Algorithms(collection: fresh) }

@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Sends raw bytes to 127.0.0.1:`port` and returns everything the server answers until it
+/// closes (or `timeoutSeconds`): for requests an HTTP client library refuses to send, such as
+/// an oversized header block, and to see exactly what goes over the wire.
+public enum RawHTTP {
+    public static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(step: "socket") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw Failure(step: "connect") }
+        var sent = 0
+        while sent < request.count {
+            let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard count > 0 else { break }  // the server may stop reading once it has answered
+            sent += count
+        }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            answer.append(contentsOf: buffer[..<count])
+        }
+        return answer
+    }
+
+    public struct Failure: Error {
+        public let step: String
+    }
+}
