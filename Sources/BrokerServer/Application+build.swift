@@ -6,8 +6,9 @@ import OpenAPIHummingbird
 import OpenAPIRuntime
 import ServiceLifecycle
 
-/// The broker's router: middleware, then every route of openapi.yaml: the sign-in route served
-/// directly (``AppleSignInRoute``), all others through the generated server code.
+/// The broker's router: middleware, then every route of openapi.yaml: the sign-in route and the
+/// account read served directly (``AppleSignInRoute``, ``AccountRoute``), all others through
+/// the generated server code.
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
@@ -24,9 +25,12 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(AppleSignInRoute.operation.path), method: AppleSignInRoute.operation.method) { request, context in
         try await signIn.respond(request, context: context)
     }
-    routes.add(method: AppleSignInRoute.operation.method, path: AppleSignInRoute.operation.path)
+    let account = AccountRoute(handlers: handlers)
+    router.on(RouterPath(AccountRoute.operation.path), method: AccountRoute.operation.method) { request, context in
+        try await account.respond(request, context: context)
+    }
     try handlers.registerHandlers(
-        on: GeneratedRoutes(router: router, servedDirectly: [AppleSignInRoute.operation], routes: routes),
+        on: GeneratedRoutes(router: router, servedDirectly: [AppleSignInRoute.operation, AccountRoute.operation], routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }

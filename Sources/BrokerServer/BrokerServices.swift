@@ -27,6 +27,8 @@ public struct BrokerServices: Sendable {
     let refreshSuccessorKey: SymmetricKey
     let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
     let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
+    /// Security events no other row records: replays, refused API keys (decision 0020).
+    let securityEvents: SecurityEventRecorder
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
@@ -44,6 +46,7 @@ public struct BrokerServices: Sendable {
             ?? JWKSCache(
                 source: .url(Apple.keysURL(base: appleBaseURL)), httpClient: httpClient, logger: logger ?? database.logger)
         self.signingKeys = TenantSigningKeys(database: database, secrets: secrets)
+        self.securityEvents = SecurityEventRecorder(database: database)
         self.clientSecrets = AppleClientSecrets(secrets: secrets)
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
@@ -57,7 +60,7 @@ public struct BrokerServices: Sendable {
         AppleSignIn(
             database: database, secrets: secrets, appleKeys: appleKeys,
             tokenClient: AppleTokenClient(baseURL: appleBaseURL, httpClient: httpClient), clientSecrets: clientSecrets,
-            tokens: sessionTokens, clients: appleClients)
+            tokens: sessionTokens, clients: appleClients, events: securityEvents)
     }
 
     /// Work that runs for the life of the server: refreshing provider key sets.

@@ -34,3 +34,57 @@ public struct AuditLogRepository: Sendable {
         return result
     }
 }
+
+/// Security events: sign-ins, sign-outs and revocations read from the sessions that record
+/// them, and audit_log's rows (migration 0007, decision 0020).
+extension AuditLogRepository {
+    public struct SecurityEvent: Sendable, Equatable {
+        public let tenantID: UUID?
+        public let occurredAt: Date
+        public let action: String
+        public let accountID: UUID?
+        public let sessionID: UUID?
+        public let actor: String
+        public let target: String?
+        /// The event's details as JSON text.
+        public let details: String
+    }
+
+    /// Appends one row outside any other transaction (events that change nothing else: a
+    /// replayed token, a refused API key). `details` must be a JSON object's text; an
+    /// `account_id` or `session_id` member in it is shown as the event's own.
+    public func record(tenantID: UUID?, actor: String, action: String, target: String?, details: String) async throws {
+        try await client.query(
+            """
+            INSERT INTO audit_log (tenant_id, actor, action, target, details)
+            VALUES (\(tenantID), \(actor), \(action), \(target), \(details)::jsonb)
+            """,
+            logger: logger)
+    }
+
+    /// The newest events first. `tenantID` nil: every tenant's and those of no tenant (API-key
+    /// failures). `accountID` narrows to one account (through the sessions' account index).
+    public func securityEvents(tenantID: UUID?, accountID: UUID?, action: String?, limit: Int) async throws -> [SecurityEvent] {
+        let rows = try await client.query(
+            """
+            SELECT tenant_id, occurred_at, action, account_id, session_id, actor, target, details::text
+            FROM security_events
+            WHERE (\(tenantID)::uuid IS NULL OR tenant_id = \(tenantID))
+                AND (\(accountID)::uuid IS NULL OR account_id = \(accountID))
+                AND (\(action)::text IS NULL OR action = \(action) OR action LIKE \(action) || '.%')
+            ORDER BY occurred_at DESC
+            LIMIT \(limit)
+            """,
+            logger: logger)
+        var events: [SecurityEvent] = []
+        for try await (tenant, at, action, account, session, actor, target, details) in rows.decode(
+            (UUID?, Date, String, UUID?, UUID?, String, String?, String).self)
+        {
+            events.append(
+                SecurityEvent(
+                    tenantID: tenant, occurredAt: at, action: action, accountID: account, sessionID: session, actor: actor,
+                    target: target, details: details))
+        }
+        return events
+    }
+}

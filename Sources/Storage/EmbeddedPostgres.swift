@@ -9,7 +9,8 @@ import Logging
 ///
 /// Layout of the data folder (`BROKER_DATA_DIR`, default `./.broker`):
 /// - `postgres/` the cluster (owned by the unprivileged user when run as root)
-/// - `run/` the socket directory (or a short folder under /tmp when the path is too long)
+/// - `run/` the socket directory, or, when that path is too long for a unix socket, a private
+///   folder made under /tmp with a random name (`mkdtemp`), recorded in `socket-dir`
 /// - `master.key` the generated master key (see ``MasterKeyFile``)
 /// - `launcher.lock`, `users.lock` coordination between processes
 public struct EmbeddedPostgres: Sendable {
@@ -36,13 +37,29 @@ public struct EmbeddedPostgres: Sendable {
     var isRoot: Bool { geteuid() == 0 }
     var runAs: String? { isRoot ? unprivilegedUser : nil }
 
-    /// Unix sockets paths are limited to 107 bytes; fall back to a short folder when needed.
+    /// Unix socket paths are limited to 107 bytes. A data folder whose `run/` would be too long
+    /// gets a folder under /tmp instead, made by ``prepareSocketDirectory()`` with an
+    /// unpredictable name (another local user cannot pre-create it) and recorded in the data
+    /// folder for the other broker processes sharing the cluster.
     public var socketDirectory: String {
+        if let preferred = preferredSocketDirectory { return preferred }
+        return (try? String(contentsOfFile: socketRecordFile, encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? "/nonexistent/identitybroker-socket"
+    }
+
+    /// `run/` in the data folder, when its socket path fits.
+    var preferredSocketDirectory: String? {
         let preferred = dataDirectory.appendingPathComponent("run").path
-        if (preferred + "/.s.PGSQL.5432").utf8.count < 100 { return preferred }
-        var hash: UInt64 = 14_695_981_039_346_656_037
-        for byte in dataDirectory.path.utf8 { hash = (hash ^ UInt64(byte)) &* 1_099_511_628_211 }
-        return "/tmp/identitybroker-\(String(hash, radix: 16))"
+        return (preferred + "/.s.PGSQL.5432").utf8.count < 100 ? preferred : nil
+    }
+
+    var socketRecordFile: String { dataDirectory.appendingPathComponent("socket-dir").path }
+
+    /// The uid that must own the socket folder: PostgreSQL's (the unprivileged user when the
+    /// broker runs as root), which is also the only one allowed in (mode 0700).
+    var socketOwner: uid_t {
+        guard isRoot, let entry = getpwnam(unprivilegedUser) else { return geteuid() }
+        return entry.pointee.pw_uid
     }
 
     public var databaseConfiguration: DatabaseConfiguration {
@@ -129,15 +146,56 @@ public struct EmbeddedPostgres: Sendable {
         // 0711: the unprivileged PostgreSQL user may traverse, but not list, the folder.
         try fm.createDirectory(at: dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
         try fm.setAttributes([.posixPermissions: 0o711], ofItemAtPath: dataDirectory.path)
-        try fm.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try prepareSocketDirectory()
         if isRoot {
-            try chown(socketDirectory)
             let probe = try ProcessRunner.run("/usr/bin/test", ["-x", dataDirectory.path], as: unprivilegedUser)
             guard probe.status == 0 else {
                 throw StorageError.embeddedPostgres(
                     "The '\(unprivilegedUser)' user that runs the embedded PostgreSQL cannot reach \(dataDirectory.path) "
                         + "(a parent folder is private). Set BROKER_DATA_DIR to a folder it can reach, e.g. /var/lib/identitybroker.")
             }
+        }
+    }
+
+    /// Makes the socket folder (under the launcher lock): `run/` in the data folder, or a fresh
+    /// `mkdtemp` folder under /tmp when that path is too long. Either way it must be a real
+    /// folder (not a link), owned by PostgreSQL's user, mode 0700; one that is not is refused,
+    /// never used.
+    func prepareSocketDirectory() throws {
+        if let preferred = preferredSocketDirectory {
+            if !FileManager.default.fileExists(atPath: preferred) {
+                try FileManager.default.createDirectory(atPath: preferred, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                if isRoot { try chown(preferred) }
+            }
+            try checkPrivate(preferred)
+            return
+        }
+        let recorded = socketDirectory
+        if FileManager.default.fileExists(atPath: recorded) {
+            try checkPrivate(recorded)
+            return
+        }
+        var template = Array("/tmp/identitybroker-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw StorageError.embeddedPostgres("Could not make a private socket folder under /tmp (errno \(errno)).")
+        }
+        let path = String(cString: made)
+        if isRoot { try chown(path) }
+        try checkPrivate(path)
+        try path.write(toFile: socketRecordFile, atomically: true, encoding: .utf8)
+    }
+
+    private func checkPrivate(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            throw StorageError.embeddedPostgres("The socket folder \(path) cannot be read (errno \(errno)).")
+        }
+        let isDirectory = info.st_mode & S_IFMT == S_IFDIR
+        guard isDirectory, info.st_uid == socketOwner, info.st_mode & 0o777 == 0o700 else {
+            throw StorageError.embeddedPostgres(
+                "The socket folder \(path) is not a private folder of the user running PostgreSQL (it must be a directory, not a link, owned by uid \(socketOwner), mode 0700). "
+                    + "Someone else may have made it: remove it"
+                    + (preferredSocketDirectory == nil ? " and \(socketRecordFile)" : "") + ", or set BROKER_DATA_DIR to a shorter path.")
         }
     }
 

@@ -264,6 +264,10 @@ import Testing
             #expect(identities[0]["subject"] as? String == "person")
             #expect(identities[0]["has_provider_refresh_token"] as? Bool == true)
             #expect(!String(buffer: response.body).contains("\"refresh_token\""))
+            // No name was ever given: the member is there, null (the contract's `{...} | null`),
+            // here and in the sign-in response.
+            #expect(account[path: "account"].flatMap { ($0 as? [String: Any])?["name"] } is NSNull)
+            #expect(body[path: "account"].flatMap { ($0 as? [String: Any])?["name"] } is NSNull)
             let other = try await setup.client.execute(
                 uri: "/v1/accounts/\(UUID().uuidString)", method: .get, headers: bearer(setup.apiKey))
             #expect(other.status == .notFound)

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import Storage
+@testable import Storage
 import TestSupport
 import Testing
 
@@ -52,9 +52,44 @@ import Testing
         #expect(try await tenantCount(embedded) == 1)
     }
 
-    @Test func socketPathStaysShortForLongDataDirectories() throws {
-        let long = URL(fileURLWithPath: "/tmp/" + String(repeating: "d", count: 120))
+    @Test func aLongDataDirectoryGetsAPrivateUnpredictableSocketFolder() throws {
+        let long = URL(fileURLWithPath: "/tmp/ib-long-\(UUID().uuidString.prefix(8))-" + String(repeating: "d", count: 110))
+        try FileManager.default.createDirectory(at: long, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: long) }
         let embedded = try EmbeddedPostgres(dataDirectory: long, logger: TestDatabase.logger)
-        #expect((embedded.socketDirectory + "/.s.PGSQL.5432").utf8.count < 108)
+        try embedded.prepareSocketDirectory()
+        let folder = embedded.socketDirectory
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        #expect(folder.hasPrefix("/tmp/identitybroker-"))
+        #expect((folder + "/.s.PGSQL.5432").utf8.count < 108)
+        let attributes = try FileManager.default.attributesOfItem(atPath: folder)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        // Recorded: every process sharing the data folder finds the same one, and preparing
+        // again keeps it.
+        let again = try EmbeddedPostgres(dataDirectory: long, logger: TestDatabase.logger)
+        try again.prepareSocketDirectory()
+        #expect(again.socketDirectory == folder)
+        // Another data folder gets another, unpredictable name.
+        let other = URL(fileURLWithPath: long.path + "x")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: other) }
+        let third = try EmbeddedPostgres(dataDirectory: other, logger: TestDatabase.logger)
+        try third.prepareSocketDirectory()
+        defer { try? FileManager.default.removeItem(atPath: third.socketDirectory) }
+        #expect(third.socketDirectory != folder)
+    }
+
+    @Test func aSocketFolderThatIsNotPrivateIsRefused() throws {
+        let data = try temporaryDataDirectory()
+        defer { try? FileManager.default.removeItem(at: data) }
+        // Pre-created by someone else's rules: world-readable.
+        let run = data.appendingPathComponent("run").path
+        try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+        let embedded = try EmbeddedPostgres(dataDirectory: data, logger: TestDatabase.logger)
+        #expect(throws: StorageError.self) { try embedded.prepareSocketDirectory() }
+        // A link in its place is refused too.
+        try FileManager.default.removeItem(atPath: run)
+        try FileManager.default.createSymbolicLink(atPath: run, withDestinationPath: "/tmp")
+        #expect(throws: StorageError.self) { try embedded.prepareSocketDirectory() }
     }
 }

@@ -12,11 +12,16 @@ extension APIHandlers {
     }
 
     func getAccount(_ input: Operations.GetAccount.Input) async throws -> Operations.GetAccount.Output {
+        .ok(.init(body: .json(try await accountDetails(id: input.path.id))))
+    }
+
+    /// The account and its identities (served by ``AccountRoute``, which writes `name: null`).
+    func accountDetails(id rawID: String) async throws -> Components.Schemas.AccountDetails {
         let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
-        guard let id = UUID(uuidString: input.path.id),
+        guard let id = UUID(uuidString: rawID),
             let (account, identities) = try await services.database.accounts.find(tenantID: caller.tenant.id, accountID: id)
-        else { throw Self.accountNotFound(input.path.id) }
-        return .ok(.init(body: .json(.init(account: .init(account), identities: identities.map { .init($0) }))))
+        else { throw Self.accountNotFound(rawID) }
+        return .init(account: .init(account), identities: identities.map { .init($0) })
     }
 
     func signOutAccount(_ input: Operations.SignOutAccount.Input) async throws -> Operations.SignOutAccount.Output {

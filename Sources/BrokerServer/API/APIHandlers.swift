@@ -9,6 +9,6 @@ struct APIHandlers: APIProtocol {
 
     init(services: BrokerServices) {
         self.services = services
-        self.authenticator = APIKeyAuthenticator(database: services.database, cache: services.callers)
+        self.authenticator = APIKeyAuthenticator(database: services.database, cache: services.callers, events: services.securityEvents)
     }
 }

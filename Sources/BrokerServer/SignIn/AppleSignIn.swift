@@ -17,6 +17,7 @@ struct AppleSignIn: Sendable {
     let tokens: SessionTokens
     /// (tenant, client id) → client, group and team; cleared by LISTEN/NOTIFY.
     let clients: ExpiringCache<String, ResolvedAppleClient>
+    let events: SecurityEventRecorder
 
     func signIn(tenant: Tenant, _ request: Components.Schemas.AppleSignInRequest, now: Date = Date()) async throws
         -> Components.Schemas.SignInResponse
@@ -62,6 +63,9 @@ struct AppleSignIn: Sendable {
             outcome = try await database.accounts.signIn(signIn)
         } catch is IdentityTokenReplayed {
             discard(appleRefreshToken, resolved: resolved)
+            events.tokenReplayed(
+                tenantID: tenant.id, provider: "apple", clientID: resolved.client.clientID, subject: claims.subject,
+                remoteAddress: RequestInfo.current?.remoteAddress)
             throw Self.tokenReplayed
         } catch {
             discard(appleRefreshToken, resolved: resolved)

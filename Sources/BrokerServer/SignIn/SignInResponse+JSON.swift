@@ -4,8 +4,10 @@ import Foundation
 
 /// The sign-in response as JSON text, written with ``JSONWriter``: the members, names and
 /// omissions of the generated `Codable` conformance (optional members absent when nil, dates
-/// as ``ISO8601Transcoder`` writes them). Foundation's `JSONEncoder` took about a tenth of a
-/// returning sign-in's CPU for this one document (decision 0011); a test holds the two equal.
+/// as ``ISO8601Transcoder`` writes them), except `account.name`, which the contract makes
+/// always present (`null` when unknown) and the synthesized conformance would omit.
+/// Foundation's `JSONEncoder` took about a tenth of a returning sign-in's CPU for this one
+/// document (decision 0011); a test holds the two equal.
 extension Components.Schemas.SignInResponse {
     var json: [UInt8] {
         var writer = JSONWriter(capacity: 1_536)
@@ -29,12 +31,14 @@ extension Components.Schemas.Account {
         writer.memberIfPresent("email", email)
         writer.member("email_verified", emailVerified)
         writer.member("is_private_email", isPrivateEmail)
+        writer.key("name")
         if let name {
-            writer.key("name")
             writer.beginObject()
             writer.memberIfPresent("given_name", name.givenName)
             writer.memberIfPresent("family_name", name.familyName)
             writer.endObject()
+        } else {
+            writer.null()
         }
         writer.member("status", status.rawValue)
         writer.member("created_at", ISO8601Transcoder.string(createdAt))
@@ -70,5 +74,21 @@ extension Components.Schemas.SessionTokens {
         writer.member("expires_in", expiresIn)
         writer.member("refresh_token", refreshToken)
         writer.endObject()
+    }
+}
+
+extension Components.Schemas.AccountDetails {
+    /// `GET /v1/accounts/{id}`'s body, written like the sign-in response (``AccountRoute``).
+    var json: [UInt8] {
+        var writer = JSONWriter(capacity: 1_024 + 512 * identities.count)
+        writer.beginObject()
+        writer.key("account")
+        account.write(to: &writer)
+        writer.key("identities")
+        writer.beginArray()
+        for identity in identities { identity.write(to: &writer) }
+        writer.endArray()
+        writer.endObject()
+        return writer.bytes
     }
 }

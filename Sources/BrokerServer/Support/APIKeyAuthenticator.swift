@@ -16,10 +16,33 @@ struct APIKeyAuthenticator: Sendable {
     /// Key hash → key and tenant. Revocations and tenant changes clear it through
     /// LISTEN/NOTIFY on every instance; entries live at most 5 s regardless.
     let cache: ExpiringCache<Data, AuthenticatedCaller>
+    /// Refused keys reach the audit log, sampled (decision 0020).
+    let events: SecurityEventRecorder?
+
+    init(database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil) {
+        self.database = database
+        self.cache = cache
+        self.events = events
+    }
 
     func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
+        var token: APIKeyToken?
+        var tenantID: UUID?
+        do {
+            return try await authenticate(headers, requiring: scope, token: &token, tenantID: &tenantID)
+        } catch let error as BrokerError {
+            events?.apiKeyRefused(
+                code: error.code, keyPrefix: token?.prefix, tenantID: tenantID, remoteAddress: RequestInfo.current?.remoteAddress)
+            throw error
+        }
+    }
+
+    private func authenticate(
+        _ headers: HTTPFields?, requiring scope: APIKeyScope, token parsed: inout APIKeyToken?, tenantID: inout UUID?
+    ) async throws -> AuthenticatedCaller {
         guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
         guard let token = Self.bearerToken(header).flatMap(APIKeyToken.init(parsing:)) else { throw BrokerError.malformedAPIKey }
+        parsed = token
         let hash = token.hash
         let key: APIKeyRecord
         let tenant: Tenant
@@ -32,6 +55,7 @@ struct APIKeyAuthenticator: Sendable {
             cache.set(AuthenticatedCaller(tenant: owner, apiKey: found), for: hash)
             (key, tenant) = (found, owner)
         }
+        tenantID = tenant.id
         guard tenant.status == .active else { throw BrokerError.tenantDisabled }
         guard key.scopes.contains(scope) else { throw BrokerError.insufficientScope(scope) }
         return AuthenticatedCaller(tenant: tenant, apiKey: key)

@@ -1,0 +1,22 @@
+import BrokerAPI
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// `GET /v1/accounts/{id}` served on the router directly: the contract makes `account.name`
+/// always present (`null` when no name is known), which the generated `Codable` conformance
+/// cannot write (it omits nil members). Same authentication, errors and body as the
+/// generated route otherwise; the body is written by
+/// ``Components/Schemas/AccountDetails/json``.
+struct AccountRoute: Sendable {
+    static let operation = GeneratedRoutes.Operation(method: .get, path: "/v1/accounts/{id}")
+
+    let handlers: APIHandlers
+
+    func respond(_ request: Request, context: BrokerRequestContext) async throws -> Response {
+        let details = try await handlers.accountDetails(id: context.parameters.get("id") ?? "")
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: details.json)))
+    }
+}
