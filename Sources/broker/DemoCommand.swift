@@ -14,11 +14,11 @@ struct DemoCommand: AsyncParsableCommand {
         abstract: "Run the broker with a demo tenant wired to an in-process MockIdP, and print a curl that signs in.",
         discussion: """
             Uses the embedded default (or DATABASE_URL) like 'broker serve', plus an Apple-shaped MockIdP on \
-            127.0.0.1:--idp-port. The demo tenant 'demo' gets team DEMO000001, app group com.example.demo \
+            127.0.0.1 (a free port unless --idp-port names one). The demo tenant 'demo' gets team DEMO000001, app group com.example.demo \
             and a fresh API key on every start. Only 'broker demo' trusts the mock; 'broker serve' never does.
             """)
 
-    @Option(help: "Port of the in-process MockIdP on 127.0.0.1.") var idpPort: Int = 9100
+    @Option(help: "Port of the in-process MockIdP on 127.0.0.1 (default 0: a free port).") var idpPort: Int = 0
 
     static let tenant = "demo"
     static let clientID = "com.example.demo"
@@ -27,33 +27,64 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await runReporting(json: false) {
-            var environment = ProcessInfo.processInfo.environment
-            environment["BROKER_APPLE_BASE_URL"] = "http://127.0.0.1:\(idpPort)"
-            let context = try CLIContext(logLevel: .info, environment: environment)
-            let configuration = context.configuration
-            let secrets = SecretBox(masterKey: try context.masterKey())
-            let logger = context.logger
             let apple = try MockAppleIdP()
-            try await context.withDatabase(migrate: .always) { database in
-                let apiKey = try await Self.prepareTenant(database: database, secrets: secrets, apple: apple, actor: context.actor)
-                let services = BrokerServices(
-                    database: database, secrets: secrets, publicURL: configuration.publicURL,
-                    maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
-                    refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
-                let mock = MockIdPServer.application(apple: apple, port: idpPort)
-                // The app's nonce: Apple gets its SHA-256 (in the token), the backend posts the raw value.
-                let rawNonce = Base64URL.encode(SecureRandom.bytes(16))
-                let hashedNonce = SHA256.hash(data: Data(rawNonce.utf8)).map { String(format: "%02x", $0) }.joined()
-                let token = try apple.mint(
-                    apple.claims(
-                        subject: "001234.demo.user", audience: Self.clientID, nonce: hashedNonce, email: "demo.user@example.com",
-                        lifetime: 86_400))
-                let banner = Self.banner(publicURL: configuration.publicURL, apiKey: apiKey, token: token, nonce: rawNonce)
-                let app = try buildApplication(
-                    services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
-                    lifecycle: [mock, BackgroundTasks(services: services)], logger: logger,
-                    beforeServing: { FileHandle.standardOutput.write(Data(banner.utf8)) })
+            // The mock first: the broker is configured with its address, which a free port
+            // makes known only once it listens.
+            let (ports, announce) = AsyncStream.makeStream(of: Int.self)
+            let mock = MockIdPServer.application(apple: apple, port: idpPort) { port in announce.yield(port) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    defer { announce.finish() }
+                    do {
+                        try await mock.run()
+                    } catch {
+                        throw ListenFailure.explain(error, address: "127.0.0.1:\(idpPort)", setting: "--idp-port (0 picks a free port)")
+                    }
+                }
+                var iterator = ports.makeAsyncIterator()
+                guard let port = await iterator.next() else {
+                    try await group.next()
+                    return
+                }
+                group.addTask { try await runBroker(apple: apple, idpURL: "http://127.0.0.1:\(port)") }
+                // Whichever ends first (Ctrl-C ends both) ends the demo.
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    private func runBroker(apple: MockAppleIdP, idpURL: String) async throws {
+        var environment = ProcessInfo.processInfo.environment
+        environment["BROKER_APPLE_BASE_URL"] = idpURL
+        let context = try CLIContext(logLevel: .info, environment: environment)
+        let configuration = context.configuration
+        let secrets = SecretBox(masterKey: try context.masterKey())
+        let logger = context.logger
+        try await context.withDatabase(migrate: .always) { database in
+            let apiKey = try await Self.prepareTenant(database: database, secrets: secrets, apple: apple, actor: context.actor)
+            let services = BrokerServices(
+                database: database, secrets: secrets, publicURL: configuration.publicURL,
+                maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
+                refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
+            // The app's nonce: Apple gets its SHA-256 (in the token), the backend posts the raw value.
+            let rawNonce = Base64URL.encode(SecureRandom.bytes(16))
+            let hashedNonce = SHA256.hash(data: Data(rawNonce.utf8)).map { String(format: "%02x", $0) }.joined()
+            let token = try apple.mint(
+                apple.claims(
+                    subject: "001234.demo.user", audience: Self.clientID, nonce: hashedNonce, email: "demo.user@example.com",
+                    lifetime: 86_400))
+            let banner = Self.banner(
+                publicURL: configuration.publicURL, apiKey: apiKey, token: token, nonce: rawNonce, idpURL: idpURL)
+            let app = try buildApplication(
+                services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
+                lifecycle: [BackgroundTasks(services: services)], logger: logger,
+                beforeServing: { FileHandle.standardOutput.write(Data(banner.utf8)) })
+            do {
                 try await app.runService()
+            } catch {
+                throw ListenFailure.explain(
+                    error, address: "\(configuration.host):\(configuration.port)", setting: "BROKER_PORT (or BROKER_HOST)")
             }
         }
     }
@@ -81,10 +112,10 @@ struct DemoCommand: AsyncParsableCommand {
         return key
     }
 
-    static func banner(publicURL: String, apiKey: String, token: String, nonce: String) -> String {
+    static func banner(publicURL: String, apiKey: String, token: String, nonce: String, idpURL: String) -> String {
         """
 
-        IdentityBroker demo: tenant '\(tenant)', Apple client \(clientID), MockIdP as Apple.
+        IdentityBroker demo: tenant '\(tenant)', Apple client \(clientID), MockIdP as Apple at \(idpURL).
         API key (new on every start): \(apiKey)
 
         Sign in (paste this):

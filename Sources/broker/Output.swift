@@ -48,7 +48,7 @@ func runReporting(json: Bool, _ body: () async throws -> Void) async throws {
     } catch {
         report(
             code: "error", message: String(describing: error),
-            hint: "Check that the database is reachable (broker db status) and retry.", json: json)
+            hint: "Run again with BROKER_LOG_LEVEL=debug for details; 'broker db status' checks the database.", json: json)
         throw ExitCode.failure
     }
 }

@@ -45,7 +45,12 @@ struct ServeCommand: AsyncParsableCommand {
                         "database": "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
                     ])
                 ShutdownDeadline.arm(seconds: 14, logger: logger)
-                try await app.runService()
+                do {
+                    try await app.runService()
+                } catch {
+                    throw ListenFailure.explain(
+                        error, address: "\(configuration.host):\(configuration.port)", setting: "BROKER_PORT (or BROKER_HOST)")
+                }
             }
         }
     }

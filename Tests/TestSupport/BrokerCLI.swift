@@ -19,6 +19,9 @@ public struct BrokerCLI: Sendable {
             "BROKER_MASTER_KEY": TestDatabase.masterKey.base64ForTests,
             "BROKER_LOG_FORMAT": "text",
             "HOME": NSTemporaryDirectory(),
+            // Tests talk only to loopback: Apple is a MockIdP a test passes in `extra`, else a
+            // loopback port where nothing listens (never the real Apple).
+            "BROKER_APPLE_BASE_URL": "http://127.0.0.1:9",
         ]
         if let databaseURL { environment["DATABASE_URL"] = databaseURL }
         if let dataDirectory {

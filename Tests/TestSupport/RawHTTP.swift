@@ -42,3 +42,30 @@ public enum RawHTTP {
         public let step: String
     }
 }
+
+/// A TCP port on 127.0.0.1 held open (listening) until `close()`: a port some other process uses.
+public final class HeldPort: @unchecked Sendable {
+    public let port: Int
+    private let fd: Int32
+
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw RawHTTP.Failure(step: "socket") }
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else { throw RawHTTP.Failure(step: "bind") }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    public func close() { _ = Glibc.close(fd) }
+    deinit { close() }
+}

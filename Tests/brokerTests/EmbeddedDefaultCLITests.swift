@@ -38,8 +38,14 @@ import Testing
     @Test func serveAndAdminCommandsShareTheClusterAtOnce() async throws {
         let directory = try dataDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Ready once Apple's keys are fetched: a MockIdP plays Apple.
+        try await MockAppleServer.with { _, appleURL in try await serveAndAdminCommandsShareTheClusterAtOnce(directory, appleURL) }
+    }
+
+    func serveAndAdminCommandsShareTheClusterAtOnce(_ directory: String, _ appleURL: String) async throws {
         let port = Int.random(in: 20_000...40_000)
-        let cli = BrokerCLI(databaseURL: nil, dataDirectory: directory, extra: ["BROKER_PORT": "\(port)"])
+        let cli = BrokerCLI(
+            databaseURL: nil, dataDirectory: directory, extra: ["BROKER_PORT": "\(port)", "BROKER_APPLE_BASE_URL": appleURL])
         let server = try cli.spawn(["serve"])
         defer {
             server.signal(SIGKILL)
@@ -64,9 +70,15 @@ import Testing
     }
 
     @Test func serveWithDatabaseURLServesKeysCreatedByTheCLI() async throws {
+        try await MockAppleServer.with { _, appleURL in try await serveWithDatabaseURL(appleURL) }
+    }
+
+    func serveWithDatabaseURL(_ appleURL: String) async throws {
         try await TestDatabase.withFresh { _, url in
             let port = Int.random(in: 40_001...60_000)
-            let cli = BrokerCLI(databaseURL: url, extra: ["BROKER_PORT": "\(port)", "BROKER_PUBLIC_URL": "https://id.example.com"])
+            let cli = BrokerCLI(
+                databaseURL: url,
+                extra: ["BROKER_PORT": "\(port)", "BROKER_PUBLIC_URL": "https://id.example.com", "BROKER_APPLE_BASE_URL": appleURL])
             #expect(try cli.run("tenant", "create", "acme").status == 0)
             let key = try cli.run("api-key", "create", "--tenant", "acme", "--json").object()["key"] as? String ?? ""
             let server = try cli.spawn(["serve"])
