@@ -92,12 +92,12 @@ import Testing
     }
 
     @Test func compactJWSShape() {
-        #expect(Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln".utf8))
-        #expect(Base64URL.isCanonicalCompactJWS("eyJh.eyJi.".utf8))  // unsigned shape, refused later
-        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi".utf8))
-        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln.eA".utf8))
-        #expect(!Base64URL.isCanonicalCompactJWS(".eyJi.c2ln".utf8))
-        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln==".utf8))
-        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2l+".utf8))
+        #expect(Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln"))
+        #expect(Base64URL.isCanonicalCompactJWS("eyJh.eyJi."))  // unsigned shape, refused later
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi"))
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln.eA"))
+        #expect(!Base64URL.isCanonicalCompactJWS(".eyJi.c2ln"))
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2ln=="))
+        #expect(!Base64URL.isCanonicalCompactJWS("eyJh.eyJi.c2l+"))
     }
 }

@@ -17,7 +17,7 @@ struct StrictJSONBodyMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard Self.isJSON(request.headers[.contentType]), !parsedByHandler.contains(request.uri.path) else {
+        guard !parsedByHandler.contains(request.uri.path), Self.isJSON(request.headers[.contentType]) else {
             return try await next(request, context)
         }
         var request = request

@@ -49,7 +49,7 @@ struct SessionTokens: Sendable {
     func verifyAccessToken(_ token: String, tenant: Tenant) async -> AccessTokenClaims? {
         // jwt-kit's decoder also takes padding and the standard alphabet; only the one canonical
         // spelling of a token we issued is accepted (issue 9 §4).
-        guard token.utf8.count <= 8_192, Base64URL.isCanonicalCompactJWS(token.utf8) else { return nil }
+        guard token.utf8.count <= 8_192, Base64URL.isCanonicalCompactJWS(token) else { return nil }
         do {
             let collection = try await keys.verifier(for: tenant)
             let claims = try await collection.verify(token, as: AccessTokenClaims.self)
