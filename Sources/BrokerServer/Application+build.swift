@@ -48,10 +48,14 @@ public func buildApplication(
     var app = Application(
         responder: RequestDeadlineResponder(
             inner: router.buildResponder(), timeout: limits.requestTimeout, database: services.database),
-        server: .http1(
-            configuration: .init(
-                additionalChannelHandlers: [HTTPParseErrorHandler()],
-                idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
+        server: HTTPServerBuilder { responder in
+            EventLoopPinnedChannel(
+                inner: HTTP1Channel(
+                    responder: responder,
+                    configuration: .init(
+                        additionalChannelHandlers: [HTTPParseErrorHandler()],
+                        idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))))
+        },
         configuration: .init(
             address: .hostname(host, port: port), serverName: "IdentityBroker",
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections)),

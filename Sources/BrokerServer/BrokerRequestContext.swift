@@ -6,9 +6,12 @@ import NIOCore
 public struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// The connection's event loop: the request's work runs there (``EventLoopTaskExecutor``).
+    public let eventLoop: any EventLoop
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
+        self.eventLoop = source.channel.eventLoop
     }
 }

@@ -5,13 +5,15 @@ import Synchronization
 /// the operation never completes (a query written on a connection that died without telling
 /// the client): the operation runs in a task of its own, cancelled when the deadline wins.
 /// Deadlines are kept by one ``DeadlineWheel`` (one task for the process, not one per call).
+/// `executorPreference`: where that task runs (an unstructured task does not inherit the
+/// caller's preference).
 public func withDatabaseDeadline<T: Sendable>(
-    _ timeout: Duration, _ operation: @escaping @Sendable () async throws -> T
+    _ timeout: Duration, executorPreference: (any TaskExecutor)? = nil, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let gate = ResumeOnce<T>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
-            let work = Task {
+            let work = Task(executorPreference: executorPreference) {
                 do { gate.resume(.success(try await operation())) } catch { gate.resume(.failure(error)) }
             }
             let entry = DeadlineWheel.shared.add(after: timeout) {

@@ -19,7 +19,9 @@ struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner
     @Sendable func respond(to request: Request, context: Context) async throws -> Response {
         let inner = inner
         do {
-            return try await withDatabaseDeadline(timeout) { try await inner.respond(to: request, context: context) }
+            return try await withDatabaseDeadline(timeout, executorPreference: EventLoopTaskExecutor.executor(for: context.eventLoop)) {
+                try await inner.respond(to: request, context: context)
+            }
         } catch is DatabaseDeadlineExceeded {
             let databaseUp = await database.ping(timeout: .milliseconds(300))
             var problem =
