@@ -155,13 +155,18 @@ import Testing
         }
     }
 
+    /// A cache whose provider is down from the start, with hour-long refetch and refresh
+    /// intervals: only the short retry while nothing is cached can bring it back.
+    static func coldCache(_ apple: MockAppleIdP, _ baseURL: String, retry: Duration) -> JWKSCache {
+        apple.keysFault = .unavailable
+        return JWKSCache(
+            source: .url(baseURL + "/auth/keys"), logger: F.logger, minimumRefetchInterval: .seconds(3_600),
+            refreshInterval: .seconds(3_600), unavailableRetryInterval: retry)
+    }
+
     @Test func aColdCacheRecoversAtTheFirstGoodFetchWithoutWaitingForTheRefetchInterval() async throws {
         try await MockAppleServer.with { apple, baseURL in
-            apple.keysFault = .unavailable
-            // A long refetch interval for unknown kids; the short retry applies while nothing is cached.
-            let cache = JWKSCache(
-                source: .url(baseURL + "/auth/keys"), logger: F.logger, minimumRefetchInterval: .seconds(3_600),
-                unavailableRetryInterval: .milliseconds(200))
+            let cache = Self.coldCache(apple, baseURL, retry: .milliseconds(200))
             let verifier = IdentityTokenVerifier(policy: F.applePolicy(), keys: cache)
             let token = try apple.mint(F.claims(apple))
             let started = ContinuousClock.now
@@ -181,10 +186,7 @@ import Testing
 
     @Test func theRefreshLoopRetriesQuicklyWhileNothingIsCached() async throws {
         try await MockAppleServer.with { apple, baseURL in
-            apple.keysFault = .unavailable
-            let cache = JWKSCache(
-                source: .url(baseURL + "/auth/keys"), logger: F.logger, refreshInterval: .seconds(3_600),
-                unavailableRetryInterval: .milliseconds(100))
+            let cache = Self.coldCache(apple, baseURL, retry: .milliseconds(100))
             let loop = Task { await cache.runRefreshLoop() }
             defer { loop.cancel() }
             // Failed fetches repeat every 100 ms (not every hour).
