@@ -13,10 +13,12 @@ slices=$(( accounts / slice ))
 echo "target: $target; $slices slices of $slice new users" >&2
 mint "$work/slice.0.txt" "g0." "$slice"
 for s in $(seq 0 $(( slices - 1 ))); do
-    # Each slice's tokens are all posted (wrk stops when they run out; 10 minutes at most).
-    result=$(signin "$work/slice.$s.txt" 600s)
+    # Each slice's tokens are all posted; wrk is stopped once every one made its account.
+    result=$(signin_all "$work/slice.$s.txt")
     rm -f "$work/slice.$s.txt"
-    echo "== slice $s: accounts $(( s * slice )) -> $(psql_db "SELECT count(*) FROM accounts")  $result"
+    # The slice's rate from the database as well: its sessions over the time between its first and last.
+    db_rate=$(psql_db "SELECT round(count(*) / greatest(extract(epoch FROM max(created_at) - min(created_at)), 0.001)) FROM (SELECT created_at FROM sessions ORDER BY created_at DESC LIMIT $slice) s")
+    echo "== slice $s: accounts $(( s * slice )) -> $(psql_db "SELECT count(*) FROM accounts")  $result db_rate=$db_rate"
     if (( s + 1 < slices )); then mint "$work/slice.$(( s + 1 )).txt" "g$(( s + 1 ))." "$slice"; fi
 done
 # Returning users spread over the whole tenant: one subject from every slice in turn.

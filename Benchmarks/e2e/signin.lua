@@ -33,6 +33,8 @@ function init(args)
         requests[i] = wrk.format(nil, "/v1/sign-in/apple", nil, body)
     end
     lines = nil
+    idle = wrk.format("GET", "/healthz", {}, nil)
+    stopped = false
     if #requests == 0 then
         -- An empty token file: send one (rejected) request rather than fail in Lua.
         requests[1] = wrk.format(nil, "/v1/sign-in/apple", nil, '{"client_id":"' .. client .. '","identity_token":""}')
@@ -44,9 +46,19 @@ end
 function request()
     index = index + 1
     if index > #requests then
-        -- Out of fresh tokens: stop this thread's load rather than replay one.
-        wrk.thread:stop()
-        index = 1
+        -- Out of fresh tokens: stop this thread's load rather than replay one, and say so in
+        -- DONE_FILE.<thread id> when asked (wrk itself waits out its duration). Connections
+        -- that still ask before the thread stops get a harmless GET /healthz.
+        if not stopped then
+            stopped = true
+            local done = os.getenv("DONE_FILE")
+            if done then
+                local marker = io.open(done .. "." .. id, "w")
+                if marker then marker:close() end
+            end
+            wrk.thread:stop()
+        end
+        return idle
     end
     return requests[index]
 end
