@@ -1,4 +1,5 @@
 import Logging
+import NIOPosix
 import PostgresNIO
 
 /// The broker's PostgreSQL: a connection pool (`PostgresClient`) and the repositories on it.
@@ -16,13 +17,24 @@ public struct Database: Sendable {
         // error level unless debugging.
         var backgroundLogger = logger
         if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = .error }
-        self.client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: backgroundLogger)
+        self.client = PostgresClient(
+            configuration: try configuration.clientConfiguration(), eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            backgroundLogger: backgroundLogger)
         self.logger = logger
         self.configuration = configuration
         self.recentSignIns = RecentSignIns()
     }
 
-    public func run() async { await client.run() }
+    /// Runs the pool until cancelled. The pool's own work (its state machine's events: a timer
+    /// scheduled when a connection is parked and cancelled when it is leased again, for every
+    /// statement) runs on one of NIO's event loops, beside the connections, instead of on the
+    /// cooperative pool, where each of those events woke a thread of its own (decision 0022).
+    public func run() async {
+        let client = client
+        await withTaskExecutorPreference(EventLoopTaskExecutor.executor(for: MultiThreadedEventLoopGroup.singleton.next())) {
+            await client.run()
+        }
+    }
 
     public var tenants: TenantRepository { TenantRepository(client: client, logger: logger) }
     public var apiKeys: APIKeyRepository { APIKeyRepository(client: client, logger: logger) }
