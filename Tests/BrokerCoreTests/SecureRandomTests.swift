@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 @Suite struct SecureRandomTests {
-    @Test(arguments: [1, 7, 16, 32, 80, 4_096])
+    @Test(arguments: [1, 7, 16, 32, 80, 255, 256, 257, 4_096])
     func fillsExactlyTheCountAsked(_ count: Int) {
         let bytes = SecureRandom.bytes(count)
         #expect(bytes.count == count)
@@ -14,6 +14,16 @@ import Testing
         #expect(Set(samples).count == samples.count)
         // 12,800 bytes: every byte value is expected ~50 times; all 256 should show up.
         #expect(Set(samples.joined()).count == 256)
+    }
+
+    @Test func blockServedRequestsNeverRepeatOrComeOutZeroed() {
+        // 100-byte requests cross the 4 KiB block's end at varying offsets (the rest of a block
+        // too small for a request is skipped, never handed out twice).
+        let samples = (0..<300).map { _ in SecureRandom.bytes(100) }
+        #expect(Set(samples).count == samples.count)
+        let chunks = samples.flatMap { sample in stride(from: 0, to: 96, by: 16).map { Array(sample[$0..<($0 + 16)]) } }
+        #expect(Set(chunks).count == chunks.count)
+        #expect(!chunks.contains([UInt8](repeating: 0, count: 16)))
     }
 
     @Test func refreshTokensCarry256RandomBits() {
