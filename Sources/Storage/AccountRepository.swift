@@ -64,7 +64,7 @@ public struct AccountRepository: Sendable {
 
     private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
         try await firstResult(
-            of: client.execute(SignInStatement(request: request, newIdentityID: .random(), newAccountID: .random()), logger: logger),
+            of: client.execute(SignInStatement(request: request, newIdentityID: .timeOrdered(), newAccountID: .timeOrdered()), logger: logger),
             session: request.session)
     }
 

@@ -56,7 +56,7 @@ public struct SessionRepository: Sendable {
         tenantID: UUID, tokenHash: Data, successorHash: Data, idleLifetime: TimeInterval, reuseInterval: TimeInterval
     ) async throws -> RefreshOutcome {
         let rotation = RotateStatement(
-            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .random(),
+            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(),
             idleLifetime: idleLifetime)
         var rotated: SessionInfo?
         for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }

@@ -45,3 +45,23 @@ import Testing
         }
     }
 }
+
+@Suite struct TimeOrderedUUIDTests {
+    @Test func versionSevenVariantAndTheMillisecondsUpFront() {
+        let date = Date(timeIntervalSince1970: 1_795_543_684.5)
+        let id = UUID.timeOrdered(at: date)
+        let text = id.uuidString.lowercased()
+        // 1,795,543,684,500 ms = 0x01a2 0ebe 5594
+        #expect(text.hasPrefix("01a20ebe-5594-7"))
+        #expect("89ab".contains(Array(text)[19]))
+    }
+
+    @Test func laterIdsSortAfterEarlierOnesByteForByteAndIdsOfOneMillisecondDiffer() {
+        let start = Date(timeIntervalSince1970: 1_795_543_684)
+        let ids = (0..<200).map { UUID.timeOrdered(at: start.addingTimeInterval(Double($0) * 0.002 + 0.0005)) }
+        let bytes = ids.map { id in withUnsafeBytes(of: id.uuid) { Array($0) } }
+        #expect(zip(bytes, bytes.dropFirst()).allSatisfy { $0.lexicographicallyPrecedes($1) })
+        let sameMillisecond = (0..<500).map { _ in UUID.timeOrdered(at: start) }
+        #expect(Set(sameMillisecond).count == sameMillisecond.count)
+    }
+}
