@@ -20,6 +20,7 @@ mint "$work/collect.txt" new. 50000 "$returning_subjects"
 
 echo "== new users (${duration}s, $connections connections, at most $new_tokens, empty database)"
 signin "$work/new.txt" "${duration}s"
+sleep 1  # requests wrk left in flight are answered (and counted) before the next phase
 created=$(psql_db "SELECT count(*) FROM accounts")
 echo "   (accounts: $created)"
 echo "== returning users (${duration}s, $connections connections, $returning_subjects people)"
