@@ -1,7 +1,7 @@
 # Shared by the end-to-end benchmarks (sourced by run.sh and growth.sh): release binaries, a
 # freshly migrated database as a deployment has it (the embedded default, or PostgreSQL over TCP
 # with its default settings), MockIdP as Apple, one tenant made with the CLI, the broker, and
-# wrk. No step here is one the product does not do by itself: no ANALYZE, no tuning.
+# wrk. No step here is one the product does not do by itself: no statistics step, no tuning.
 # TARGET=embedded (default) | tcp.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end sign-in benchmark from the first second of a freshly migrated database: release
 # broker, MockIdP as Apple, wrk on loopback (1 thread, 16 connections). No manual step: no
-# ANALYZE, no tuning, no warm-up the product would not see. Scenarios, in this order:
+# statistics step, no tuning, no warm-up the product would not see. Scenarios, in this order:
 #   new users       every request a new subject (account, identity and session created)
 #   returning users people the first run created sign in again (each with a fresh token)
 #   refresh         refresh-token rotation, each refresh token once

@@ -17,7 +17,7 @@ public enum SecureRandom {
     private static let urandom: Int32 = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
 
     /// Requests up to this size come from the block; larger ones are read directly.
-    static let blockedLimit = 256
+    private static let blockedLimit = 256
     private static let blockSize = 4_096
 
     private struct Block {

@@ -3,10 +3,10 @@ import Synchronization
 
 /// A Swift concurrency task executor that runs jobs on one NIO event loop.
 ///
-/// A connection's work is pinned to its channel's event loop (``EventLoopPinnedChannel``):
-/// reading the request, the handlers, and every resumption after a database round trip run on
-/// the thread that owns the socket, instead of hopping to the cooperative pool and back (each
-/// hop a thread wake-up; measured: a tenth of the broker's time in the scheduler).
+/// Two uses, both to keep the work on the threads that own the sockets instead of hopping to the
+/// cooperative pool and back (each hop a thread wake-up): the server pins each connection's
+/// work to its channel's event loop (BrokerServer's `EventLoopPinnedChannel`, decision 0021),
+/// and ``Database/run()`` runs the connection pool's own task on one (decision 0022).
 public final class EventLoopTaskExecutor: TaskExecutor {
     public let eventLoop: any EventLoop
 
