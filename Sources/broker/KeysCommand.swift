@@ -95,7 +95,7 @@ struct KeysCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Retire a key. Retiring the active key promotes the 'next' key at once (refused if there is none).")
         @Option(help: "The tenant slug.") var tenant: String
-        @Argument(help: "The key id (kid).") var kid: String
+        @Argument(help: "The key id (kid). A kid is base64url and may start with '-': put '--' before it (broker keys retire --tenant T -- <kid>).") var kid: String
         @OptionGroup var options: CommonOptions
 
         func run() async throws {

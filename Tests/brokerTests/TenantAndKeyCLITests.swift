@@ -98,9 +98,12 @@ import Testing
             #expect(rotated["state"] as? String == "next")
             let states = try cli.run("keys", "list", "--tenant", "acme", "--json").array().compactMap { $0["state"] as? String }
             #expect(states.sorted() == ["active", "next"])
-            let retired = try cli.run("keys", "retire", "--tenant", "acme", rotated["kid"] as? String ?? "", "--json")
+            // A kid is a base64url thumbprint: one in 64 starts with '-', which only '--' keeps an argument.
+            let retired = try cli.run("keys", "retire", "--tenant", "acme", "--json", "--", rotated["kid"] as? String ?? "")
             #expect(retired.status == 0)
             #expect(try retired.array().compactMap { $0["state"] as? String }.sorted() == ["active", "retired"])
+            // After '--' a kid starting with '-' is the argument: an unknown key (1), not a usage error (64).
+            #expect(try cli.run("keys", "retire", "--tenant", "acme", "--", "-no-such-kid").status == 1)
         }
     }
 
