@@ -151,11 +151,12 @@ public struct NewSession: Sendable {
     }
 
     /// The session an identity token opens takes its id from the token's replay key (decision
-    /// 0018): the sessions' primary key then refuses a second session from the same token.
-    public mutating func identify(byReplayKey key: Data) {
-        let bytes = Array(key.prefix(16)) + Array(repeating: 0, count: max(0, 16 - key.count))
-        id = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
-            bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    /// 0018): the sessions' primary key then refuses a second session from the same token. The
+    /// id is time-ordered by the token's `iat` (decision 0023), so new sessions land at the
+    /// right edge of the primary key instead of on a random page of an index that outgrows
+    /// memory; the same token always gives the same `iat`, so the same id.
+    public mutating func identify(byReplayKey key: Data, issuedAt: Date) {
+        id = .timeOrdered(at: issuedAt, filling: key)
     }
 }
 

@@ -13,9 +13,19 @@ extension UUID {
     /// page of an index that outgrows memory (decision 0022). The id shows when it was made, as
     /// the row's `created_at` does.
     public static func timeOrdered(at date: Date = Date()) -> UUID {
-        let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1_000).rounded(.down)))
+        timeOrdered(at: date, filling: SecureRandom.bytes(10))
+    }
+
+    /// A version 7 UUID for `date` whose other 74 bits are taken from the first ten of `bytes`
+    /// (a digest, for an id that must be the same each time it is derived) instead of random.
+    public static func timeOrdered(at date: Date, filling bytes: some Collection<UInt8>) -> UUID {
+        // 48 bits of milliseconds: dates before 1970 or after the year 10889 (a token's `iat`
+        // can say anything) take the nearest end.
+        let exact = (date.timeIntervalSince1970 * 1_000).rounded(.down)
+        let milliseconds: UInt64 = exact.isNaN || exact <= 0 ? 0 : exact >= 0xFFFF_FFFF_FFFF ? 0xFFFF_FFFF_FFFF : UInt64(exact)
         let time = stride(from: 40, through: 0, by: -8).map { UInt8(truncatingIfNeeded: milliseconds >> UInt64($0)) }
-        return stamped(time + SecureRandom.bytes(10), version: 7)
+        let rest = Array(bytes.prefix(10))
+        return stamped(time + rest + Array(repeating: 0, count: 10 - rest.count), version: 7)
     }
 
     /// 16 bytes as a UUID with its version nibble and the RFC 9562 variant bits set.

@@ -64,4 +64,31 @@ import Testing
         let sameMillisecond = (0..<500).map { _ in UUID.timeOrdered(at: start) }
         #expect(Set(sameMillisecond).count == sameMillisecond.count)
     }
+
+    @Test func datesOutsideFortyEightBitsOfMillisecondsTakeTheNearestEnd() {
+        #expect(UUID.timeOrdered(at: Date(timeIntervalSince1970: -5)).uuidString.lowercased().hasPrefix("00000000-0000-7"))
+        for far in [Date(timeIntervalSince1970: 1e15), Date(timeIntervalSince1970: 1e300)] {
+            #expect(UUID.timeOrdered(at: far).uuidString.lowercased().hasPrefix("ffffffff-ffff-7"))
+        }
+    }
+
+    @Test func aSessionIdDerivedFromAReplayKeyIsTheSameEachTimeAndOrderedByTheTokensIssueTime() {
+        let issued = Date(timeIntervalSince1970: 1_795_543_684)
+        let key = Data((0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        var first = NewSession(id: .random(), refreshTokenHash: Data(), expiresAt: issued, refreshTokenExpiresAt: issued)
+        var second = first
+        second.id = .random()
+        first.identify(byReplayKey: key, issuedAt: issued)
+        second.identify(byReplayKey: key, issuedAt: issued)
+        #expect(first.id == second.id)
+        let text = first.id.uuidString.lowercased()
+        #expect(text.hasPrefix("01a20ebe-53a0-7"))  // 1,795,543,684,000 ms
+        // The 74 bits after the time come from the key: another key, another id.
+        var other = first
+        other.identify(byReplayKey: Data(key.reversed()), issuedAt: issued)
+        #expect(other.id != first.id)
+        var later = first
+        later.identify(byReplayKey: Data(key.reversed()), issuedAt: issued.addingTimeInterval(1))
+        #expect(withUnsafeBytes(of: first.id.uuid) { Array($0) }.lexicographicallyPrecedes(withUnsafeBytes(of: later.id.uuid) { Array($0) }))
+    }
 }

@@ -47,7 +47,9 @@ struct AppleSignIn: Sendable {
         }
 
         var (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
-        newSession.identify(byReplayKey: claims.replayKey(tenantID: tenant.id, provider: "apple", token: request.identityToken))
+        newSession.identify(
+            byReplayKey: claims.replayKey(tenantID: tenant.id, provider: "apple", token: request.identityToken),
+            issuedAt: claims.issuedAt)
         let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
         let signIn = SignInRequest(
             tenantID: tenant.id, provider: "apple", providerScope: resolved.team.teamID, subject: claims.subject,
