@@ -46,6 +46,8 @@ public struct Account: Sendable, Equatable {
 }
 
 /// A provider identity linked to an account: (tenant, provider, scope, subject) is unique.
+/// The scope says where the subject is unique: Apple's team id, Facebook's app id, empty for
+/// Google (whose `sub` is global).
 public struct Identity: Sendable, Equatable {
     public var id: UUID
     public var accountID: UUID
@@ -62,12 +64,15 @@ public struct Identity: Sendable, Equatable {
     public var hasProviderRefreshToken: Bool
     public var createdAt: Date
     public var lastSignInAt: Date?
+    /// What else the provider says about the identity, e.g. Google's `hd` (hosted domain).
+    public var attributes: [String: String]
 
     public init(
         id: UUID, accountID: UUID, provider: String, providerScope: String, subject: String, email: String?,
         emailVerified: Bool, isPrivateEmail: Bool, relayEmailDeliverable: Bool, name: PersonName, realUserStatus: Int?,
-        hasProviderRefreshToken: Bool, createdAt: Date, lastSignInAt: Date?
+        hasProviderRefreshToken: Bool, createdAt: Date, lastSignInAt: Date?, attributes: [String: String] = [:]
     ) {
+        self.attributes = attributes
         self.id = id
         self.accountID = accountID
         self.provider = provider
@@ -106,6 +111,9 @@ public struct SignInRequest: Sendable {
     public var isPrivateEmail: Bool
     public var name: PersonName
     public var realUserStatus: Int?
+    /// The provider's extra attributes; merged into the stored ones (a posted value replaces
+    /// the stored value of its name).
+    public var attributes: [String: String] = [:]
     public var sealedProviderRefreshToken: Data?
     public var intent: SignInIntent
     public var clientID: String

@@ -7,7 +7,7 @@ import OpenAPIRuntime
 import ServiceLifecycle
 
 /// The broker's router: middleware, then every route of openapi.yaml: the sign-in route and the
-/// account read served directly (``AppleSignInRoute``, ``AccountRoute``), all others through
+/// account read served directly (``SignInRoute``, ``AccountRoute``), all others through
 /// the generated server code.
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
@@ -19,10 +19,10 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
     router.add(
         middleware: StrictJSONBodyMiddleware(
-            maxBodyBytes: services.maxBodyBytes, parsedByHandler: [AppleSignInRoute.operation.path]))
+            maxBodyBytes: services.maxBodyBytes, parsedByHandlerUnder: [SignInRoute.pathPrefix]))
     let handlers = APIHandlers(services: services)
-    let signIn = AppleSignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
-    router.on(RouterPath(AppleSignInRoute.operation.path), method: AppleSignInRoute.operation.method) { request, context in
+    let signIn = SignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
+    router.on(RouterPath(SignInRoute.routerPath), method: .post) { request, context in
         try await signIn.respond(request, context: context)
     }
     let account = AccountRoute(handlers: handlers)
@@ -30,7 +30,7 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
         try await account.respond(request, context: context)
     }
     try handlers.registerHandlers(
-        on: GeneratedRoutes(router: router, servedDirectly: [AppleSignInRoute.operation, AccountRoute.operation], routes: routes),
+        on: GeneratedRoutes(router: router, servedDirectly: Set(SignInRoute.operations + [AccountRoute.operation]), routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }

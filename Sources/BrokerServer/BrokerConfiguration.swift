@@ -1,5 +1,6 @@
 import BrokerCore
 import Foundation
+import Providers
 
 /// The broker's settings, read from environment variables (see README "Configuration").
 public struct BrokerConfiguration: Sendable {
@@ -33,6 +34,9 @@ public struct BrokerConfiguration: Sendable {
     public var maxBodyBytes: Int
     /// `BROKER_APPLE_BASE_URL`: Apple's base URL (keys at /auth/keys, tokens at /auth/token).
     public var appleBaseURL: String
+    /// Every provider's URLs and the outbound timeout (`BROKER_GOOGLE_JWKS_URL`,
+    /// `BROKER_FACEBOOK_GRAPH_URL`, `BROKER_FACEBOOK_JWKS_URL`, `BROKER_PROVIDER_TIMEOUT`).
+    public var providerEndpoints: ProviderEndpoints
     /// `BROKER_REFRESH_REUSE_INTERVAL`: seconds during which a just-rotated refresh token yields
     /// its successor again instead of revoking its family (default 10; 0 turns it off).
     public var refreshReuseInterval: TimeInterval
@@ -61,6 +65,10 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_LOG_FORMAT", "json|text (default json)"),
         ("BROKER_MAX_BODY_BYTES", "largest accepted request body in bytes (default 65536)"),
         ("BROKER_APPLE_BASE_URL", "Apple's base URL: keys at /auth/keys, tokens at /auth/token (default https://appleid.apple.com)"),
+        ("BROKER_GOOGLE_JWKS_URL", "Google's signing keys (default \(Google.defaultKeysURL))"),
+        ("BROKER_FACEBOOK_GRAPH_URL", "Facebook Graph API base URL, versioned (default \(Facebook.defaultGraphURL))"),
+        ("BROKER_FACEBOOK_JWKS_URL", "Facebook Limited Login signing keys (default \(Facebook.defaultKeysURL))"),
+        ("BROKER_PROVIDER_TIMEOUT", "seconds an outbound call to a provider may take; longer is 503 provider_unavailable (default 10)"),
         ("BROKER_REFRESH_REUSE_INTERVAL", "seconds a just-rotated refresh token still returns its successor (retries, races) before reuse revokes the session (default 10; 0 = off)"),
     ]
 
@@ -98,11 +106,21 @@ public struct BrokerConfiguration: Sendable {
         logLevel = value("BROKER_LOG_LEVEL")
         logFormat = value("BROKER_LOG_FORMAT") ?? "json"
         maxBodyBytes = try integer("BROKER_MAX_BODY_BYTES", default: 65_536, range: 1_024...10_485_760)
-        let apple = value("BROKER_APPLE_BASE_URL") ?? "https://appleid.apple.com"
-        guard let appleURL = URL(string: apple), ["http", "https"].contains(appleURL.scheme ?? ""), appleURL.host != nil else {
-            throw .invalidArgument("BROKER_APPLE_BASE_URL must be an http(s) URL.")
+        func url(_ name: String, default defaultValue: String) throws(BrokerError) -> String {
+            let text = value(name) ?? defaultValue
+            guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw .invalidArgument("\(name) must be an http(s) URL.")
+            }
+            return text
         }
+        let apple = try url("BROKER_APPLE_BASE_URL", default: Apple.defaultBaseURL)
         appleBaseURL = apple.hasSuffix("/") ? String(apple.dropLast()) : apple
+        let graph = try url("BROKER_FACEBOOK_GRAPH_URL", default: Facebook.defaultGraphURL)
+        providerEndpoints = ProviderEndpoints(
+            appleBaseURL: appleBaseURL, googleKeysURL: try url("BROKER_GOOGLE_JWKS_URL", default: Google.defaultKeysURL),
+            facebookGraphURL: graph.hasSuffix("/") ? String(graph.dropLast()) : graph,
+            facebookKeysURL: try url("BROKER_FACEBOOK_JWKS_URL", default: Facebook.defaultKeysURL),
+            timeoutSeconds: try integer("BROKER_PROVIDER_TIMEOUT", default: 10, range: 1...120))
         refreshReuseInterval = TimeInterval(
             try integer("BROKER_REFRESH_REUSE_INTERVAL", default: Int(Self.defaultRefreshReuseInterval), range: 0...300))
     }

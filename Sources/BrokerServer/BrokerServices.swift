@@ -6,19 +6,25 @@ import Logging
 import Providers
 import Storage
 
-/// Everything a request handler needs, built once per process.
+/// Everything a request handler needs, built once per process: the database, the providers
+/// and the application services.
 public struct BrokerServices: Sendable {
     public let database: Database
     public let secrets: SecretBox
     /// External base URL, without trailing slash (`BROKER_PUBLIC_URL`).
     public let publicURL: String
     public let maxBodyBytes: Int
+    /// Where each provider is reached.
+    public let endpoints: ProviderEndpoints
     /// Apple's base URL (`BROKER_APPLE_BASE_URL`): keys at /auth/keys, tokens at /auth/token.
-    public let appleBaseURL: String
-    /// Apple's signing keys, cached; refreshed in the background by ``backgroundTasks()``.
+    public var appleBaseURL: String { endpoints.appleBaseURL }
+    /// Each provider's signing keys, cached; refreshed in the background by ``backgroundTasks()``.
     public let appleKeys: JWKSCache
+    public let googleKeys: JWKSCache
+    public let facebookKeys: JWKSCache
+    /// `apple`, `google`, `facebook` (``ProviderRegistry``).
+    public let providers: ProviderRegistry
     let signingKeys: TenantSigningKeys
-    let clientSecrets: AppleClientSecrets
     let httpClient: HTTPClient
     /// Seconds during which a just-rotated refresh token still yields its successor
     /// (`BROKER_REFRESH_REUSE_INTERVAL`).
@@ -27,27 +33,43 @@ public struct BrokerServices: Sendable {
     let refreshSuccessorKey: SymmetricKey
     let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
     let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
+    let providerConfigurations = ExpiringCache<String, ProviderConfiguration?>(ttl: .seconds(5))
     /// Security events no other row records: replays, refused API keys (decision 0020).
     let securityEvents: SecurityEventRecorder
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
-        appleBaseURL: String = Apple.defaultBaseURL, appleKeys: JWKSCache? = nil, httpClient: HTTPClient = .shared,
+        appleBaseURL: String? = nil, endpoints: ProviderEndpoints = ProviderEndpoints(), appleKeys: JWKSCache? = nil,
+        httpClient: HTTPClient = .shared,
         refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil
     ) {
+        var endpoints = endpoints
+        if let appleBaseURL { endpoints.appleBaseURL = appleBaseURL }
+        let logger = logger ?? database.logger
         self.database = database
         self.secrets = secrets
         self.publicURL = publicURL
         self.maxBodyBytes = maxBodyBytes
-        self.appleBaseURL = appleBaseURL
+        self.endpoints = endpoints
         self.httpClient = httpClient
-        self.appleKeys =
-            appleKeys
-            ?? JWKSCache(
-                source: .url(Apple.keysURL(base: appleBaseURL)), httpClient: httpClient, logger: logger ?? database.logger)
+        let appleKeys =
+            appleKeys ?? JWKSCache(source: .url(Apple.keysURL(base: endpoints.appleBaseURL)), httpClient: httpClient, logger: logger)
+        self.appleKeys = appleKeys
+        self.googleKeys = JWKSCache(source: .url(endpoints.googleKeysURL), httpClient: httpClient, logger: logger)
+        self.facebookKeys = JWKSCache(source: .url(endpoints.facebookKeysURL), httpClient: httpClient, logger: logger)
+        var providers = ProviderRegistry()
+        providers.register(
+            AppleProvider(baseURL: endpoints.appleBaseURL, keys: appleKeys, secrets: secrets, httpClient: httpClient, logger: logger))
+        providers.register(GoogleProvider(keys: googleKeys))
+        providers.register(
+            FacebookProvider(
+                keys: facebookKeys,
+                graph: FacebookGraphClient(
+                    baseURL: endpoints.facebookGraphURL, httpClient: httpClient, timeoutSeconds: endpoints.timeoutSeconds),
+                secrets: secrets))
+        self.providers = providers
         self.signingKeys = TenantSigningKeys(database: database, secrets: secrets)
         self.securityEvents = SecurityEventRecorder(database: database)
-        self.clientSecrets = AppleClientSecrets(secrets: secrets)
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
     }
@@ -56,17 +78,27 @@ public struct BrokerServices: Sendable {
 
     var sessionTokens: SessionTokens { SessionTokens(keys: signingKeys, publicURL: publicURL) }
 
-    var appleSignIn: AppleSignIn {
-        AppleSignIn(
-            database: database, secrets: secrets, appleKeys: appleKeys,
-            tokenClient: AppleTokenClient(baseURL: appleBaseURL, httpClient: httpClient), clientSecrets: clientSecrets,
-            tokens: sessionTokens, clients: appleClients, events: securityEvents)
+    var providerSettings: ProviderSettingsStore {
+        ProviderSettingsStore(database: database, appleClients: appleClients, configurations: providerConfigurations)
     }
 
-    /// Work that runs for the life of the server: refreshing provider key sets.
+    var signIn: SignInService {
+        SignInService(
+            database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents)
+    }
+
+    var sessions: SessionService {
+        SessionService(
+            database: database, tokens: sessionTokens, refreshReuseInterval: refreshReuseInterval,
+            successorKey: refreshSuccessorKey)
+    }
+
+    /// Work that runs for the life of the server: refreshing provider key sets, clearing caches.
     public func backgroundTasks() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await appleKeys.runRefreshLoop() }
+            group.addTask { await googleKeys.runRefreshLoop() }
+            group.addTask { await facebookKeys.runRefreshLoop() }
             group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
         }
     }
@@ -78,6 +110,12 @@ public struct BrokerServices: Sendable {
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
+        case .providerConfigs:
+            if let tenantID {
+                providerConfigurations.removeAll { key, _ in key.hasPrefix(tenantID.uuidString) }
+            } else {
+                providerConfigurations.removeAll()
+            }
         case .signingKeys:
             if let tenantID { signingKeys.invalidate(tenantID) } else { signingKeys.invalidateAll() }
         }

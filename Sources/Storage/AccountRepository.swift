@@ -23,7 +23,7 @@ public struct AccountRepository: Sendable {
     private static let identityColumnsBeforeStamp = """
         i.id, i.account_id, i.provider, i.provider_scope, i.subject, i.email, i.email_verified, i.is_private_email,
         i.relay_email_deliverable, i.given_name, i.family_name, i.real_user_status,
-        (i.apple_refresh_token_sealed IS NOT NULL), i.created_at
+        (i.provider_refresh_token_sealed IS NOT NULL), i.created_at, i.attributes::text
         """
 
     /// Finds or creates the identity and its account and opens a session, in one statement
@@ -115,13 +115,14 @@ public struct AccountRepository: Sendable {
                     AND ($11::text IS NULL OR s.family_name IS NOT NULL)
                     AND ($12::int8 IS NULL OR s.real_user_status = $12::int8)
                     AND $13::bytea IS NULL
+                    AND ($21::jsonb IS NULL OR s.attributes::jsonb @> $21::jsonb)
             ),
             upserted AS (
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
                     email_verified, is_private_email, given_name, family_name, real_user_status,
-                    apple_refresh_token_sealed, last_sign_in_at)
+                    provider_refresh_token_sealed, attributes, last_sign_in_at)
                 SELECT $1::uuid, $2::uuid, $3::uuid, $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
-                    $10::text, $11::text, $12::int8, $13::bytea, now()
+                    $10::text, $11::text, $12::int8, $13::bytea, $21::jsonb, now()
                 WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored))
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
                     email = coalesce(EXCLUDED.email, i.email),
@@ -130,7 +131,9 @@ public struct AccountRepository: Sendable {
                     given_name = coalesce(i.given_name, EXCLUDED.given_name),
                     family_name = coalesce(i.family_name, EXCLUDED.family_name),
                     real_user_status = coalesce(EXCLUDED.real_user_status, i.real_user_status),
-                    apple_refresh_token_sealed = coalesce(EXCLUDED.apple_refresh_token_sealed, i.apple_refresh_token_sealed),
+                    provider_refresh_token_sealed = coalesce(EXCLUDED.provider_refresh_token_sealed, i.provider_refresh_token_sealed),
+                    attributes = CASE WHEN EXCLUDED.attributes IS NULL THEN i.attributes
+                        ELSE coalesce(i.attributes, '{}'::jsonb) || EXCLUDED.attributes END,
                     last_sign_in_at = now(), updated_at = now()
                 RETURNING \(identityColumns), (i.xmax = 0) AS inserted
             ),
@@ -176,7 +179,7 @@ public struct AccountRepository: Sendable {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 20)
+            var bindings = PostgresBindings(capacity: 21)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
             bindings.append(newAccountID)
@@ -187,6 +190,7 @@ public struct AccountRepository: Sendable {
             try bindings.append(request.sealedProviderRefreshToken)
             bindings.append(request.intent != .signIn)
             try bindings.appendNewSession(of: request)  // $15 … $20
+            bindings.appendAttributes(of: request)  // $21
             return bindings
         }
 
@@ -262,12 +266,19 @@ public struct AccountRepository: Sendable {
     }
 
     static func decodeIdentity(_ reader: inout RowReader) throws -> Identity {
-        Identity(
-            id: try reader.next(), accountID: try reader.next(), provider: try reader.next(), providerScope: try reader.next(),
-            subject: try reader.next(), email: try reader.next(), emailVerified: try reader.next(),
-            isPrivateEmail: try reader.next(), relayEmailDeliverable: try reader.next(),
-            name: PersonName(givenName: try reader.next(), familyName: try reader.next()),
-            realUserStatus: try reader.next(Int16?.self).map(Int.init), hasProviderRefreshToken: try reader.next(),
-            createdAt: try reader.next(), lastSignInAt: try reader.next())
+        let (id, accountID, provider, providerScope, subject): (UUID, UUID, String, String, String) =
+            (try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next())
+        let (email, emailVerified, isPrivateEmail, relayEmailDeliverable): (String?, Bool, Bool, Bool) =
+            (try reader.next(), try reader.next(), try reader.next(), try reader.next())
+        let name = PersonName(givenName: try reader.next(), familyName: try reader.next())
+        let realUserStatus = try reader.next(Int16?.self).map(Int.init)
+        let (hasProviderRefreshToken, createdAt, attributes): (Bool, Date, String?) =
+            (try reader.next(), try reader.next(), try reader.next())
+        return Identity(
+            id: id, accountID: accountID, provider: provider, providerScope: providerScope, subject: subject, email: email,
+            emailVerified: emailVerified, isPrivateEmail: isPrivateEmail, relayEmailDeliverable: relayEmailDeliverable,
+            name: name, realUserStatus: realUserStatus, hasProviderRefreshToken: hasProviderRefreshToken, createdAt: createdAt,
+            lastSignInAt: try reader.next(), attributes: IdentityAttributes.decode(attributes))
     }
+
 }

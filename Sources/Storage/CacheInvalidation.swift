@@ -10,6 +10,7 @@ public enum CacheTopic: String, Sendable, CaseIterable {
     case tenants
     case appleClients = "apple_clients"
     case signingKeys = "signing_keys"
+    case providerConfigs = "provider_configs"
 }
 
 extension Database {

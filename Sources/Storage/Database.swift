@@ -41,6 +41,7 @@ public struct Database: Sendable {
     public var signingKeys: SigningKeyRepository { SigningKeyRepository(client: client, logger: logger) }
     public var auditLog: AuditLogRepository { AuditLogRepository(client: client, logger: logger) }
     public var apple: AppleRepository { AppleRepository(client: client, logger: logger) }
+    public var providerConfigs: ProviderConfigRepository { ProviderConfigRepository(client: client, logger: logger) }
     public var accounts: AccountRepository { AccountRepository(client: client, logger: logger, recentSignIns: recentSignIns) }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
 

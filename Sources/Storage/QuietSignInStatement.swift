@@ -29,6 +29,7 @@ extension AccountRepository {
                     AND ($8::text IS NULL OR i.given_name IS NOT NULL)
                     AND ($9::text IS NULL OR i.family_name IS NOT NULL)
                     AND ($10::int8 IS NULL OR i.real_user_status = $10::int8)
+                    AND ($17::jsonb IS NULL OR i.attributes @> $17::jsonb)
             ),
             quiet AS (
                 SELECT \(quietAccountColumns), i.*, false AS inserted, a.id AS quiet_account_id, i.id AS quiet_identity_id
@@ -46,13 +47,14 @@ extension AccountRepository {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 16)
+            var bindings = PostgresBindings(capacity: 17)
             bindings.append(request.tenantID)
             bindings.append(request.provider)
             bindings.append(request.providerScope)
             bindings.append(request.subject)
             bindings.appendPostedIdentity(of: request)  // $5 … $10
             try bindings.appendNewSession(of: request)  // $11 … $16
+            bindings.appendAttributes(of: request)  // $17
             return bindings
         }
 

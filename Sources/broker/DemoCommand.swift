@@ -66,6 +66,7 @@ struct DemoCommand: AsyncParsableCommand {
             let services = BrokerServices(
                 database: database, secrets: secrets, publicURL: configuration.publicURL,
                 maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
+                    endpoints: configuration.providerEndpoints,
                 refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
             // The app's nonce: Apple gets its SHA-256 (in the token), the backend posts the raw value.
             let rawNonce = Base64URL.encode(SecureRandom.bytes(16))

@@ -33,6 +33,7 @@ struct ServeCommand: AsyncParsableCommand {
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
+                    endpoints: configuration.providerEndpoints,
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,

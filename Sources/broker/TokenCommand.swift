@@ -13,24 +13,32 @@ struct TokenCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Verify a provider identity token and print every check with its verdict.",
             discussion: """
-                Exit status 0 when the token is valid, 1 when it is not. Without --jwks the provider's \
-                published keys are fetched (Apple: BROKER_APPLE_BASE_URL/auth/keys). Without --audience the \
-                audience is shown but not compared; without --nonce the nonce is not compared.
+                Runs the provider's own verification policy, the one sign-in uses. Exit status 0 when the \
+                token is valid, 1 when it is not. Without --jwks the provider's published keys are fetched \
+                (Apple: BROKER_APPLE_BASE_URL/auth/keys; Google: BROKER_GOOGLE_JWKS_URL; Facebook Limited Login: \
+                BROKER_FACEBOOK_JWKS_URL). Without --audience the audience (and Google's azp) is shown but not \
+                compared; without --nonce the nonce is not compared.
                 """)
 
-        @Option(help: "The provider: apple.") var provider: String = "apple"
+        @Option(help: "The provider: apple, google or facebook (a Limited Login token).") var provider: String = "apple"
         @Option(help: "The token, or @FILE to read it from a file.") var token: String
-        @Option(help: "A client id the token must be issued to (repeatable).") var audience: [String] = []
+        @Option(help: "A client id (Facebook: the app id) the token must be issued to (repeatable).") var audience: [String] = []
         @Option(help: "A JWKS file or URL to verify with.") var jwks: String?
         @Option(help: "Verify as of this ISO 8601 instant (e.g. 2024-11-03T10:00:00Z) instead of now.") var at: String?
         @Option(help: "The raw nonce the app generated.") var nonce: String?
-        @Option(help: "How the nonce is compared: sha256 or raw.") var nonceMode: String = "sha256"
+        @Option(help: "Apple: how the nonce is compared, sha256 or raw (Google and Facebook put the raw nonce).")
+        var nonceMode: String = "sha256"
+        @Option(help: "Google: the Workspace domain the token's hd must name.") var hostedDomain: String?
         @Flag(name: .long, help: "Print machine-readable JSON.") var json = false
 
         func run() async throws {
             try await runReporting(json: json) {
-                guard provider == "apple" else {
-                    throw BrokerError.invalidArgument("Unknown provider '\(provider)'.", hint: "Supported: apple.")
+                guard let name = ProviderName(rawValue: provider) else {
+                    throw BrokerError.invalidArgument(
+                        "Unknown provider '\(provider.prefix(40))'.", hint: "Use --provider apple, google or facebook.")
+                }
+                if hostedDomain != nil, name != .google {
+                    throw BrokerError.invalidArgument("--hosted-domain applies to Google tokens only.", hint: "Add --provider google.")
                 }
                 let configuration = try BrokerConfiguration()
                 let jwt = try readToken()
@@ -49,13 +57,19 @@ struct TokenCommand: AsyncParsableCommand {
                     }
                     source = .fixed(data)
                 } else {
-                    source = .url(Apple.keysURL(base: configuration.appleBaseURL))
+                    let endpoints = configuration.providerEndpoints
+                    switch name {
+                    case .apple: source = .url(Apple.keysURL(base: configuration.appleBaseURL))
+                    case .google: source = .url(endpoints.googleKeysURL)
+                    case .facebook: source = .url(endpoints.facebookKeysURL)
+                    }
                 }
-                let verifier = IdentityTokenVerifier(
-                    policy: VerificationPolicy(
-                        issuers: [Apple.issuer], algorithms: ["RS256"], audiences: audience.isEmpty ? nil : Set(audience)),
-                    keys: JWKSCache(source: source, logger: logger))
-                let expectation = nonce.map { NonceExpectation(rawNonce: $0, mode: mode) } ?? .notChecked
+                let options = TokenCheckOptions(
+                    audiences: audience.isEmpty ? nil : Set(audience), rawNonce: nonce,
+                    nonceMode: name == .apple ? mode : .raw, hostedDomain: hostedDomain)
+                var (policy, expectation) = name.tokenPolicy(options)
+                if nonce == nil { expectation = .notChecked }
+                let verifier = IdentityTokenVerifier(policy: policy, keys: JWKSCache(source: source, logger: logger))
                 let report = await verifier.check(jwt, nonce: expectation, at: instant)
                 try print(report)
                 if !report.isValid { throw ExitCode.failure }

@@ -103,12 +103,12 @@ import Testing
 
     @Test(arguments: ["application/json", "Application/JSON; charset=utf-8", " application/json ;q=1", "*/*", "application/*"])
     func jsonContentTypesAreAccepted(_ value: String) throws {
-        try AppleSignInRoute.checkContentType(value)
+        try SignInRoute.checkContentType(value)
     }
 
     @Test(arguments: ["text/json", "application/jsonx", "application/json-patch+json", "", ";application/json"])
     func otherContentTypesAreRefused(_ value: String) {
-        #expect(throws: BrokerError.self) { try AppleSignInRoute.checkContentType(value) }
+        #expect(throws: BrokerError.self) { try SignInRoute.checkContentType(value) }
     }
 
     @Test func noContentTypeIsTakenAsJSON() async throws {

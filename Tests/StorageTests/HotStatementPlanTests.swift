@@ -38,8 +38,8 @@ import Testing
         let id = UUID()
         let hash = Data(repeating: 1, count: 32)
         return [
-            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 20),
-            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 16),
+            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 21),
+            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 17),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 5),
             Statement(
                 "repeated refresh",
@@ -60,6 +60,7 @@ import Testing
                 unboundAllowed: ["sessions_identity_created_idx": ["created_at"]]),
             Statement("API key", try APIKeyRepository.authenticateQuery(hash: hash)),
             Statement("Apple client", AppleRepository.resolveQuery(tenantID: tenant, clientID: "com.acme.app")),
+            Statement("provider settings", ProviderConfigRepository.findQuery(tenantID: tenant, provider: .google)),
         ]
     }
 
@@ -196,10 +197,10 @@ import Testing
                 #expect(found.isEmpty, "unanalyzed, \(statement): \(found)")
             }
             try await database.client.query("ANALYZE", logger: TestDatabase.logger)
-            // Analyzed with one tenant, one key and no Apple rows, a sequential scan of their one
-            // page is the right plan for those tables; the loaded ones must still be keyed.
+            // Analyzed with one tenant, one key and no Apple or provider rows, a sequential scan of
+            // their one page is the right plan for those tables; the loaded ones must still be keyed.
             let analyzed = try await Self.genericPlanViolations(
-                database, ignoring: ["tenants", "api_keys", "apple_clients", "apple_app_groups", "apple_teams"])
+                database, ignoring: ["tenants", "api_keys", "apple_clients", "apple_app_groups", "apple_teams", "provider_configs"])
             for (statement, found) in analyzed.sorted(by: { $0.key < $1.key }) {
                 #expect(found.isEmpty, "analyzed, \(statement): \(found)")
             }

@@ -19,31 +19,15 @@ extension APIHandlers {
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
             }
-        guard let presented = RefreshToken(parsing: request.refreshToken) else { throw Self.invalidGrant }
-        let tenant = caller.tenant
-        // The successor is derived from the presented token, so a retry within the reuse
-        // interval is answered with the same one (decision 0017).
-        let successor = presented.successor(key: services.refreshSuccessorKey)
-        let outcome = try await services.database.sessions.refresh(
-            tenantID: tenant.id, tokenHash: presented.hash, successorHash: successor.hash,
-            idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL), reuseInterval: services.refreshReuseInterval)
-        let session: SessionRepository.SessionInfo
-        switch outcome {
-        case .rotated(let rotated), .repeated(let rotated):
-            session = rotated
-        case .reused:
-            RequestInfo.current?.logger.notice("refresh token reused: session family revoked")
-            throw Self.invalidGrant
-        case .invalid:
+        let session: IssuedSession
+        do {
+            session = try await services.sessions.refresh(tenant: caller.tenant, refreshToken: request.refreshToken)
+        } catch is InvalidGrant {
             throw Self.invalidGrant
         }
-        let tokens = services.sessionTokens
-        let access = try await tokens.accessToken(
-            tenant: tenant, accountID: session.accountID, sessionID: session.sessionID, idp: session.idp,
-            clientID: session.clientID)
         // The body carries tokens (RFC 6749 §5.1).
         RequestInfo.setResponseHeader(.cacheControl, "no-store")
-        return .ok(.init(body: .json(tokens.response(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor))))
+        return .ok(.init(body: .json(.init(session))))
     }
 
     func revokeSession(_ input: Operations.RevokeSession.Input) async throws -> Operations.RevokeSession.Output {
@@ -52,14 +36,7 @@ extension APIHandlers {
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
             }
-        let sessions = services.database.sessions
-        if let refresh = RefreshToken(parsing: request.token) {
-            try await sessions.revokeByRefreshToken(tenantID: caller.tenant.id, tokenHash: refresh.hash, reason: "revoked")
-        } else if let claims = await services.sessionTokens.verifyAccessToken(request.token, tenant: caller.tenant),
-            let sessionID = UUID(uuidString: claims.sid)
-        {
-            try await sessions.revoke(tenantID: caller.tenant.id, sessionID: sessionID, reason: "revoked")
-        }
+        try await services.sessions.revoke(tenant: caller.tenant, token: request.token)
         // RFC 7009 §2.2: 200 whether or not the token was valid.
         return .ok(.init())
     }
@@ -68,37 +45,20 @@ extension APIHandlers {
         let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
         // What a token grants is not for caches (RFC 7662 §4 and RFC 6749 §5.1).
         RequestInfo.setResponseHeader(.cacheControl, "no-store")
-        let tenant = caller.tenant
         let request: Components.Schemas.TokenRequest =
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
             }
-        let inactive = Operations.IntrospectSession.Output.ok(.init(body: .json(.init(active: false))))
-        let sessions = services.database.sessions
-        let issuer = services.issuer(for: tenant.slug)
-        if let refresh = RefreshToken(parsing: request.token) {
-            guard let session = try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash) else {
-                return inactive
-            }
-            return .ok(
-                .init(
-                    body: .json(
-                        .init(
-                            active: true, sub: session.accountID.lowercasedString,
-                            sid: session.sessionID.lowercasedString, exp: Int(session.expiresAt.timeIntervalSince1970),
-                            iat: Int(session.createdAt.timeIntervalSince1970), iss: issuer, aud: tenant.effectiveAudiences,
-                            clientId: session.clientID, tokenType: .refreshToken, idp: session.idp))))
+        guard let found = try await services.sessions.introspect(tenant: caller.tenant, token: request.token) else {
+            return .ok(.init(body: .json(.init(active: false))))
         }
-        guard let claims = await services.sessionTokens.verifyAccessToken(request.token, tenant: tenant),
-            let sessionID = UUID(uuidString: claims.sid),
-            try await sessions.liveSession(tenantID: tenant.id, sessionID: sessionID) != nil
-        else { return inactive }
         return .ok(
             .init(
                 body: .json(
                     .init(
-                        active: true, sub: claims.sub.value, sid: claims.sid, exp: Int(claims.exp.value.timeIntervalSince1970),
-                        iat: Int(claims.iat.value.timeIntervalSince1970), iss: claims.iss.value, aud: claims.aud.value,
-                        clientId: claims.clientID, tokenType: .accessToken, idp: claims.idp))))
+                        active: true, sub: found.accountID, sid: found.sessionID, exp: Int(found.expiresAt.timeIntervalSince1970),
+                        iat: Int(found.issuedAt.timeIntervalSince1970), iss: found.issuer, aud: found.audiences,
+                        clientId: found.clientID, tokenType: found.tokenType == .accessToken ? .accessToken : .refreshToken,
+                        idp: found.idp))))
     }
 }

@@ -4,7 +4,7 @@ import OpenAPIHummingbird
 import OpenAPIRuntime
 
 /// Registers the generated server's operations on the router, except those the router serves
-/// directly (see ``AppleSignInRoute``): Hummingbird refuses a second handler for a method and
+/// directly (see ``SignInRoute``): Hummingbird refuses a second handler for a method and
 /// path. Every other operation goes through the generated code as before.
 struct GeneratedRoutes: ServerTransport {
     struct Operation: Hashable {

@@ -11,13 +11,14 @@ import Hummingbird
 struct StrictJSONBodyMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
     let maxBodyBytes: Int
-    /// Paths whose handlers already parse their body strictly.
-    let parsedByHandler: Set<String>
+    /// Path prefixes whose handlers already parse their body strictly.
+    let parsedByHandlerUnder: [String]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard !parsedByHandler.contains(request.uri.path), Self.isJSON(request.headers[.contentType]) else {
+        let path = request.uri.path
+        guard !parsedByHandlerUnder.contains(where: { path.hasPrefix($0) }), Self.isJSON(request.headers[.contentType]) else {
             return try await next(request, context)
         }
         var request = request
@@ -25,7 +26,7 @@ struct StrictJSONBodyMiddleware: RouterMiddleware {
         do {
             _ = try JSONValue.parse(body.readableBytesView)
         } catch {
-            throw AppleSignInRoute.contractMismatch("the body is not valid JSON (or repeats a member name)")
+            throw SignInRoute.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }
         return try await next(request, context)
     }

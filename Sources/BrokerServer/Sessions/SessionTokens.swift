@@ -1,4 +1,3 @@
-import BrokerAPI
 import BrokerCore
 import Foundation
 import JWTKit
@@ -18,7 +17,7 @@ struct SessionTokens: Sendable {
         let absolute = now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenAbsoluteTTL))
         let idle = min(absolute, now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenIdleTTL)))
         return (
-            NewSession(id: .random(), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
+            NewSession(id: .timeOrdered(at: now), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
             token
         )
     }
@@ -39,10 +38,6 @@ struct SessionTokens: Sendable {
         var header = JWTHeader()
         header.typ = "at+jwt"
         return (try await collection.sign(claims, kid: JWKIdentifier(string: kid), header: header), ttl)
-    }
-
-    func response(accessToken: String, expiresIn: Int, refreshToken: RefreshToken) -> Components.Schemas.SessionTokens {
-        .init(accessToken: accessToken, tokenType: .bearer, expiresIn: expiresIn, refreshToken: refreshToken.value)
     }
 
     /// The claims of a well-signed, unexpired access token of this tenant, else nil.

@@ -60,6 +60,12 @@ extension Components.Schemas.IdentityInfo {
         if let relayEmailDeliverable { writer.member("relay_email_deliverable", relayEmailDeliverable) }
         writer.memberIfPresent("real_user_status", realUserStatus)
         if let hasProviderRefreshToken { writer.member("has_provider_refresh_token", hasProviderRefreshToken) }
+        if let attributes = attributes?.additionalProperties, !attributes.isEmpty {
+            writer.key("attributes")
+            writer.beginObject()
+            for (name, value) in attributes.sorted(by: { $0.key < $1.key }) { writer.member(name, value) }
+            writer.endObject()
+        }
         writer.member("created_at", ISO8601Transcoder.string(createdAt))
         writer.memberIfPresent("last_sign_in_at", lastSignInAt.map(ISO8601Transcoder.string))
         writer.endObject()

@@ -4,8 +4,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// Apple's token endpoint: exchanges authorization codes. Apple's errors become problems that
-/// tell the operator what to fix.
+/// Apple's token endpoint: exchanges authorization codes and revokes refresh tokens. Apple's
+/// errors become ``ProviderFailure``s (the problem mapping tells the operator what to fix).
 public struct AppleTokenClient: Sendable {
     public struct TokenResponse: Decodable, Sendable {
         public let accessToken: String?
@@ -28,8 +28,8 @@ public struct AppleTokenClient: Sendable {
         self.httpClient = httpClient
     }
 
-    public func exchange(code: String, clientID: String, clientSecret: String, redirectURI: String? = nil) async throws
-        -> TokenResponse
+    public func exchange(code: String, clientID: String, clientSecret: String, redirectURI: String? = nil)
+        async throws(ProviderFailure) -> TokenResponse
     {
         var form = [
             ("client_id", clientID), ("client_secret", clientSecret), ("code", code), ("grant_type", "authorization_code"),
@@ -46,9 +46,7 @@ public struct AppleTokenClient: Sendable {
             response = try await httpClient.execute(request, timeout: .seconds(10))
             body = try await response.body.collect(upTo: 1 << 20)
         } catch {
-            throw BrokerError(
-                code: "apple_unavailable", kind: .unavailable, title: "Apple unreachable",
-                detail: "Apple's token endpoint could not be reached.", hint: "Retry later; check outbound HTTPS to Apple.")
+            throw .unavailable(.apple, .tokenEndpoint)
         }
         let data = Data(body.readableBytesView)
         guard response.status == .ok else {
@@ -58,15 +56,13 @@ public struct AppleTokenClient: Sendable {
         do {
             return try JSONDecoder().decode(TokenResponse.self, from: data)
         } catch {
-            throw BrokerError(
-                code: "apple_bad_response", kind: .unavailable, title: "Unexpected answer from Apple",
-                detail: "Apple's token endpoint answered with a body the broker cannot read.")
+            throw .unreadableAnswer(.apple, .tokenEndpoint)
         }
     }
 
     /// Revokes a refresh token at Apple (`/auth/revoke`). Apple answers 200 with an empty
     /// body, also for a token it no longer knows.
-    public func revoke(refreshToken: String, clientID: String, clientSecret: String) async throws {
+    public func revoke(refreshToken: String, clientID: String, clientSecret: String) async throws(ProviderFailure) {
         var request = HTTPClientRequest(url: Apple.revokeURL(base: baseURL))
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
@@ -81,31 +77,14 @@ public struct AppleTokenClient: Sendable {
             response = try await httpClient.execute(request, timeout: .seconds(10))
             _ = try await response.body.collect(upTo: 65_536)
         } catch {
-            throw BrokerError(
-                code: "apple_unavailable", kind: .unavailable, title: "Apple unreachable",
-                detail: "Apple's revoke endpoint could not be reached.", hint: "Retry later; check outbound HTTPS to Apple.")
+            throw .unavailable(.apple, .tokenEndpoint)
         }
         guard response.status == .ok else { throw Self.translate("http_\(response.status.code)", clientID: clientID) }
     }
 
     /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
-    static func translate(_ error: String, clientID: String) -> BrokerError {
-        switch error {
-        case "invalid_client":
-            BrokerError(
-                code: "apple_invalid_client", kind: .badRequest, title: "Apple rejected the client secret",
-                detail: "Apple answered invalid_client for client '\(clientID)': the client secret is not accepted.",
-                hint: "Check the team's key id, team id and .p8 key (broker apple team set) and that '\(clientID)' belongs to that team and has Sign in with Apple enabled.")
-        case "invalid_grant":
-            BrokerError(
-                code: "apple_invalid_grant", kind: .badRequest, title: "Apple rejected the authorization code",
-                detail: "Apple answered invalid_grant: the authorization code was already used, is older than five minutes, or was issued to another client or redirect URI.",
-                hint: "Send a fresh authorization code from the same client id that signed in, once.")
-        default:
-            BrokerError(
-                code: "apple_token_error", kind: .badRequest, title: "Apple refused the code exchange",
-                detail: "Apple's token endpoint answered '\(error.prefix(60))'.")
-        }
+    static func translate(_ error: String, clientID: String) -> ProviderFailure {
+        .codeExchangeRefused(reason: String(error.prefix(60)), clientID: clientID)
     }
 
     static func formEncode(_ pairs: [(String, String)]) -> String {

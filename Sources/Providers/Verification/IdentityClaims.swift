@@ -22,6 +22,10 @@ public struct IdentityClaims: Sendable, Equatable {
     public var hostedDomain: String?
     /// `jti`, when the provider gives its tokens one.
     public var tokenID: String?
+    /// `name`, `given_name`, `family_name` (Google, Facebook; Apple sends the name beside the token).
+    public var name: PersonName
+    /// Every claim, for a provider's own attributes.
+    public var payload: [String: JSONValue]
 
     init(issuer: String, subject: String, audiences: [String], issuedAt: Date, expiresAt: Date, object: [String: JSONValue]) {
         self.issuer = issuer
@@ -39,6 +43,8 @@ public struct IdentityClaims: Sendable, Equatable {
         authorizedParty = object["azp"]?.string
         hostedDomain = object["hd"]?.string
         tokenID = object["jti"]?.string
+        name = PersonName(givenName: object["given_name"]?.string, familyName: object["family_name"]?.string)
+        payload = object
     }
 
     /// The key under which a tenant accepts this token once (decision 0018): SHA-256 over the

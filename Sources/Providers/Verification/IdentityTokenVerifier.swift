@@ -201,6 +201,13 @@ public struct IdentityTokenVerifier: Sendable {
 
         checkNonce(payload: payload, expectation: nonce, report: &report)
 
+        for rule in policy.claimChecks {
+            switch rule.evaluate(payload) {
+            case .success(let detail): report.pass(rule.name, detail)
+            case .failure(let error): report.fail(rule.name, error)
+            }
+        }
+
         if report.failure == nil, let issuer, let subject, let audiences, let issuedAt, let expiresAt {
             report.claims = IdentityClaims(
                 issuer: issuer, subject: subject, audiences: audiences, issuedAt: issuedAt, expiresAt: expiresAt, object: payload)

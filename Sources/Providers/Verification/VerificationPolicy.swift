@@ -14,6 +14,9 @@ public struct VerificationPolicy: Sendable {
     public var clockSkew: TimeInterval
     /// Tokens longer than this are refused unread.
     public var maxTokenBytes: Int
+    /// The provider's own claim rules (Google's `azp` and `hd`), run after the common ones and
+    /// reported like them.
+    public var claimChecks: [ClaimCheck] = []
 
     public init(
         issuers: Set<String>, algorithms: Set<String> = ["RS256"], audiences: Set<String>?,
@@ -46,5 +49,16 @@ public struct NonceExpectation: Sendable {
         var expectation = NonceExpectation.none
         expectation.skip = true
         return expectation
+    }
+}
+
+/// A provider's own rule for one claim: the detail to report when it holds, the failure when not.
+public struct ClaimCheck: Sendable {
+    public let name: String
+    public let evaluate: @Sendable ([String: JSONValue]) -> Result<String, TokenVerificationError>
+
+    public init(_ name: String, _ evaluate: @escaping @Sendable ([String: JSONValue]) -> Result<String, TokenVerificationError>) {
+        self.name = name
+        self.evaluate = evaluate
     }
 }

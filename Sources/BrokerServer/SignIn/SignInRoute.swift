@@ -5,34 +5,49 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// `POST /v1/sign-in/apple` served on the router directly rather than through the generated
-/// server code (decision 0011): the hottest route of the broker, where the generic request and
-/// response plumbing, `JSONDecoder` and `JSONEncoder` cost more than verifying the identity
-/// token. The contract is still openapi.yaml's: the body is read into the generated
-/// `AppleSignInRequest` the way its `Decodable` conformance reads it (the same members
-/// required, the same enums checked), the response is the generated `SignInResponse` written
-/// by ``Components/Schemas/SignInResponse/json``, and errors are the same problem details. As
-/// with the generated code, a body that does not match the contract is refused before the API
-/// key is looked at; unlike it, so is a body that repeats a member name.
-struct AppleSignInRoute: Sendable {
-    static let operation = GeneratedRoutes.Operation(method: .post, path: "/v1/sign-in/apple")
+/// `POST /v1/sign-in/{provider}` served on the router directly rather than through the
+/// generated server code (decision 0011): the hottest routes of the broker, where the generic
+/// request and response plumbing, `JSONDecoder` and `JSONEncoder` cost more than verifying the
+/// identity token. The contract is still openapi.yaml's: each provider's body is read into its
+/// generated request type the way its `Decodable` conformance reads it (the same members
+/// required, the same enums checked), the response is the generated `SignInResponse` written by
+/// ``Components/Schemas/SignInResponse/json``, and errors are the same problem details. A name
+/// the broker does not federate is 404 `unknown_provider`. As with the generated code, a body
+/// that does not match the contract is refused before the API key is looked at; unlike it, so
+/// is a body that repeats a member name.
+struct SignInRoute: Sendable {
+    /// The router's path; `{provider}` in the contract.
+    static let routerPath = "/v1/sign-in/:provider"
+    static let pathPrefix = "/v1/sign-in/"
+    /// The contract's operations this route serves (not registered from the generated code).
+    static let operations: [GeneratedRoutes.Operation] = [
+        .init(method: .post, path: "/v1/sign-in/apple"), .init(method: .post, path: "/v1/sign-in/google"),
+        .init(method: .post, path: "/v1/sign-in/facebook"), .init(method: .post, path: "/v1/sign-in/{provider}"),
+    ]
 
     let handlers: APIHandlers
     let maxBodyBytes: Int
 
     func respond(_ request: Request, context: BrokerRequestContext) async throws -> Response {
+        let provider = context.parameters.get("provider") ?? ""
+        guard ProviderName(rawValue: provider) != nil else { throw SignInProblems.problem(.unknownProvider(provider)) }
         try Self.checkContentType(request.headers[.contentType])
         var request = request
-        let body = try await request.collectBody(upTo: maxBodyBytes)
-        let input: Components.Schemas.AppleSignInRequest
+        let bytes = try await request.collectBody(upTo: maxBodyBytes)
+        let body: SignInBody
         do {
-            input = try Components.Schemas.AppleSignInRequest(json: try JSONValue.parse(body.readableBytesView))
-        } catch let error as Components.Schemas.AppleSignInRequest.Mismatch {
+            guard let read = try SignInBody.read(provider: provider, try JSONValue.parse(bytes.readableBytesView)) else {
+                throw SignInProblems.problem(.unknownProvider(provider))
+            }
+            body = read
+        } catch let error as ContractMismatch {
             throw Self.contractMismatch(error.description)
+        } catch let error as BrokerError {
+            throw error
         } catch {
             throw Self.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }
-        let response = try await handlers.signInWithApple(input)
+        let response = try await handlers.signIn(provider: provider, body)
         return Response(
             status: .ok,
             headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],

@@ -1,22 +1,20 @@
 import BrokerCore
 import Crypto
 import Foundation
-import Providers
 
 /// Client-secret factories per team key, built from the decrypted `.p8` once and reused
 /// (each caches its secrets and renews them before they expire).
-actor AppleClientSecrets {
+public actor AppleClientSecrets {
     let secrets: SecretBox
     private var caches: [String: AppleClientSecretCache] = [:]
 
-    init(secrets: SecretBox) { self.secrets = secrets }
+    public init(secrets: SecretBox) { self.secrets = secrets }
 
-    func secret(team: AppleTeam, clientID: String) async throws -> String {
+    /// The client secret for `clientID`; throws ``ProviderFailure/appleKeyMissing(teamID:)``
+    /// when the team has no key, and the sealing box's error when the key does not open.
+    public func secret(team: AppleTeam, clientID: String) async throws -> String {
         guard let keyID = team.keyID, let sealed = team.sealedPrivateKey else {
-            throw BrokerError(
-                code: "apple_key_missing", kind: .badRequest, title: "No Apple key configured",
-                detail: "Team \(team.teamID) has no Sign in with Apple key, so the authorization code cannot be exchanged.",
-                hint: "Upload the team's .p8 key: broker apple team set --tenant <slug> --team-id \(team.teamID) --key-id <KEYID> --private-key-file key.p8")
+            throw ProviderFailure.appleKeyMissing(teamID: team.teamID)
         }
         let cacheKey = "\(team.id):\(keyID):\(Hex.encode(SHA256.hash(data: sealed)))"
         if let cache = caches[cacheKey] { return try await cache.secret(for: clientID) }

@@ -1,0 +1,30 @@
+import BrokerCore
+import Foundation
+import Providers
+import Storage
+
+/// The tenant configuration providers read on the sign-in path, from the database through
+/// short-lived caches that LISTEN/NOTIFY clears when an operator changes them.
+struct ProviderSettingsStore: ProviderConfigurationStore {
+    let database: Database
+    /// (tenant, client id) → client, group and team.
+    let appleClients: ExpiringCache<String, ResolvedAppleClient>
+    /// (tenant, provider) → settings; a cached miss is `.some(nil)`.
+    let configurations: ExpiringCache<String, ProviderConfiguration?>
+
+    func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
+        let key = "\(tenantID):\(clientID)"
+        if let cached = appleClients.value(for: key) { return cached }
+        guard let resolved = try await database.apple.resolve(tenantID: tenantID, clientID: clientID) else { return nil }
+        appleClients.set(resolved, for: key)
+        return resolved
+    }
+
+    func configuration(tenantID: UUID, provider: ProviderName) async throws -> ProviderConfiguration? {
+        let key = "\(tenantID):\(provider.rawValue)"
+        if let cached = configurations.value(for: key) { return cached }
+        let found = try await database.providerConfigs.find(tenantID: tenantID, provider: provider)
+        configurations.set(found, for: key)
+        return found
+    }
+}

@@ -1,0 +1,97 @@
+import BrokerCore
+import Crypto
+import Foundation
+import JWTKit
+import Logging
+import Storage
+
+/// Why a refresh token was not honoured: unknown, expired, revoked, or already used (which
+/// ends its session). RFC 6749 `invalid_grant`.
+struct InvalidGrant: Error, Sendable {}
+
+/// What introspection says of an active token (RFC 7662).
+struct Introspection: Sendable {
+    enum TokenType: String, Sendable {
+        case accessToken = "access_token"
+        case refreshToken = "refresh_token"
+    }
+
+    let accountID: String
+    let sessionID: String
+    let expiresAt: Date
+    let issuedAt: Date
+    let issuer: String
+    let audiences: [String]
+    let clientID: String?
+    let tokenType: TokenType
+    let idp: String
+}
+
+/// Broker sessions after sign-in: refresh (RFC 6749 §6), revocation (RFC 7009), introspection
+/// (RFC 7662). Used by the HTTP handlers; later by account deletion and Apple's notifications.
+struct SessionService: Sendable {
+    let database: Database
+    let tokens: SessionTokens
+    /// Seconds during which a just-rotated refresh token still yields its successor.
+    let refreshReuseInterval: TimeInterval
+    /// Derives each refresh token's successor (decision 0017).
+    let successorKey: SymmetricKey
+
+    /// Rotates the refresh token: the successor and a new access token. A retry within the
+    /// reuse interval gets the same successor; a later reuse revokes the whole session.
+    func refresh(tenant: Tenant, refreshToken value: String) async throws -> IssuedSession {
+        guard let presented = RefreshToken(parsing: value) else { throw InvalidGrant() }
+        // The successor is derived from the presented token, so a retry within the reuse
+        // interval is answered with the same one (decision 0017).
+        let successor = presented.successor(key: successorKey)
+        let outcome = try await database.sessions.refresh(
+            tenantID: tenant.id, tokenHash: presented.hash, successorHash: successor.hash,
+            idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL), reuseInterval: refreshReuseInterval)
+        let session: SessionRepository.SessionInfo
+        switch outcome {
+        case .rotated(let rotated), .repeated(let rotated):
+            session = rotated
+        case .reused:
+            RequestInfo.current?.logger.notice("refresh token reused: session family revoked")
+            throw InvalidGrant()
+        case .invalid:
+            throw InvalidGrant()
+        }
+        let access = try await tokens.accessToken(
+            tenant: tenant, accountID: session.accountID, sessionID: session.sessionID, idp: session.idp,
+            clientID: session.clientID)
+        return IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor)
+    }
+
+    /// Ends the session of a refresh or access token of the tenant; any other token is ignored
+    /// (RFC 7009 §2.2).
+    func revoke(tenant: Tenant, token: String) async throws {
+        let sessions = database.sessions
+        if let refresh = RefreshToken(parsing: token) {
+            try await sessions.revokeByRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, reason: "revoked")
+        } else if let claims = await tokens.verifyAccessToken(token, tenant: tenant), let sessionID = UUID(uuidString: claims.sid) {
+            try await sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "revoked")
+        }
+    }
+
+    /// What the token grants while its session is live; nil when it is inactive.
+    func introspect(tenant: Tenant, token: String) async throws -> Introspection? {
+        let sessions = database.sessions
+        if let refresh = RefreshToken(parsing: token) {
+            guard let session = try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash) else {
+                return nil
+            }
+            return Introspection(
+                accountID: session.accountID.lowercasedString, sessionID: session.sessionID.lowercasedString,
+                expiresAt: session.expiresAt, issuedAt: session.createdAt, issuer: tokens.issuer(for: tenant),
+                audiences: tenant.effectiveAudiences, clientID: session.clientID, tokenType: .refreshToken, idp: session.idp)
+        }
+        guard let claims = await tokens.verifyAccessToken(token, tenant: tenant), let sessionID = UUID(uuidString: claims.sid),
+            try await sessions.liveSession(tenantID: tenant.id, sessionID: sessionID) != nil
+        else { return nil }
+        return Introspection(
+            accountID: claims.sub.value, sessionID: claims.sid, expiresAt: claims.exp.value, issuedAt: claims.iat.value,
+            issuer: claims.iss.value, audiences: claims.aud.value, clientID: claims.clientID, tokenType: .accessToken,
+            idp: claims.idp)
+    }
+}

@@ -1,0 +1,99 @@
+import BrokerCore
+import Foundation
+import Logging
+import Providers
+import Storage
+
+/// What a sign-in produced: the account, the identity it came through, and the session.
+struct SignInOutcome: Sendable {
+    let account: Account
+    let identity: Identity
+    let isNewAccount: Bool
+    let session: IssuedSession
+}
+
+/// A broker session as handed to the client: the access token and the refresh token.
+struct IssuedSession: Sendable {
+    let accessToken: String
+    let expiresIn: Int
+    let refreshToken: RefreshToken
+}
+
+/// The one sign-in of every provider and route (DESIGN.md "Core flows"): resolve the client
+/// and verify the proof (the provider), redeem an authorization code when the provider can,
+/// find or create the account and identity, open the session, sign the access token. Used by
+/// `POST /v1/sign-in/{provider}`; later by the web callback, notifications and imports.
+struct SignInService: Sendable {
+    let database: Database
+    let providers: ProviderRegistry
+    let store: ProviderSettingsStore
+    let tokens: SessionTokens
+    let events: SecurityEventRecorder
+
+    func signIn(
+        tenant: Tenant, provider name: String, proof: ProviderProof, intent: SignInIntent, platform: String?,
+        now: Date = Date()
+    ) async throws -> SignInOutcome {
+        guard let provider = providers[name] else { throw SignInFailure.unknownProvider(name) }
+        let verification = try await provider.verify(proof, tenant.id, store, now)
+        let verified = verification.verified
+        let identity = verified.identity
+
+        var kept: KeptProviderToken?
+        if let code = proof.authorizationCode, !code.isEmpty, let exchange = verification.exchangeCode {
+            // Redeeming a code is irreversible at the provider: first make sure this sign-in can
+            // open a session, so that a refused one leaves nothing behind (issue 9 §5).
+            try await requireSignInPossible(tenant: tenant, identity: identity, intent: intent)
+            kept = try await exchange(code, now)
+        }
+        let giveBack = { (reason: String) in
+            if let kept, let revoke = verification.revokeLater { revoke(kept, reason) }
+        }
+
+        var (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
+        if let replayKey = verified.replayKey { newSession.identify(byReplayKey: replayKey, issuedAt: verified.issuedAt) }
+        var request = SignInRequest(
+            tenantID: tenant.id, provider: identity.provider.rawValue, providerScope: identity.providerScope,
+            subject: identity.subject, email: identity.email, emailVerified: identity.emailVerified,
+            isPrivateEmail: identity.isPrivateEmail, name: identity.name, realUserStatus: identity.realUserStatus,
+            sealedProviderRefreshToken: kept?.sealed, intent: intent, clientID: verified.clientID, platform: platform,
+            session: newSession)
+        request.attributes = identity.attributes
+        let outcome: SignInResult?
+        do {
+            outcome = try await database.accounts.signIn(request)
+        } catch is IdentityTokenReplayed {
+            giveBack("the sign-in did not complete")
+            events.tokenReplayed(
+                tenantID: tenant.id, provider: identity.provider.rawValue, clientID: verified.clientID, subject: identity.subject,
+                remoteAddress: RequestInfo.current?.remoteAddress)
+            throw SignInFailure.tokenReplayed
+        } catch {
+            giveBack("the sign-in did not complete")
+            throw error
+        }
+        guard let result = outcome else {
+            giveBack("the sign-in did not complete")
+            throw intent == .signIn ? SignInFailure.accountNotFound(identity.provider) : SignInFailure.accountDisabled
+        }
+        let access = try await tokens.accessToken(
+            tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: identity.provider.rawValue,
+            clientID: verified.clientID, now: now)
+        return SignInOutcome(
+            account: result.account, identity: result.identity, isNewAccount: result.isNewAccount,
+            session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+    }
+
+    /// Refuses, before a code is redeemed, a sign-in that would open no session: an unknown
+    /// identity with intent `sign_in`, or an account that is not active.
+    private func requireSignInPossible(tenant: Tenant, identity: ProviderIdentity, intent: SignInIntent) async throws {
+        let status = try await database.accounts.accountStatus(
+            tenantID: tenant.id, provider: identity.provider.rawValue, providerScope: identity.providerScope,
+            subject: identity.subject)
+        switch status {
+        case nil: if intent == .signIn { throw SignInFailure.accountNotFound(identity.provider) }
+        case .active?: break
+        case .disabled?, .deleted?: throw SignInFailure.accountDisabled
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import AsyncHTTPClient
+import BrokerCore
+import Foundation
+import Logging
+
+/// Sign in with Apple (DESIGN.md "Native Apple sign-in", "Provider facts"): identity tokens
+/// for a client of the tenant's app groups, `sub` scoped to the team; the authorization code is
+/// exchanged for Apple's refresh token, which is kept sealed and revoked when not kept.
+public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, TokenRevoking, ServerNotifying {
+    public typealias Settings = ResolvedAppleClient
+
+    public static let name = ProviderName.apple
+
+    public let keys: JWKSCache
+    let tokenClient: AppleTokenClient
+    let clientSecrets: AppleClientSecrets
+    let secrets: SecretBox
+    let logger: Logger
+
+    public init(baseURL: String, keys: JWKSCache, secrets: SecretBox, httpClient: HTTPClient = .shared, logger: Logger) {
+        self.keys = keys
+        self.tokenClient = AppleTokenClient(baseURL: baseURL, httpClient: httpClient)
+        self.clientSecrets = AppleClientSecrets(secrets: secrets)
+        self.secrets = secrets
+        self.logger = logger
+    }
+
+    public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
+        (
+            VerificationPolicy(issuers: [Apple.issuer], algorithms: ["RS256"], audiences: options.audiences),
+            options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: options.nonceMode) } ?? .none
+        )
+    }
+
+    public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws
+        -> ResolvedAppleClient
+    {
+        let clientID = proof.clientID ?? ""
+        guard let resolved = try await store.appleClient(tenantID: tenantID, clientID: clientID) else {
+            throw ProviderFailure.unknownClient(.apple, clientID: clientID)
+        }
+        return resolved
+    }
+
+    public func verify(_ proof: ProviderProof, settings resolved: ResolvedAppleClient, tenantID: UUID, at now: Date)
+        async throws(ProviderFailure) -> VerifiedProof
+    {
+        guard let token = proof.idToken else { throw .malformedProof("identity_token is required") }
+        let client = resolved.client
+        if client.nonceRequired, (proof.nonce ?? "").isEmpty { throw .nonceRequired(clientID: client.clientID) }
+        let claims = try await verifyToken(
+            token, options: TokenCheckOptions(audiences: [client.clientID], rawNonce: proof.nonce, nonceMode: client.nonceMode),
+            at: now)
+        let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
+        let identity = ProviderIdentity(
+            provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: email,
+            emailVerified: claims.emailVerified ?? false,
+            isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(email),
+            name: PersonName(givenName: Self.clean(proof.name.givenName), familyName: Self.clean(proof.name.familyName)),
+            realUserStatus: claims.realUserStatus)
+        return VerifiedProof(
+            identity: identity, clientID: client.clientID,
+            replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.apple.rawValue, token: token),
+            issuedAt: claims.issuedAt)
+    }
+
+    /// Exchanges the code at Apple (client id = the posted client) and returns Apple's refresh
+    /// token when it is proven to be this user's: the id token Apple returns with it must
+    /// verify and name the same `sub`. A refresh token that is not proven is revoked at Apple,
+    /// never kept; one that belongs to another user fails the sign-in.
+    public func exchange(code: String, subject: String, settings resolved: ResolvedAppleClient, tenantID: UUID, at now: Date)
+        async throws -> KeptProviderToken?
+    {
+        let clientID = resolved.client.clientID
+        let secret = try await clientSecrets.secret(team: resolved.team, clientID: clientID)
+        let answer = try await tokenClient.exchange(code: code, clientID: clientID, clientSecret: secret)
+        guard let refreshToken = answer.refreshToken, !refreshToken.isEmpty else { return nil }
+        guard let idToken = answer.idToken else {
+            revoke(refreshToken, resolved: resolved, reason: "Apple's answer carried no id_token")
+            return nil
+        }
+        let codeSubject: String
+        do {
+            // The token comes from Apple's token endpoint over TLS: no nonce to compare.
+            var options = TokenCheckOptions(audiences: [clientID])
+            options.rawNonce = nil
+            let (verifier, _) = verifier(options)
+            codeSubject = try await verifier.verify(idToken, nonce: .notChecked, at: now).subject
+        } catch {
+            revoke(refreshToken, resolved: resolved, reason: "Apple's id_token did not verify")
+            return nil
+        }
+        guard codeSubject == subject else {
+            revoke(refreshToken, resolved: resolved, reason: "the code belongs to another user")
+            throw ProviderFailure.subjectMismatch
+        }
+        do {
+            let sealed = try secrets.seal(
+                Data(refreshToken.utf8),
+                context: "apple_refresh:\(resolved.team.tenantID.lowercasedString):\(resolved.team.teamID):\(subject)")
+            return KeptProviderToken(raw: refreshToken, sealed: sealed)
+        } catch {
+            revoke(refreshToken, resolved: resolved, reason: "it could not be sealed")
+            throw error
+        }
+    }
+
+    public func revokeLater(_ token: KeptProviderToken, settings resolved: ResolvedAppleClient, reason: String) {
+        revoke(token.raw, resolved: resolved, reason: reason)
+    }
+
+    /// Revokes at Apple in the background (the answer to the client does not wait for Apple);
+    /// a failure is logged, without the token.
+    private func revoke(_ refreshToken: String, resolved: ResolvedAppleClient, reason: String) {
+        let (logger, tokenClient, clientSecrets) = (logger, tokenClient, clientSecrets)
+        let (team, clientID) = (resolved.team, resolved.client.clientID)
+        Task {
+            do {
+                let secret = try await clientSecrets.secret(team: team, clientID: clientID)
+                try await tokenClient.revoke(refreshToken: refreshToken, clientID: clientID, clientSecret: secret)
+                logger.notice("revoked an Apple refresh token the broker does not keep", metadata: ["reason": "\(reason)", "client_id": "\(clientID)"])
+            } catch {
+                logger.warning(
+                    "could not revoke an Apple refresh token the broker does not keep",
+                    metadata: ["reason": "\(reason)", "client_id": "\(clientID)", "error": "\(error)"])
+            }
+        }
+    }
+
+    static func clean(_ value: String?) -> String? {
+        guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+        return String(trimmed.prefix(200))
+    }
+}

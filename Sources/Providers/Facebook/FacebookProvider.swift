@@ -1,0 +1,96 @@
+import BrokerCore
+import Foundation
+
+/// Facebook Login, both proofs: a classic user access token checked live at Graph
+/// (`debug_token`, then `/me` with `appsecret_proof`), or a Limited Login token (an OpenID id
+/// token). Both name the same app-scoped user id, so the identity is (facebook, app id, user id)
+/// either way. Facebook's email is never taken as verified (decision 0024).
+public struct FacebookProvider: IDTokenProvider {
+    public typealias Settings = FacebookSettings
+
+    /// The tenant's Facebook app: its id and its secret, opened.
+    public struct FacebookSettings: Sendable {
+        public var appID: String
+        public var appSecret: String
+    }
+
+    public static let name = ProviderName.facebook
+
+    public let keys: JWKSCache
+    let graph: FacebookGraphClient
+    let secrets: SecretBox
+
+    public init(keys: JWKSCache, graph: FacebookGraphClient, secrets: SecretBox) {
+        self.keys = keys
+        self.graph = graph
+        self.secrets = secrets
+    }
+
+    public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
+        (
+            VerificationPolicy(issuers: [Facebook.issuer], algorithms: ["RS256"], audiences: options.audiences),
+            options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none
+        )
+    }
+
+    public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws
+        -> FacebookSettings
+    {
+        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .facebook),
+            let appID = configuration.appID, let sealed = configuration.sealedSecret
+        else { throw ProviderFailure.notEnabled(.facebook) }
+        // Limited Login is its own switch: a tenant that did not turn it on takes no such token.
+        if proof.idToken != nil, !configuration.limitedLogin { throw ProviderFailure.notEnabled(.facebook) }
+        let secret = try secrets.open(
+            sealed, context: ProviderConfiguration.secretContext(tenantID: tenantID, provider: .facebook, clientID: appID),
+            what: "Facebook app secret")
+        return FacebookSettings(appID: appID, appSecret: String(decoding: secret, as: UTF8.self))
+    }
+
+    public func verify(_ proof: ProviderProof, settings: FacebookSettings, tenantID: UUID, at now: Date)
+        async throws(ProviderFailure) -> VerifiedProof
+    {
+        if let token = proof.idToken { return try await verifyLimitedLogin(token, nonce: proof.nonce, settings: settings, tenantID: tenantID, at: now) }
+        guard let token = proof.accessToken, !token.isEmpty else { throw .malformedProof("access_token or limited_login_token is required") }
+        let info = try await graph.debugToken(token, appID: settings.appID, appSecret: settings.appSecret)
+        guard info.isValid else { throw Self.invalid("Facebook says the access token is not valid (expired, revoked or unknown).") }
+        guard info.appID == settings.appID else { throw Self.invalid("The access token was issued to another Facebook app.") }
+        if let expiresAt = info.expiresAt, expiresAt != 0, Date(timeIntervalSince1970: TimeInterval(expiresAt)) <= now {
+            throw Self.invalid("The access token has expired.")
+        }
+        guard let userID = info.userID else { throw Self.invalid("Facebook names no user for the access token.") }
+        let person = try await graph.me(token, appSecret: settings.appSecret)
+        guard person.id == userID else { throw Self.invalid("Facebook's /me names another user than the access token.") }
+        var attributes: [String: String] = [:]
+        if let name = person.name, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
+        let identity = ProviderIdentity(
+            provider: .facebook, providerScope: settings.appID, subject: userID, email: Self.clean(person.email),
+            emailVerified: false, isPrivateEmail: false, name: PersonName(givenName: nil, familyName: nil), attributes: attributes)
+        // A classic access token is a bearer credential meant for many calls; Facebook checks it
+        // live on every use, so it has no replay key.
+        return VerifiedProof(identity: identity, clientID: settings.appID, replayKey: nil, issuedAt: now)
+    }
+
+    private func verifyLimitedLogin(_ token: String, nonce: String?, settings: FacebookSettings, tenantID: UUID, at now: Date)
+        async throws(ProviderFailure) -> VerifiedProof
+    {
+        guard let nonce, !nonce.isEmpty else { throw .malformedProof("member 'nonce' is required with 'limited_login_token'") }
+        let claims = try await verifyToken(token, options: TokenCheckOptions(audiences: [settings.appID], rawNonce: nonce), at: now)
+        var attributes: [String: String] = [:]
+        if let name = claims.payload["name"]?.string, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
+        let identity = ProviderIdentity(
+            provider: .facebook, providerScope: settings.appID, subject: claims.subject, email: Self.clean(claims.email),
+            emailVerified: false, isPrivateEmail: false, name: claims.name, attributes: attributes)
+        return VerifiedProof(
+            identity: identity, clientID: settings.appID,
+            replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.facebook.rawValue, token: token),
+            issuedAt: claims.issuedAt)
+    }
+
+    static func invalid(_ detail: String) -> ProviderFailure { .rejected(.init("invalid_token", detail)) }
+
+    static func clean(_ email: String?) -> String? {
+        guard let email, !email.isEmpty else { return nil }
+        return email
+    }
+}

@@ -1,0 +1,96 @@
+import BrokerCore
+import Foundation
+
+/// Google Sign-In: RS256 id tokens whose `aud` is one of the tenant's OAuth client ids, `azp`
+/// (when present) one of them too, `hd` the configured Workspace domain when one is set, the
+/// raw nonce when the body sends one. `sub` is global at Google: the identity's scope is empty.
+public struct GoogleProvider: IDTokenProvider {
+    public typealias Settings = GoogleSettings
+
+    /// The tenant's Google configuration and the client the body named, if any.
+    public struct GoogleSettings: Sendable {
+        public var configuration: ProviderConfiguration
+        /// The client id the body sent; the token's `aud` must then be exactly it.
+        public var requestedClientID: String?
+    }
+
+    public static let name = ProviderName.google
+
+    public let keys: JWKSCache
+
+    public init(keys: JWKSCache) { self.keys = keys }
+
+    public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
+        var policy = VerificationPolicy(issuers: Google.issuers, algorithms: ["RS256"], audiences: options.audiences)
+        policy.claimChecks = [
+            Self.authorizedParty(options.authorizedParties ?? options.audiences), Self.hostedDomain(options.hostedDomain),
+        ]
+        return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none)
+    }
+
+    public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws
+        -> GoogleSettings
+    {
+        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .google) else {
+            throw ProviderFailure.notEnabled(.google)
+        }
+        if let clientID = proof.clientID, !configuration.clientIDs.contains(clientID) {
+            throw ProviderFailure.unknownClient(.google, clientID: clientID)
+        }
+        return GoogleSettings(configuration: configuration, requestedClientID: proof.clientID)
+    }
+
+    public func verify(_ proof: ProviderProof, settings: GoogleSettings, tenantID: UUID, at now: Date)
+        async throws(ProviderFailure) -> VerifiedProof
+    {
+        guard let token = proof.idToken else { throw .malformedProof("id_token is required") }
+        let configured = Set(settings.configuration.clientIDs)
+        // `azp` is compared with every configured client (an Android token's `azp` is the
+        // Android client, its `aud` the web client).
+        let claims = try await verifyToken(
+            token,
+            options: TokenCheckOptions(
+                audiences: settings.requestedClientID.map { [$0] } ?? configured, rawNonce: proof.nonce,
+                hostedDomain: settings.configuration.hostedDomain, authorizedParties: configured),
+            at: now)
+        let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
+        var attributes: [String: String] = [:]
+        if let domain = claims.hostedDomain, !domain.isEmpty { attributes["hd"] = domain }
+        let identity = ProviderIdentity(
+            provider: .google, providerScope: "", subject: claims.subject, email: email,
+            // Google sends a JSON boolean; anything else does not vouch for the address.
+            emailVerified: email != nil && claims.payload["email_verified"] == .bool(true), isPrivateEmail: false,
+            name: claims.name, attributes: attributes)
+        return VerifiedProof(
+            identity: identity, clientID: claims.audiences.first ?? "",
+            replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.google.rawValue, token: token),
+            issuedAt: claims.issuedAt)
+    }
+
+    /// `azp`, when present, must be one of the trusted clients.
+    static func authorizedParty(_ trusted: Set<String>?) -> ClaimCheck {
+        ClaimCheck("azp") { payload in
+            guard let value = payload["azp"] else { return .success("absent") }
+            guard let party = value.string else { return .failure(.init("audience_mismatch", "The token's azp is not a string.")) }
+            guard let trusted else { return .success("\(party) (not compared: no audience given)") }
+            return trusted.contains(party)
+                ? .success(party)
+                : .failure(.init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client id of this tenant."))
+        }
+    }
+
+    /// `hd` must equal the configured hosted domain; when one is set a token without `hd`
+    /// (a consumer account) is refused.
+    static func hostedDomain(_ required: String?) -> ClaimCheck {
+        ClaimCheck("hd") { payload in
+            let domain = payload["hd"]?.string
+            guard let required else { return .success(domain.map { "\($0) (no domain required)" } ?? "absent (no domain required)") }
+            guard let domain else {
+                return .failure(.init("hosted_domain_mismatch", "The token has no hosted domain (hd); \(required) is required."))
+            }
+            return domain.lowercased() == required.lowercased()
+                ? .success(domain)
+                : .failure(.init("hosted_domain_mismatch", "The token's hosted domain '\(domain.prefix(120))' is not \(required)."))
+        }
+    }
+}

@@ -1,0 +1,11 @@
+import BrokerCore
+import Foundation
+
+/// Where providers read a tenant's configuration. The application layer implements it over the
+/// database, with caches cleared by LISTEN/NOTIFY.
+public protocol ProviderConfigurationStore: Sendable {
+    /// An Apple client of the tenant with its group and team; nil when the tenant has none.
+    func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient?
+    /// The tenant's settings of a configured provider (Google, Facebook); nil when not enabled.
+    func configuration(tenantID: UUID, provider: ProviderName) async throws -> ProviderConfiguration?
+}

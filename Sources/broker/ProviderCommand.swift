@@ -1,0 +1,177 @@
+import ArgumentParser
+import BrokerCore
+import BrokerServer
+import Foundation
+
+struct ProviderCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "provider",
+        abstract: "Enable, disable and inspect Google and Facebook sign-in for a tenant.",
+        discussion: """
+            Apple is configured with 'broker apple'. Re-running 'enable' replaces the provider's settings. \
+            --platforms records where the provider is offered (ios, android, web); sign-ins are not \
+            refused by platform.
+            """,
+        subcommands: [Enable.self, Disable.self, List.self, Show.self]
+    )
+
+    static func provider(_ name: String, allowApple: Bool = false) throws -> ProviderName {
+        guard let provider = ProviderName(rawValue: name.lowercased()), allowApple || provider != .apple else {
+            throw BrokerError.invalidArgument(
+                "Unknown provider '\(name.prefix(40))'.",
+                hint: allowApple ? "Use apple, google or facebook." : "Use google or facebook (Apple: 'broker apple').")
+        }
+        return provider
+    }
+
+    static func platforms(_ text: String?) throws -> [ProviderPlatform] {
+        guard let text else { return [] }
+        guard let platforms = ProviderPlatform.parseList(text) else {
+            throw BrokerError.invalidArgument(
+                "--platforms '\(text.prefix(80))' is not a list of ios, android and web.", hint: "For example: --platforms ios,android,web")
+        }
+        return platforms
+    }
+
+    static func print(_ status: ProviderAdmin.Status) {
+        Swift.print("\(status.provider): \(status.enabled ? "enabled" : "not enabled")")
+        guard status.enabled else { return }
+        if !status.platforms.isEmpty { Swift.print("  platforms:     \(status.platforms.joined(separator: ","))") }
+        if !status.clientIDs.isEmpty { Swift.print("  client ids:    \(status.clientIDs.joined(separator: ", "))") }
+        if let domain = status.hostedDomain { Swift.print("  hosted domain: \(domain)") }
+        if let appID = status.appID { Swift.print("  app id:        \(appID)") }
+        if status.hasAppSecret { Swift.print("  app secret:    set (encrypted; never shown)") }
+        if let limited = status.limitedLogin { Swift.print("  limited login: \(limited ? "on" : "off")") }
+    }
+
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Enable Google or Facebook for a tenant (or replace its settings).",
+            discussion: """
+                google:   --client-id ID [--client-id ID ...] [--hosted-domain DOMAIN]
+                facebook: --app-id ID --app-secret-file FILE [--limited-login]
+                """)
+        @Argument(help: "google or facebook.") var provider: String
+        @Option(help: "The tenant slug.") var tenant: String
+        @Option(name: .customLong("client-id"), help: "Google: an OAuth client id tokens may be issued to (repeatable).")
+        var clientIDs: [String] = []
+        @Option(help: "Google: the Workspace domain every token's hd must name.") var hostedDomain: String?
+        @Option(help: "Facebook: the app id.") var appId: String?
+        @Option(help: "Facebook: a file holding the app secret (stored encrypted; never printed).") var appSecretFile: String?
+        @Flag(help: "Facebook: also accept Limited Login tokens.") var limitedLogin = false
+        @Option(help: "Where the provider is offered: a comma-separated list of ios, android, web.") var platforms: String?
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let name = try ProviderCommand.provider(provider)
+                let platforms = try ProviderCommand.platforms(platforms)
+                let context = try CLIContext()
+                let status: ProviderAdmin.Status
+                switch name {
+                case .google:
+                    guard appId == nil, appSecretFile == nil, !limitedLogin else {
+                        throw BrokerError.invalidArgument(
+                            "--app-id, --app-secret-file and --limited-login are Facebook options.",
+                            hint: "For Google pass --client-id (and optionally --hosted-domain).")
+                    }
+                    status = try await context.withDatabase { database in
+                        try await ProviderAdmin(database: database, actor: context.actor).enableGoogle(
+                            tenant: tenant, clientIDs: clientIDs, hostedDomain: hostedDomain, platforms: platforms)
+                    }
+                case .facebook:
+                    guard clientIDs.isEmpty, hostedDomain == nil else {
+                        throw BrokerError.invalidArgument(
+                            "--client-id and --hosted-domain are Google options.", hint: "For Facebook pass --app-id and --app-secret-file.")
+                    }
+                    guard let appId, let appSecretFile else {
+                        throw BrokerError.invalidArgument(
+                            "Facebook needs --app-id and --app-secret-file.",
+                            hint: "broker provider enable facebook --tenant \(tenant) --app-id <ID> --app-secret-file secret.txt")
+                    }
+                    guard let raw = try? String(contentsOfFile: appSecretFile, encoding: .utf8) else {
+                        throw BrokerError.invalidArgument(
+                            "Cannot read the app secret file '\(appSecretFile)'.", hint: "Check the path and that the file is readable.")
+                    }
+                    let secret = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+                    let secrets = SecretBox(masterKey: try context.masterKey())
+                    status = try await context.withDatabase { database in
+                        try await ProviderAdmin(database: database, actor: context.actor).enableFacebook(
+                            tenant: tenant, appID: appId, appSecret: secret, limitedLogin: limitedLogin, platforms: platforms,
+                            secrets: secrets)
+                    }
+                case .apple:
+                    throw BrokerError.invalidArgument("Apple is configured with 'broker apple'.")
+                }
+                if options.json { try Output.json(status) } else {
+                    Swift.print("\(status.provider) is enabled for tenant '\(tenant)'.")
+                    ProviderCommand.print(status)
+                }
+            }
+        }
+    }
+
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Disable Google or Facebook for a tenant; its settings are deleted.")
+        @Argument(help: "google or facebook.") var provider: String
+        @Option(help: "The tenant slug.") var tenant: String
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let name = try ProviderCommand.provider(provider)
+                let context = try CLIContext()
+                try await context.withDatabase { database in
+                    try await ProviderAdmin(database: database, actor: context.actor).disable(tenant: tenant, provider: name)
+                }
+                if options.json { try Output.json(["provider": name.rawValue, "enabled": "false"]) } else {
+                    Swift.print("\(name.rawValue) is disabled for tenant '\(tenant)'; its settings were deleted.")
+                }
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the tenant's providers and whether each is enabled.")
+        @Option(help: "The tenant slug.") var tenant: String
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let context = try CLIContext()
+                let statuses = try await context.withDatabase { database in
+                    try await ProviderAdmin(database: database, actor: context.actor).list(tenant: tenant)
+                }
+                if options.json { try Output.json(statuses) } else {
+                    Output.table(
+                        ["PROVIDER", "ENABLED", "PLATFORMS", "CLIENTS"],
+                        statuses.map { status in
+                            [
+                                status.provider, status.enabled ? "yes" : "no",
+                                status.platforms.isEmpty ? "-" : status.platforms.joined(separator: ","),
+                                status.appID ?? (status.clientIDs.isEmpty ? "-" : status.clientIDs.joined(separator: ",")),
+                            ]
+                        })
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one provider's settings for a tenant (never its secret).")
+        @Argument(help: "apple, google or facebook.") var provider: String
+        @Option(help: "The tenant slug.") var tenant: String
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let name = try ProviderCommand.provider(provider, allowApple: true)
+                let context = try CLIContext()
+                let status = try await context.withDatabase { database in
+                    try await ProviderAdmin(database: database, actor: context.actor).show(tenant: tenant, provider: name)
+                }
+                if options.json { try Output.json(status) } else { ProviderCommand.print(status) }
+            }
+        }
+    }
+}
