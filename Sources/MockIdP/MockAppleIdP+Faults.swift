@@ -6,16 +6,7 @@ import Synchronization
 /// bend what the broker must check.
 extension MockAppleIdP {
     /// How `/auth/keys` answers.
-    public enum KeysFault: Sendable, Equatable {
-        /// The published keys (no fault).
-        case none
-        /// 503 with no body, as when Apple is down.
-        case unavailable
-        /// 200 with `{"keys": []}`.
-        case emptySet
-        /// 200 with a body that is not a key set.
-        case malformed
-    }
+    public typealias KeysFault = MockKeysFault
 
     /// How `/auth/token` answers a code exchange.
     public enum TokenFault: Sendable, Equatable {
@@ -28,8 +19,8 @@ extension MockAppleIdP {
     }
 
     public var keysFault: KeysFault {
-        get { faults.withLock { $0.keys } }
-        set { faults.withLock { $0.keys = newValue } }
+        get { keys.fault }
+        set { keys.fault = newValue }
     }
 
     public var tokenFault: TokenFault {
@@ -38,31 +29,20 @@ extension MockAppleIdP {
     }
 
     /// How many times `/auth/keys` was asked.
-    public var keyFetches: Int { faults.withLock { $0.keyFetches } }
+    public var keyFetches: Int { keys.fetches }
 
     /// Authorization codes redeemed at `/auth/token` (successfully or not).
     public var codeExchanges: Int { faults.withLock { $0.codeExchanges } }
 
     /// The `/auth/keys` answer: status and body.
     public func keysAnswer() throws -> (status: Int, body: Data) {
-        let fault = faults.withLock { faults in
-            faults.keyFetches += 1
-            return faults.keys
-        }
-        switch fault {
-        case .none: return (200, try jwksJSON())
-        case .unavailable: return (503, Data())
-        case .emptySet: return (200, Data(#"{"keys":[]}"#.utf8))
-        case .malformed: return (200, Data(#"<html>maintenance</html>"#.utf8))
-        }
+        try keys.keysAnswer()
     }
 
     func countCodeExchange() { faults.withLock { $0.codeExchanges += 1 } }
 }
 
 struct MockFaults: Sendable {
-    var keys: MockAppleIdP.KeysFault = .none
     var token: MockAppleIdP.TokenFault = .none
-    var keyFetches = 0
     var codeExchanges = 0
 }

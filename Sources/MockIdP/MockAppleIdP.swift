@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import JWTKit
 import Synchronization
-import _CryptoExtras
 
 /// An Apple-shaped identity provider for tests, the demo and benchmarks: a JWKS at
 /// `/auth/keys`, a token endpoint at `/auth/token`, `/auth/revoke`, key rotation, identity
@@ -12,9 +11,6 @@ public final class MockAppleIdP: Sendable {
     public static let issuer = "https://appleid.apple.com"
 
     struct State {
-        var keys: [MockSigningKey]
-        /// kids published at /auth/keys.
-        var published: [String]
         var codes: [String: IssuedCode] = [:]
         var refreshTokens: [String: IssuedCode] = [:]
         var revokedTokens: [String] = []
@@ -30,59 +26,40 @@ public final class MockAppleIdP: Sendable {
         var used = false
     }
 
-    let state: Mutex<State>
+    let state = Mutex(State())
     let faults = Mutex(MockFaults())
-    /// A key that is never published, for `.unpublishedKey`.
-    let strangerKey: MockSigningKey
+    /// Signing keys, the published set, `/auth/keys` faults.
+    let keys: MockKeyRing
 
     public init() throws {
-        let first = try MockSigningKey.generate()
-        state = Mutex(State(keys: [first], published: [first.kid]))
-        strangerKey = try MockSigningKey.generate(kid: "not-published")
+        keys = try MockKeyRing()
     }
 
     /// A mock whose signing key lives in `keyFile` (PEM; created when missing), so a
     /// `mock-idp serve` and a `mock-idp mint` started separately sign with the same key.
     public init(keyFile: URL) throws {
-        let key: MockSigningKey
-        if let pem = try? String(contentsOf: keyFile, encoding: .utf8) {
-            key = MockSigningKey(kid: "mock-file", privateKey: try _RSA.Signing.PrivateKey(pemRepresentation: pem))
-        } else {
-            key = try MockSigningKey.generate(kid: "mock-file")
-            try key.privateKey.pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
-        }
-        state = Mutex(State(keys: [key], published: [key.kid]))
-        strangerKey = try MockSigningKey.generate(kid: "not-published")
+        keys = try MockKeyRing(keyFile: keyFile, kid: "mock-file")
     }
 
     /// The kid new tokens are signed with.
-    public var currentKeyID: String { state.withLock { $0.keys[$0.keys.count - 1].kid } }
+    public var currentKeyID: String { keys.current.kid }
 
     /// Adds a new signing key; new tokens use it. `keepOld`: keep publishing earlier keys
     /// (Apple publishes several at once). Returns the new kid.
     @discardableResult
     public func rotateKeys(keepOld: Bool = true) throws -> String {
-        let key = try MockSigningKey.generate()
-        state.withLock { state in
-            state.keys.append(key)
-            state.published = keepOld ? state.published + [key.kid] : [key.kid]
-        }
-        return key.kid
+        try keys.rotate(keepOld: keepOld)
     }
 
     /// Signs new tokens with a fresh key that is not published yet: a token then names a kid
     /// the verifier does not know until the key set is fetched again.
     public func rotateKeysUnpublished() throws -> (kid: String, publish: @Sendable () -> Void) {
-        let key = try MockSigningKey.generate()
-        state.withLock { $0.keys.append(key) }
-        return (key.kid, { [self] in self.state.withLock { $0.published.append(key.kid) } })
+        try keys.rotateUnpublished()
     }
 
     /// The JWKS document served at /auth/keys.
     public func jwksJSON() throws -> Data {
-        let keys = state.withLock { state in state.keys.filter { state.published.contains($0.kid) } }
-        let document = ["keys": try keys.map { try $0.jwk() }]
-        return try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
+        try keys.jwksJSON()
     }
 
     /// Registers a team's key so client secrets are checked like Apple does.
@@ -119,39 +96,12 @@ public final class MockAppleIdP: Sendable {
         _ claims: [String: JWTHeaderField], header extraHeader: [String: JWTHeaderField] = [:],
         forgery: TokenForgery = .valid
     ) throws -> String {
-        let key = forgery == .unpublishedKey ? strangerKey : state.withLock { $0.keys[$0.keys.count - 1] }
-        var header: [String: JWTHeaderField] = ["alg": .string("RS256"), "kid": .string(key.kid), "typ": .string("JWT")]
-        switch forgery {
-        case .algNone: header["alg"] = .string("none")
-        case .hs256WithPublicKey: header["alg"] = .string("HS256")
-        default: break
-        }
-        header.merge(extraHeader) { $1 }
-        return try mint(rawHeader: Self.json(header), rawPayload: Self.json(claims), key: key, forgery: forgery)
+        try keys.mint(claims, header: extraHeader, forgery: forgery)
     }
 
     /// Mints from raw JSON texts (for tokens with duplicate members and other malformed JSON).
     public func mint(rawHeader: Data, rawPayload: Data, forgery: TokenForgery = .valid) throws -> String {
-        try mint(rawHeader: rawHeader, rawPayload: rawPayload, key: state.withLock { $0.keys[$0.keys.count - 1] }, forgery: forgery)
-    }
-
-    private func mint(rawHeader: Data, rawPayload: Data, key: MockSigningKey, forgery: TokenForgery) throws -> String {
-        let signingInput = "\(base64URL(rawHeader)).\(base64URL(rawPayload))"
-        let signature: Data
-        switch forgery {
-        case .valid, .unpublishedKey:
-            signature = try key.sign(Data(signingInput.utf8))
-        case .badSignature:
-            var bytes = try key.sign(Data(signingInput.utf8))
-            bytes[bytes.count / 2] ^= 0xFF
-            signature = bytes
-        case .algNone:
-            signature = Data()
-        case .hs256WithPublicKey:
-            let secret = SymmetricKey(data: Data(key.privateKey.publicKey.pemRepresentation.utf8))
-            signature = Data(HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: secret))
-        }
-        return "\(signingInput).\(base64URL(signature))"
+        try keys.mint(rawHeader: rawHeader, rawPayload: rawPayload, forgery: forgery)
     }
 
     /// Issues an authorization code bound to a client id and subject, as Apple does after the
@@ -168,8 +118,6 @@ public final class MockAppleIdP: Sendable {
     public var revokedTokens: [String] { state.withLock { $0.revokedTokens } }
 
     static func json(_ fields: [String: JWTHeaderField]) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(fields)
+        try MockKeyRing.json(fields)
     }
 }

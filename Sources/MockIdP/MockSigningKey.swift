@@ -8,8 +8,20 @@ struct MockSigningKey: Sendable {
     let kid: String
     let privateKey: _RSA.Signing.PrivateKey
 
-    static func generate(kid: String = "mock-" + UUID().uuidString.prefix(8).lowercased()) throws -> MockSigningKey {
+    static func generate(kid: String = randomKid(prefix: "mock-")) throws -> MockSigningKey {
         MockSigningKey(kid: kid, privateKey: try _RSA.Signing.PrivateKey(keySize: .bits2048))
+    }
+
+    static func randomKid(prefix: String) -> String { prefix + UUID().uuidString.prefix(8).lowercased() }
+
+    /// The key in `file` (PEM), or a new key written there when the file is missing.
+    static func load(_ file: URL, kid: String) throws -> MockSigningKey {
+        if let pem = try? String(contentsOf: file, encoding: .utf8) {
+            return MockSigningKey(kid: kid, privateKey: try _RSA.Signing.PrivateKey(pemRepresentation: pem))
+        }
+        let key = try generate(kid: kid)
+        try key.privateKey.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
+        return key
     }
 
     /// The public half as a JWK (kty RSA, alg RS256, use sig).
@@ -24,6 +36,12 @@ struct MockSigningKey: Sendable {
     func sign(_ input: Data) throws -> Data {
         try privateKey.signature(for: input, padding: .insecurePKCS1v1_5).rawRepresentation
     }
+}
+
+/// `count` random bytes, base64url without padding.
+func randomBase64URL(_ count: Int) -> String {
+    var generator = SystemRandomNumberGenerator()
+    return base64URL(Data((0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }))
 }
 
 func base64URL(_ data: Data) -> String {

@@ -5,29 +5,83 @@ import Foundation
 import Hummingbird
 import MockIdP
 
-/// `mock-idp`: an Apple-shaped identity provider on loopback, for demos and benchmarks.
+/// `mock-idp`: Apple-, Google- and Facebook-shaped identity providers on loopback, for demos
+/// and benchmarks.
 @main
 struct MockIdPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mock-idp",
-        abstract: "Apple-shaped identity provider on loopback (tests, demo, benchmarks). Never for production.",
-        subcommands: [Serve.self, Mint.self]
+        abstract: "Apple-, Google- and Facebook-shaped identity providers on loopback (tests, demo, benchmarks). Never for production.",
+        subcommands: [Serve.self, Mint.self, FacebookToken.self]
     )
 
+    enum Provider: String, ExpressibleByArgument, CaseIterable {
+        case apple, google, facebook
+    }
+
     struct KeyOptions: ParsableArguments {
-        @Option(help: "PEM file holding the signing key (created when missing), shared by serve and mint.")
+        @Option(help: "PEM file holding Apple's signing key (created when missing), shared by serve and mint.")
         var keyFile: String = "mock-idp-key.pem"
+        @Option(help: "PEM file holding Google's signing key (default: the key file's name with -google).")
+        var googleKeyFile: String?
+        @Option(help: "PEM file holding Facebook Limited Login's signing key (default: the key file's name with -facebook).")
+        var facebookKeyFile: String?
+
+        var appleURL: URL { URL(fileURLWithPath: keyFile) }
+        var googleURL: URL { googleKeyFile.map { URL(fileURLWithPath: $0) } ?? sibling("google") }
+        var facebookURL: URL { facebookKeyFile.map { URL(fileURLWithPath: $0) } ?? sibling("facebook") }
+
+        /// `dir/name.pem` → `dir/name-<suffix>.pem`.
+        private func sibling(_ suffix: String) -> URL {
+            let apple = appleURL
+            let ext = apple.pathExtension
+            let stem = apple.deletingPathExtension().lastPathComponent
+            return apple.deletingLastPathComponent().appendingPathComponent(ext.isEmpty ? "\(stem)-\(suffix)" : "\(stem)-\(suffix).\(ext)")
+        }
     }
 
     struct Serve: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Serve /auth/keys, /auth/token and /auth/revoke.")
+        static let configuration = CommandConfiguration(
+            abstract: "Serve Apple (/auth/keys, /auth/token, /auth/revoke), Google's and Facebook's key sets, and Facebook's Graph.",
+            discussion: """
+                Routes: /auth/keys, /auth/token, /auth/revoke (Apple); /google/oauth2/v3/certs; \
+                /facebook/.well-known/oauth/openid/jwks/; /facebook/graph/debug_token and /facebook/graph/me \
+                (also under a version segment such as /facebook/graph/v24.0/me); POST /facebook/test-users \
+                with {"app_id", "user_id", "name", "email", "expires_in"} (all but app_id optional) answers \
+                {"access_token", "user_id", "app_id", "expires_at"} (see the facebook-token subcommand); \
+                POST /mock/faults with e.g. {"facebook.me": "hang"} sets faults (names: apple.keys, apple.token, \
+                google.keys, facebook.keys, facebook.debug_token, facebook.me).
+                """)
         @Option(help: "Port on 127.0.0.1.") var port: Int = 9100
         @OptionGroup var key: KeyOptions
+        @Option(help: "A Facebook app registered with Graph (debug_token takes '<app id>|<secret>'); repeat for more apps.")
+        var facebookAppID: [String] = ["1000000000001"]
+        @Option(help: "The secret of each --facebook-app-id, in order (appsecret_proof is keyed with it).")
+        var facebookAppSecret: [String] = ["mock-facebook-app-secret"]
+
+        func validate() throws {
+            guard facebookAppID.count == facebookAppSecret.count else {
+                throw ValidationError("Give one --facebook-app-secret per --facebook-app-id.")
+            }
+        }
 
         func run() async throws {
-            let apple = try MockAppleIdP(keyFile: URL(fileURLWithPath: key.keyFile))
-            let app = MockIdPServer.application(apple: apple, port: port) { port in
-                print("mock-idp listening on http://127.0.0.1:\(port) (BROKER_APPLE_BASE_URL)")
+            let apple = try MockAppleIdP(keyFile: key.appleURL)
+            let google = try MockGoogleIdP(keyFile: key.googleURL)
+            let facebook = try MockFacebookIdP(keyFile: key.facebookURL)
+            for (appID, secret) in zip(facebookAppID, facebookAppSecret) { facebook.registerApp(appID: appID, secret: secret) }
+            let appIDs = facebookAppID.joined(separator: ", ")
+            let app = MockIdPServer.application(apple: apple, google: google, facebook: facebook, port: port) { port in
+                let base = "http://127.0.0.1:\(port)"
+                let banner = """
+                    mock-idp listening on \(base) (BROKER_APPLE_BASE_URL)
+                    BROKER_GOOGLE_JWKS_URL=\(MockGoogleIdP.jwksURL(base: base))
+                    BROKER_FACEBOOK_JWKS_URL=\(MockFacebookIdP.jwksURL(base: base))
+                    BROKER_FACEBOOK_GRAPH_URL=\(MockFacebookIdP.graphURL(base: base))
+                    Facebook apps registered: \(appIDs); classic access tokens: POST \(MockFacebookIdP.testUsersURL(base: base))
+
+                    """
+                FileHandle.standardOutput.write(Data(banner.utf8))
             }
             try await app.runService()
         }
@@ -38,43 +92,51 @@ struct MockIdPCommand: AsyncParsableCommand {
             abstract: "Print identity tokens, one per line, signed with the key file.",
             discussion: """
                 Token i is for subject PREFIX((FIRST + i) mod SUBJECTS). With --with-nonce each line is \
-                "<token> <raw nonce>": the token carries the SHA-256 hex of its own random raw nonce (an \
-                Apple client's default nonce mode), which also makes every token distinct.
+                "<token> <raw nonce>", which also makes every token distinct: an Apple token carries the \
+                SHA-256 hex of its own random raw nonce (an Apple client's default nonce mode), a Google \
+                or Facebook token the raw nonce itself. --provider google mints Google id tokens (aud and \
+                azp the audience), --provider facebook Limited Login tokens (aud the app id). Classic \
+                Facebook access tokens live in the serving process: see facebook-token.
                 """)
-        @Option(help: "The client id (token aud).") var audience: String
+        @Option(help: "Whose tokens.") var provider: Provider = .apple
+        @Option(name: [.long, .customLong("app-id")], help: "The client id (token aud); for facebook the app id.")
+        var audience: String
         @Option(help: "How many tokens.") var count: Int = 1
-        @Option(help: "Subject prefix.") var subjectPrefix: String = "000001.mock."
+        @Option(help: "Subject prefix (default: apple 000001.mock., google 1000000, facebook 2000000).")
+        var subjectPrefix: String?
         @Option(help: "How many distinct subjects the tokens cycle through (default: --count).") var subjects: Int?
         @Option(help: "The subject number of the first token.") var first: Int = 0
         @Flag(help: "Give each token a random nonce and print it after the token.") var withNonce = false
         @Option(help: "Token lifetime in seconds.") var lifetime: Int = 86_400
+        @Option(help: "Google only: the hosted domain (hd).") var hostedDomain: String?
+        @Option(help: "Google only: azp (default: the audience).") var authorizedParty: String?
+        @Option(help: "Google only: iss (default https://accounts.google.com; accounts.google.com is Google's other form).")
+        var issuer: String?
         @OptionGroup var key: KeyOptions
 
         func validate() throws {
             guard count >= 0, first >= 0, (subjects ?? 1) > 0 else {
                 throw ValidationError("--count and --first must not be negative; --subjects must be positive.")
             }
+            guard provider == .google || (hostedDomain == nil && authorizedParty == nil && issuer == nil) else {
+                throw ValidationError("--hosted-domain, --authorized-party and --issuer apply to --provider google only.")
+            }
         }
 
         func run() async throws {
-            let apple = try MockAppleIdP(keyFile: URL(fileURLWithPath: key.keyFile))
+            let mint = try minter()
             let cycle = subjects ?? max(count, 1)
             // RSA signing dominates: sign in one chunk per core, print in order.
             let workers = max(1, ProcessInfo.processInfo.activeProcessorCount)
             let chunk = (count + workers - 1) / max(workers, 1)
-            let (audience, prefix, first, lifetime, withNonce) = (audience, subjectPrefix, first, lifetime, withNonce)
+            let (count, first, withNonce) = (count, first, withNonce)
             let parts = try await withThrowingTaskGroup(of: (Int, String).self) { group in
                 for worker in 0..<workers where worker * chunk < count {
                     group.addTask {
                         var output = ""
                         for index in (worker * chunk)..<min(count, (worker + 1) * chunk) {
-                            let number = (first + index) % cycle
                             let raw = withNonce ? Hex.encode(SecureRandom.bytes(16)) : nil
-                            let token = try apple.mint(
-                                apple.claims(
-                                    subject: "\(prefix)\(number)", audience: audience,
-                                    nonce: raw.map { Hex.encode(SHA256.hash(data: Data($0.utf8))) },
-                                    email: "user\(number)@example.com", lifetime: TimeInterval(lifetime)))
+                            let token = try mint((first + index) % cycle, raw)
                             output += raw.map { "\(token) \($0)\n" } ?? "\(token)\n"
                         }
                         return (worker, output)
@@ -83,6 +145,43 @@ struct MockIdPCommand: AsyncParsableCommand {
                 return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
             }
             for worker in parts.keys.sorted() { FileHandle.standardOutput.write(Data((parts[worker] ?? "").utf8)) }
+        }
+
+        /// Mints the token for subject number `number` with raw nonce `raw`.
+        private func minter() throws -> @Sendable (_ number: Int, _ raw: String?) throws -> String {
+            let (audience, lifetime) = (audience, TimeInterval(lifetime))
+            switch provider {
+            case .apple:
+                let apple = try MockAppleIdP(keyFile: key.appleURL)
+                let prefix = subjectPrefix ?? "000001.mock."
+                return { number, raw in
+                    try apple.mint(
+                        apple.claims(
+                            subject: "\(prefix)\(number)", audience: audience,
+                            nonce: raw.map { Hex.encode(SHA256.hash(data: Data($0.utf8))) },
+                            email: "user\(number)@example.com", lifetime: lifetime))
+                }
+            case .google:
+                let google = try MockGoogleIdP(keyFile: key.googleURL)
+                let (prefix, party, domain) = (subjectPrefix ?? "1000000", authorizedParty, hostedDomain)
+                let iss = issuer ?? MockGoogleIdP.issuer
+                return { number, raw in
+                    try google.mint(
+                        google.claims(
+                            subject: "\(prefix)\(number)", audience: audience, authorizedParty: party, nonce: raw,
+                            email: "user\(number)@example.com", hostedDomain: domain, name: "Mock User\(number)", issuer: iss,
+                            lifetime: lifetime))
+                }
+            case .facebook:
+                let facebook = try MockFacebookIdP(keyFile: key.facebookURL)
+                let prefix = subjectPrefix ?? "2000000"
+                return { number, raw in
+                    try facebook.mint(
+                        facebook.claims(
+                            subject: "\(prefix)\(number)", appID: audience, nonce: raw, email: "user\(number)@example.com",
+                            name: "Mock User\(number)", lifetime: lifetime))
+                }
+            }
         }
     }
 }
