@@ -161,7 +161,7 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "TestSupport", "MockIdP", "BrokerCore", "Storage",
+                "BrokerServer", "TestSupport", "MockIdP", "BrokerCore", "Storage", "Providers",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerServer
 import Foundation
+import Providers
 import HTTPTypes
 import NIOCore
 import Hummingbird
@@ -19,13 +20,17 @@ struct TestApp {
     /// `mode`: `.router` calls the router directly; `.live` serves on a loopback port (for what
     /// happens below the router: HTTP parsing, connection handling).
     static func run(
-        appleBaseURL: String = "http://127.0.0.1:9", mode: TestingSetup = .router,
+        appleBaseURL: String = "http://127.0.0.1:9", endpoints: ProviderEndpoints? = nil, mode: TestingSetup = .router,
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
         try await TestDatabase.withFresh { database, url in
             let services = BrokerServices(
                 database: database, secrets: TestDatabase.secrets, publicURL: publicURL, maxBodyBytes: 32_768,
-                appleBaseURL: appleBaseURL)
+                appleBaseURL: endpoints?.appleBaseURL ?? appleBaseURL,
+                endpoints: endpoints
+                    ?? ProviderEndpoints(
+                        appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
+                        facebookKeysURL: "http://127.0.0.1:9/facebook"))
             let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url)
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.

@@ -26,10 +26,9 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
     }
 
     public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
-        (
-            VerificationPolicy(issuers: [Apple.issuer], algorithms: ["RS256"], audiences: options.audiences),
-            options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: options.nonceMode) } ?? .none
-        )
+        var policy = VerificationPolicy(issuers: [Apple.issuer], algorithms: ["RS256"], audiences: options.audiences)
+        policy.claimChecks = [.authorizedParty(options.authorizedParties ?? options.audiences)]
+        return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: options.nonceMode) } ?? .none)
     }
 
     public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws

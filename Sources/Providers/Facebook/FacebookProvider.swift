@@ -27,10 +27,9 @@ public struct FacebookProvider: IDTokenProvider {
     }
 
     public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
-        (
-            VerificationPolicy(issuers: [Facebook.issuer], algorithms: ["RS256"], audiences: options.audiences),
-            options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none
-        )
+        var policy = VerificationPolicy(issuers: [Facebook.issuer], algorithms: ["RS256"], audiences: options.audiences)
+        policy.claimChecks = [.authorizedParty(options.authorizedParties ?? options.audiences)]
+        return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none)
     }
 
     public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws

@@ -23,7 +23,7 @@ public struct GoogleProvider: IDTokenProvider {
     public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
         var policy = VerificationPolicy(issuers: Google.issuers, algorithms: ["RS256"], audiences: options.audiences)
         policy.claimChecks = [
-            Self.authorizedParty(options.authorizedParties ?? options.audiences), Self.hostedDomain(options.hostedDomain),
+            .authorizedParty(options.authorizedParties ?? options.audiences), Self.hostedDomain(options.hostedDomain),
         ]
         return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none)
     }
@@ -65,18 +65,6 @@ public struct GoogleProvider: IDTokenProvider {
             identity: identity, clientID: claims.audiences.first ?? "",
             replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.google.rawValue, token: token),
             issuedAt: claims.issuedAt)
-    }
-
-    /// `azp`, when present, must be one of the trusted clients.
-    static func authorizedParty(_ trusted: Set<String>?) -> ClaimCheck {
-        ClaimCheck("azp") { payload in
-            guard let value = payload["azp"] else { return .success("absent") }
-            guard let party = value.string else { return .failure(.init("audience_mismatch", "The token's azp is not a string.")) }
-            guard let trusted else { return .success("\(party) (not compared: no audience given)") }
-            return trusted.contains(party)
-                ? .success(party)
-                : .failure(.init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client id of this tenant."))
-        }
     }
 
     /// `hd` must equal the configured hosted domain; when one is set a token without `hd`

@@ -62,3 +62,17 @@ public struct ClaimCheck: Sendable {
         self.evaluate = evaluate
     }
 }
+
+extension ClaimCheck {
+    /// OpenID Core §3.1.3.7: `azp`, when present, must be a trusted client (every provider).
+    public static func authorizedParty(_ trusted: Set<String>?) -> ClaimCheck {
+        ClaimCheck("azp") { payload in
+            guard let value = payload["azp"] else { return .success("absent") }
+            guard let party = value.string else { return .failure(.init("audience_mismatch", "The token's azp is not a string.")) }
+            guard let trusted else { return .success("\(party) (not compared: no audience given)") }
+            return trusted.contains(party)
+                ? .success(party)
+                : .failure(.init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client of this tenant."))
+        }
+    }
+}
