@@ -117,10 +117,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // `broker demo`'s wiring: the demo tenant and MockIdP (the production server never links it).
+        .target(
+            name: "BrokerDemo",
+            dependencies: [
+                "BrokerCore", "BrokerServer", "Storage", "MockIdP",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "broker",
             dependencies: [
-                "BrokerCore", "Providers", "Storage", "BrokerServer", "MockIdP",
+                "BrokerCore", "Providers", "Storage", "BrokerServer", "BrokerDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -23,7 +23,11 @@ export BROKER_LOG_LEVEL=warning BROKER_LOG_FORMAT=text
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 idp_port=$(free_port)
 broker_port=$(free_port)
-export BROKER_APPLE_BASE_URL=http://127.0.0.1:$idp_port BROKER_PORT=$broker_port
+idp=http://127.0.0.1:$idp_port
+export BROKER_APPLE_BASE_URL=$idp BROKER_PORT=$broker_port
+export BROKER_GOOGLE_JWKS_URL=$idp/google/oauth2/v3/certs BROKER_FACEBOOK_JWKS_URL=$idp/facebook/.well-known/oauth/openid/jwks/
+export BROKER_FACEBOOK_GRAPH_URL=$idp/facebook/graph
+facebook_app=1000000000001 facebook_secret=bench-facebook-app-secret
 base=http://127.0.0.1:$broker_port
 if [ -n "${POOL:-}" ]; then export BROKER_DB_POOL_SIZE=$POOL; fi
 pids=()
@@ -60,13 +64,18 @@ tcp)
 *) echo "TARGET must be embedded or tcp" >&2; exit 2 ;;
 esac
 
-"$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" >"$work/idp.log" 2>&1 &
+"$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" \
+    --facebook-app-id "$facebook_app" --facebook-app-secret "$facebook_secret" >"$work/idp.log" 2>&1 &
 pids+=($!)
 openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt >"$work/AuthKey.p8"
 "$bin/broker" tenant create bench >/dev/null
 key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
 "$bin/broker" apple team set --tenant bench --team-id BENCH00001 --key-id BENCHKEY01 --private-key-file "$work/AuthKey.p8" >/dev/null
 "$bin/broker" apple group add --tenant bench --primary-app-id com.bench.app >/dev/null
+printf '%s\n' "$facebook_secret" >"$work/facebook-secret.txt"
+"$bin/broker" provider enable google --tenant bench --client-id bench-web.apps.googleusercontent.com >/dev/null
+"$bin/broker" provider enable facebook --tenant bench --app-id "$facebook_app" --app-secret-file "$work/facebook-secret.txt" \
+    --limited-login >/dev/null
 
 "$bin/broker" serve >"$work/broker.log" 2>&1 &
 broker_pid=$!
@@ -82,9 +91,15 @@ peak_rss() { echo "$(grep VmHWM "/proc/$broker_pid/status" | awk '{print $2}') k
 export API_KEY=$key CLIENT_ID=com.bench.app THREADS=$threads
 
 # mint FILE PREFIX COUNT [SUBJECTS [FIRST]]: identity tokens, each with its own nonce (the
-# client requires one), for subjects PREFIX(FIRST + i mod SUBJECTS).
+# client requires one), for subjects PREFIX(FIRST + i mod SUBJECTS). MINT_PROVIDER=google or
+# facebook mints Google id tokens or Limited Login tokens instead of Apple's.
 mint() {
-    "$bin/mock-idp" mint --key-file "$work/idp-key.pem" --audience com.bench.app --with-nonce \
+    local audience=com.bench.app
+    case "${MINT_PROVIDER:-apple}" in
+    google) audience=bench-web.apps.googleusercontent.com ;;
+    facebook) audience=$facebook_app ;;
+    esac
+    "$bin/mock-idp" mint --provider "${MINT_PROVIDER:-apple}" --key-file "$work/idp-key.pem" --audience "$audience" --with-nonce \
         --subject-prefix "$2" --count "$3" --subjects "${4:-$3}" --first "${5:-0}" >"$1"
 }
 

@@ -1,4 +1,4 @@
--- wrk script: POST /v1/sign-in/apple with MockIdP-minted identity tokens.
+-- wrk script: POST /v1/sign-in/{provider} with MockIdP-minted tokens.
 -- TOKENS: file with one "token nonce" pair per line (`mock-idp mint --with-nonce`); API_KEY;
 -- CLIENT_ID. Each token is posted once (the broker refuses a replayed identity token); threads
 -- take disjoint lines and stop when theirs run out. Whether a request is a new or a returning
@@ -26,11 +26,26 @@ function init(args)
     wrk.headers["Authorization"] = "Bearer " .. os.getenv("API_KEY")
     wrk.headers["Content-Type"] = "application/json"
     local client = os.getenv("CLIENT_ID")
+    -- PROVIDER: apple (default), google, facebook (Limited Login) or facebook_classic (lines
+    -- hold one access token each, no nonce).
+    local provider = os.getenv("PROVIDER") or "apple"
+    local path = "/v1/sign-in/" .. (provider == "facebook_classic" and "facebook" or provider)
     requests = {}
     for i, line in ipairs(lines) do
-        local token, nonce = string.match(line, "^(%S+) (%S+)$")
-        local body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
-        requests[i] = wrk.format(nil, "/v1/sign-in/apple", nil, body)
+        local body
+        if provider == "facebook_classic" then
+            body = '{"access_token":"' .. string.match(line, "^(%S+)") .. '"}'
+        else
+            local token, nonce = string.match(line, "^(%S+) (%S+)$")
+            if provider == "google" then
+                body = '{"id_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
+            elseif provider == "facebook" then
+                body = '{"limited_login_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
+            else
+                body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
+            end
+        end
+        requests[i] = wrk.format(nil, path, nil, body)
     end
     lines = nil
     idle = wrk.format("GET", "/healthz", {}, nil)

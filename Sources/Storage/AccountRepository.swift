@@ -115,14 +115,14 @@ public struct AccountRepository: Sendable {
                     AND ($11::text IS NULL OR s.family_name IS NOT NULL)
                     AND ($12::int8 IS NULL OR s.real_user_status = $12::int8)
                     AND $13::bytea IS NULL
-                    AND ($21::jsonb IS NULL OR s.attributes::jsonb @> $21::jsonb)
+                    AND ($21::text::jsonb IS NULL OR s.attributes::jsonb @> $21::text::jsonb)
             ),
             upserted AS (
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
                     email_verified, is_private_email, given_name, family_name, real_user_status,
                     provider_refresh_token_sealed, attributes, last_sign_in_at)
                 SELECT $1::uuid, $2::uuid, $3::uuid, $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
-                    $10::text, $11::text, $12::int8, $13::bytea, $21::jsonb, now()
+                    $10::text, $11::text, $12::int8, $13::bytea, $21::text::jsonb, now()
                 WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored))
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
                     email = coalesce(EXCLUDED.email, i.email),

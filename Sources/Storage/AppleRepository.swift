@@ -60,10 +60,7 @@ public struct AppleRepository: Sendable {
                     on: connection, logger: logger)
             }
         } catch let error where error.postgresError?.isUniqueViolation == true {
-            throw BrokerError(
-                code: "apple_client_exists", kind: .conflict, title: "Client id already registered",
-                detail: "'\(group.primaryAppID)' is already registered for this tenant (a client id belongs to one group only).",
-                hint: "See the tenant's Apple setup with 'broker apple show --tenant <slug>'.")
+            throw StorageConflict.appleClientExists(clientID: group.primaryAppID)
         }
     }
 
@@ -77,10 +74,7 @@ public struct AppleRepository: Sendable {
                     on: connection, logger: logger)
             }
         } catch let error where error.postgresError?.isUniqueViolation == true {
-            throw BrokerError(
-                code: "apple_client_exists", kind: .conflict, title: "Client id already registered",
-                detail: "'\(appleClient.clientID)' is already registered for this tenant; a client id belongs to one group only, and a Services ID may not equal an App ID.",
-                hint: "See the tenant's Apple setup with 'broker apple show --tenant <slug>'.")
+            throw StorageConflict.appleClientExists(clientID: appleClient.clientID)
         }
     }
 

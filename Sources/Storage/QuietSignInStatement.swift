@@ -29,7 +29,7 @@ extension AccountRepository {
                     AND ($8::text IS NULL OR i.given_name IS NOT NULL)
                     AND ($9::text IS NULL OR i.family_name IS NOT NULL)
                     AND ($10::int8 IS NULL OR i.real_user_status = $10::int8)
-                    AND ($17::jsonb IS NULL OR i.attributes @> $17::jsonb)
+                    AND ($17::text::jsonb IS NULL OR i.attributes @> $17::text::jsonb)
             ),
             quiet AS (
                 SELECT \(quietAccountColumns), i.*, false AS inserted, a.id AS quiet_account_id, i.id AS quiet_identity_id

@@ -1,3 +1,4 @@
+import BrokerCore
 /// Failures of the storage layer that an operator must act on.
 public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case configuration(String)
@@ -9,4 +10,13 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .configuration(let message), .migration(let message), .embeddedPostgres(let message): message
         }
     }
+}
+
+/// A write refused because what it would create exists already, as a meaning: the admin layer
+/// words it for the CLI and the API.
+public enum StorageConflict: Error, Sendable, Equatable {
+    /// A tenant with this slug exists.
+    case tenantExists(TenantSlug)
+    /// The tenant has this Apple client id already (a client id belongs to one group only).
+    case appleClientExists(clientID: String)
 }

@@ -36,7 +36,7 @@ public struct TenantRepository: Sendable {
                 return created
             }
         } catch let error where error.postgresError?.isUniqueViolation == true {
-            throw BrokerError.tenantExists(tenant.slug)
+            throw StorageConflict.tenantExists(tenant.slug)
         }
     }
 

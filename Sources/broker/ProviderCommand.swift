@@ -124,7 +124,11 @@ struct ProviderCommand: AsyncParsableCommand {
                 try await context.withDatabase { database in
                     try await ProviderAdmin(database: database, actor: context.actor).disable(tenant: tenant, provider: name)
                 }
-                if options.json { try Output.json(["provider": name.rawValue, "enabled": "false"]) } else {
+                struct Disabled: Encodable {
+                    let provider: String
+                    let enabled: Bool
+                }
+                if options.json { try Output.json(Disabled(provider: name.rawValue, enabled: false)) } else {
                     Swift.print("\(name.rawValue) is disabled for tenant '\(tenant)'; its settings were deleted.")
                 }
             }

@@ -29,6 +29,8 @@ struct TokenCommand: AsyncParsableCommand {
         @Option(help: "Apple: how the nonce is compared, sha256 or raw (Google and Facebook put the raw nonce).")
         var nonceMode: String = "sha256"
         @Option(help: "Google: the Workspace domain the token's hd must name.") var hostedDomain: String?
+        @Option(help: "Another client of the tenant the token's azp may name (repeatable; e.g. the Android client of a token issued to the web client).")
+        var authorizedParty: [String] = []
         @Flag(name: .long, help: "Print machine-readable JSON.") var json = false
 
         func run() async throws {
@@ -66,9 +68,9 @@ struct TokenCommand: AsyncParsableCommand {
                 }
                 let options = TokenCheckOptions(
                     audiences: audience.isEmpty ? nil : Set(audience), rawNonce: nonce,
-                    nonceMode: name == .apple ? mode : .raw, hostedDomain: hostedDomain)
-                var (policy, expectation) = name.tokenPolicy(options)
-                if nonce == nil { expectation = .notChecked }
+                    nonceMode: name == .apple ? mode : .raw, hostedDomain: hostedDomain,
+                    authorizedParties: authorizedParty.isEmpty || audience.isEmpty ? nil : Set(audience + authorizedParty))
+                let (policy, expectation) = name.tokenPolicy(options)
                 let verifier = IdentityTokenVerifier(policy: policy, keys: JWKSCache(source: source, logger: logger))
                 let report = await verifier.check(jwt, nonce: expectation, at: instant)
                 try print(report)

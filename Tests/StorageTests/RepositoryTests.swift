@@ -14,7 +14,7 @@ import Testing
             #expect(try await database.tenants.find(slug: "nobody") == nil)
 
             let (duplicate, duplicateKey) = try TestDatabase.makeTenant("acme")
-            await #expect(throws: BrokerError.tenantExists(tenant.slug)) {
+            await #expect(throws: StorageConflict.tenantExists(tenant.slug)) {
                 try await database.tenants.create(duplicate, firstKey: duplicateKey, actor: "test")
             }
             #expect(try await database.tenants.list().count == 1)

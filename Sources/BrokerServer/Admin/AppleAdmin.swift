@@ -51,7 +51,11 @@ public struct AppleAdmin: Sendable {
         let client = AppleClient(
             id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: primaryAppID, kind: .app, nonceMode: .sha256,
             redirectURIs: [], returnURLs: [], nonceRequired: nonceRequired)
-        try await database.apple.addGroup(group, primaryClient: client, actor: actor)
+        do {
+            try await database.apple.addGroup(group, primaryClient: client, actor: actor)
+        } catch StorageConflict.appleClientExists(let clientID) {
+            throw Self.clientExists(clientID, detail: "a client id belongs to one group only", tenant: slug)
+        }
         return group
     }
 
@@ -77,7 +81,12 @@ public struct AppleAdmin: Sendable {
         let client = AppleClient(
             id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: clientID, kind: kind, nonceMode: nonceMode,
             redirectURIs: redirectURIs, returnURLs: returnURLs, nonceRequired: nonceRequired)
-        try await database.apple.addClient(client, actor: actor)
+        do {
+            try await database.apple.addClient(client, actor: actor)
+        } catch StorageConflict.appleClientExists(let clientID) {
+            throw Self.clientExists(
+                clientID, detail: "a client id belongs to one group only, and a Services ID may not equal an App ID", tenant: slug)
+        }
         return client
     }
 
@@ -131,5 +140,12 @@ public struct AppleAdmin: Sendable {
         else {
             throw BrokerError.invalidArgument("'\(value.prefix(200))' is not an absolute http(s) URL without a fragment.")
         }
+    }
+
+    static func clientExists(_ clientID: String, detail: String, tenant slug: String) -> BrokerError {
+        BrokerError(
+            code: "apple_client_exists", kind: .conflict, title: "Client id already registered",
+            detail: "'\(clientID)' is already registered for this tenant; \(detail).",
+            hint: "See the tenant's Apple setup with 'broker apple show --tenant \(slug)'.")
     }
 }

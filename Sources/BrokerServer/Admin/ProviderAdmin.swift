@@ -74,7 +74,7 @@ public struct ProviderAdmin: Sendable {
         tenant slug: String, appID: String, appSecret: String, limitedLogin: Bool, platforms: [ProviderPlatform], secrets: SecretBox
     ) async throws -> Status {
         let tenant = try await TenantAdmin.find(slug, in: database)
-        guard !appID.isEmpty, appID.count <= 32, appID.allSatisfy(\.isNumber) else {
+        guard !appID.isEmpty, appID.count <= 32, appID.allSatisfy({ $0.isASCII && $0.isNumber }) else {
             throw BrokerError.invalidArgument(
                 "--app-id '\(appID.prefix(40))' is not a Facebook app id.", hint: "Pass the numeric App ID from the app's dashboard.")
         }

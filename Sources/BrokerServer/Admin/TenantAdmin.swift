@@ -24,7 +24,11 @@ public struct TenantAdmin: Sendable {
             id: UUID(), slug: slug, displayName: displayName, status: .active, session: .default, linking: .default,
             keyActivationDelay: 600, createdAt: now, updatedAt: now)
         let key = try SigningKeyAdmin.makeKey(tenantID: tenant.id, activatesAt: now, secrets: secrets, now: now)
-        return try await database.tenants.create(tenant, firstKey: key, actor: actor)
+        do {
+            return try await database.tenants.create(tenant, firstKey: key, actor: actor)
+        } catch StorageConflict.tenantExists(let existing) {
+            throw BrokerError.tenantExists(existing)
+        }
     }
 
     public func list() async throws -> [Tenant] {
