@@ -40,7 +40,7 @@ public struct BrokerServices: Sendable {
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
         appleBaseURL: String? = nil, endpoints: ProviderEndpoints = ProviderEndpoints(), appleKeys: JWKSCache? = nil,
-        httpClient: HTTPClient = .shared,
+        httpClient: HTTPClient = .providers,
         refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil
     ) {
         var endpoints = endpoints

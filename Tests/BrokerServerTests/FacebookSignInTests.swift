@@ -72,7 +72,9 @@ import Testing
                 #expect(response.status == .serviceUnavailable, "\(place)")
                 #expect(response.problemCode == "provider_unavailable", "\(place)")
                 #expect(response.headers[.retryAfter] != nil)
-                #expect(ContinuousClock.now - started < .seconds(5), "\(place): bounded by BROKER_PROVIDER_TIMEOUT")
+                // provider_unavailable (not request_timeout, the 10 s request deadline's code):
+                // the 1 s provider timeout ended it; the bound leaves room for a loaded machine.
+                #expect(ContinuousClock.now - started < .seconds(9), "\(place): bounded by BROKER_PROVIDER_TIMEOUT")
             }
             setup.facebook.debugTokenFault = .none
             setup.facebook.meFault = .none
@@ -124,6 +126,26 @@ import Testing
             #expect(plain.status == .badRequest)
             #expect(plain.problemCode == "provider_not_enabled")
             #expect(setup.facebook.debugTokenCalls == calls)
+        }
+    }
+
+    @Test func theAccountReadListsGoogleAndFacebookIdentities() async throws {
+        try await S.run { setup in
+            for (path, body) in [
+                ("/v1/sign-in/facebook", ["access_token": classic(setup, user: "10077")]),
+                ("/v1/sign-in/google", ["id_token": try setup.googleToken(subject: "g-read", hostedDomain: nil)]),
+            ] {
+                let signedIn = try await setup.post(path, json: body).json()
+                let id = try #require(signedIn[path: "account.id"] as? String)
+                let read = try await setup.client.execute(
+                    uri: "/v1/accounts/\(id)", method: .get, headers: [.authorization: "Bearer \(setup.keys["acme"] ?? "")"])
+                #expect(read.status == .ok)
+                let identities = try #require(try read.json()["identities"] as? [[String: Any]])
+                #expect(identities.count == 1)
+                #expect(identities.first?["provider"] as? String == signedIn[path: "identity.provider"] as? String)
+                #expect(identities.first?["subject"] as? String == signedIn[path: "identity.subject"] as? String)
+                #expect(identities.first?["provider_scope"] as? String == signedIn[path: "identity.provider_scope"] as? String)
+            }
         }
     }
 }

@@ -53,9 +53,9 @@ struct ProblemMiddleware: RouterMiddleware {
             if let underlying = error.underlyingError as? any HTTPResponseError {
                 return problem(for: underlying, logger: logger)
             }
-            if error.underlyingError is DecodingError || error.causeDescription.contains("decod")
-                || error.causeDescription.contains("content type") || error.causeDescription.contains("Missing")
-            {
+            // No operation input: the request could not be read into the operation's input
+            // (missing or mistyped members, another content type): the contract, not the server.
+            if error.operationInput == nil || error.underlyingError is DecodingError {
                 return Problem(
                     status: .badRequest, code: "invalid_request", title: "Invalid request",
                     detail: "The request does not match the API contract (\(error.causeDescription)).")

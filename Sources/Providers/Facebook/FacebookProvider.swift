@@ -51,14 +51,21 @@ public struct FacebookProvider: IDTokenProvider {
     {
         if let token = proof.idToken { return try await verifyLimitedLogin(token, nonce: proof.nonce, settings: settings, tenantID: tenantID, at: now) }
         guard let token = proof.accessToken, !token.isEmpty else { throw .malformedProof("access_token or limited_login_token is required") }
-        let info = try await graph.debugToken(token, appID: settings.appID, appSecret: settings.appSecret)
+        // Both Graph calls at once (decision 0024): nothing is accepted before every check of
+        // both answers holds, and one round trip to Facebook instead of two.
+        async let debugged = Self.outcome { () async throws(ProviderFailure) in
+            try await graph.debugToken(token, appID: settings.appID, appSecret: settings.appSecret)
+        }
+        async let described = Self.outcome { () async throws(ProviderFailure) in try await graph.me(token, appSecret: settings.appSecret) }
+        // An early refusal leaves `described` unawaited: it is cancelled when this scope ends.
+        let info = try await debugged.get()
         guard info.isValid else { throw Self.invalid("Facebook says the access token is not valid (expired, revoked or unknown).") }
         guard info.appID == settings.appID else { throw Self.invalid("The access token was issued to another Facebook app.") }
         if let expiresAt = info.expiresAt, expiresAt != 0, Date(timeIntervalSince1970: TimeInterval(expiresAt)) <= now {
             throw Self.invalid("The access token has expired.")
         }
         guard let userID = info.userID else { throw Self.invalid("Facebook names no user for the access token.") }
-        let person = try await graph.me(token, appSecret: settings.appSecret)
+        let person = try await described.get()
         guard person.id == userID else { throw Self.invalid("Facebook's /me names another user than the access token.") }
         var attributes: [String: String] = [:]
         if let name = person.name, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
@@ -84,6 +91,11 @@ public struct FacebookProvider: IDTokenProvider {
             identity: identity, clientID: settings.appID,
             replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.facebook.rawValue, token: token),
             issuedAt: claims.issuedAt)
+    }
+
+    /// A Graph call's answer or failure, for running two calls at once with their typed errors.
+    static func outcome<T: Sendable>(_ call: () async throws(ProviderFailure) -> T) async -> Result<T, ProviderFailure> {
+        do { return .success(try await call()) } catch { return .failure(error) }
     }
 
     static func invalid(_ detail: String) -> ProviderFailure { .rejected(.init("invalid_token", detail)) }

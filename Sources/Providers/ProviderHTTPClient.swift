@@ -1,0 +1,15 @@
+import AsyncHTTPClient
+import NIOCore
+
+extension HTTPClient {
+    /// The client of every outbound provider call (key sets, Apple's token endpoint, Graph):
+    /// keep-alive connections pooled per host, up to 64 at once (AsyncHTTPClient's default is
+    /// 8, which queued classic Facebook sign-ins behind each other), idle ones kept a minute.
+    /// It lives as long as the process, like `HTTPClient.shared`.
+    public static let providers: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        configuration.timeout.connect = .seconds(5)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+}
