@@ -1,5 +1,6 @@
 import BrokerCore
 import Foundation
+import Synchronization
 
 /// Facebook Login, both proofs: a classic user access token checked live at Graph
 /// (`debug_token`, then `/me` with `appsecret_proof`), or a Limited Login token (an OpenID id
@@ -19,6 +20,9 @@ public struct FacebookProvider: IDTokenProvider {
     public let keys: JWKSCache
     let graph: FacebookGraphClient
     let secrets: SecretBox
+    /// App secrets opened before, by their sealed bytes: a classic sign-in would otherwise
+    /// decrypt the secret each time. A changed secret is new sealed bytes.
+    let openedSecrets = OpenedSecrets()
 
     public init(keys: JWKSCache, graph: FacebookGraphClient, secrets: SecretBox) {
         self.keys = keys
@@ -40,10 +44,13 @@ public struct FacebookProvider: IDTokenProvider {
         else { throw ProviderFailure.notEnabled(.facebook) }
         // Limited Login is its own switch: a tenant that did not turn it on takes no such token.
         if proof.idToken != nil, !configuration.limitedLogin { throw ProviderFailure.notEnabled(.facebook) }
-        let secret = try secrets.open(
+        if let secret = openedSecrets.secret(for: sealed) { return FacebookSettings(appID: appID, appSecret: secret) }
+        let opened = try secrets.open(
             sealed, context: ProviderConfiguration.secretContext(tenantID: tenantID, provider: .facebook, clientID: appID),
             what: "Facebook app secret")
-        return FacebookSettings(appID: appID, appSecret: String(decoding: secret, as: UTF8.self))
+        let secret = String(decoding: opened, as: UTF8.self)
+        openedSecrets.remember(secret, for: sealed)
+        return FacebookSettings(appID: appID, appSecret: secret)
     }
 
     public func verify(_ proof: ProviderProof, settings: FacebookSettings, tenantID: UUID, at now: Date)
@@ -103,5 +110,19 @@ public struct FacebookProvider: IDTokenProvider {
     static func clean(_ email: String?) -> String? {
         guard let email, !email.isEmpty else { return nil }
         return email
+    }
+}
+
+/// Opened app secrets by sealed value, at most 1,000 (then forgotten and opened again).
+final class OpenedSecrets: Sendable {
+    private let secrets = Mutex<[Data: String]>([:])
+
+    func secret(for sealed: Data) -> String? { secrets.withLock { $0[sealed] } }
+
+    func remember(_ secret: String, for sealed: Data) {
+        secrets.withLock { secrets in
+            if secrets.count >= 1_000 { secrets.removeAll() }
+            secrets[sealed] = secret
+        }
     }
 }
