@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what is missing, builds the broker and runs it in demo mode on its embedded default:
-# a private PostgreSQL in ./.broker, a demo tenant wired to an in-process MockIdP (as Apple),
-# and a printed curl command that completes a sign-in.
+# a private PostgreSQL in ./.broker, a demo tenant wired to an in-process MockIdP (Apple, Google, Facebook),
+# and a printed curl command per provider that completes a sign-in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
