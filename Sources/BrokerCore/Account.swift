@@ -103,17 +103,8 @@ public enum SignInIntent: String, Sendable, Codable {
 /// A verified provider identity to find or create, with the session to open for it.
 public struct SignInRequest: Sendable {
     public var tenantID: UUID
-    public var provider: String
-    public var providerScope: String
-    public var subject: String
-    public var email: String?
-    public var emailVerified: Bool
-    public var isPrivateEmail: Bool
-    public var name: PersonName
-    public var realUserStatus: Int?
-    /// The provider's extra attributes; merged into the stored ones (a posted value replaces
-    /// the stored value of its name).
-    public var attributes: [String: String] = [:]
+    /// Who signed in, as the provider says it.
+    public var identity: ProviderIdentity
     public var sealedProviderRefreshToken: Data?
     public var intent: SignInIntent
     public var clientID: String
@@ -121,11 +112,52 @@ public struct SignInRequest: Sendable {
     public var session: NewSession
 
     public init(
-        tenantID: UUID, provider: String, providerScope: String, subject: String, email: String?, emailVerified: Bool,
-        isPrivateEmail: Bool, name: PersonName, realUserStatus: Int?, sealedProviderRefreshToken: Data?,
-        intent: SignInIntent, clientID: String, platform: String?, session: NewSession
+        tenantID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, intent: SignInIntent, clientID: String,
+        platform: String?, session: NewSession
     ) {
         self.tenantID = tenantID
+        self.identity = identity
+        self.sealedProviderRefreshToken = sealedProviderRefreshToken
+        self.intent = intent
+        self.clientID = clientID
+        self.platform = platform
+        self.session = session
+    }
+
+    public var provider: String { identity.provider.rawValue }
+    public var providerScope: String { identity.providerScope }
+    public var subject: String { identity.subject }
+    public var email: String? { identity.email }
+    public var emailVerified: Bool { identity.emailVerified }
+    public var isPrivateEmail: Bool { identity.isPrivateEmail }
+    public var name: PersonName { identity.name }
+    public var realUserStatus: Int? { identity.realUserStatus }
+    /// The provider's extra attributes; merged into the stored ones (a posted value replaces
+    /// the stored value of its name).
+    public var attributes: [String: String] { identity.attributes }
+}
+
+/// A provider identity as the broker records it, whatever the provider.
+public struct ProviderIdentity: Sendable, Equatable {
+    public var provider: ProviderName
+    /// Where `subject` is unique: Apple's team id, Facebook's app id, empty for Google.
+    public var providerScope: String
+    public var subject: String
+    public var email: String?
+    /// Whether the provider vouches for the email.
+    public var emailVerified: Bool
+    /// A relay address that hides the person's own (Apple's "Hide My Email").
+    public var isPrivateEmail: Bool
+    public var name: PersonName
+    /// Apple's `real_user_status` (0 unsupported, 1 unknown, 2 likely real).
+    public var realUserStatus: Int?
+    /// Provider-specific facts kept with the identity, e.g. Google's `hd`.
+    public var attributes: [String: String]
+
+    public init(
+        provider: ProviderName, providerScope: String, subject: String, email: String?, emailVerified: Bool,
+        isPrivateEmail: Bool, name: PersonName, realUserStatus: Int? = nil, attributes: [String: String] = [:]
+    ) {
         self.provider = provider
         self.providerScope = providerScope
         self.subject = subject
@@ -134,11 +166,7 @@ public struct SignInRequest: Sendable {
         self.isPrivateEmail = isPrivateEmail
         self.name = name
         self.realUserStatus = realUserStatus
-        self.sealedProviderRefreshToken = sealedProviderRefreshToken
-        self.intent = intent
-        self.clientID = clientID
-        self.platform = platform
-        self.session = session
+        self.attributes = attributes
     }
 }
 

@@ -5,9 +5,6 @@ import Synchronization
 /// misbehaves: its key endpoint down, empty or malformed, and token answers that leave out or
 /// bend what the broker must check.
 extension MockAppleIdP {
-    /// How `/auth/keys` answers.
-    public typealias KeysFault = MockKeysFault
-
     /// How `/auth/token` answers a code exchange.
     public enum TokenFault: Sendable, Equatable {
         /// Access, refresh and id token (no fault).
@@ -18,26 +15,13 @@ extension MockAppleIdP {
         case otherSubject
     }
 
-    public var keysFault: KeysFault {
-        get { keys.fault }
-        set { keys.fault = newValue }
-    }
-
     public var tokenFault: TokenFault {
         get { faults.withLock { $0.token } }
         set { faults.withLock { $0.token = newValue } }
     }
 
-    /// How many times `/auth/keys` was asked.
-    public var keyFetches: Int { keys.fetches }
-
     /// Authorization codes redeemed at `/auth/token` (successfully or not).
     public var codeExchanges: Int { faults.withLock { $0.codeExchanges } }
-
-    /// The `/auth/keys` answer: status and body.
-    public func keysAnswer() throws -> (status: Int, body: Data) {
-        try keys.keysAnswer()
-    }
 
     func countCodeExchange() { faults.withLock { $0.codeExchanges += 1 } }
 }

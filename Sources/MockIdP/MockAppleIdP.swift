@@ -7,7 +7,7 @@ import Synchronization
 /// `/auth/keys`, a token endpoint at `/auth/token`, `/auth/revoke`, key rotation, identity
 /// tokens with any claims (also wrong ones), and authorization codes bound to a client and a
 /// subject. Serve it with ``MockIdPServer``; never point a production broker at it.
-public final class MockAppleIdP: Sendable {
+public final class MockAppleIdP: MockTokenIssuer {
     public static let issuer = "https://appleid.apple.com"
 
     struct State {
@@ -29,7 +29,7 @@ public final class MockAppleIdP: Sendable {
     let state = Mutex(State())
     let faults = Mutex(MockFaults())
     /// Signing keys, the published set, `/auth/keys` faults.
-    let keys: MockKeyRing
+    public let keys: MockKeyRing
 
     public init() throws {
         keys = try MockKeyRing()
@@ -39,27 +39,6 @@ public final class MockAppleIdP: Sendable {
     /// `mock-idp serve` and a `mock-idp mint` started separately sign with the same key.
     public init(keyFile: URL) throws {
         keys = try MockKeyRing(keyFile: keyFile, kid: "mock-file")
-    }
-
-    /// The kid new tokens are signed with.
-    public var currentKeyID: String { keys.current.kid }
-
-    /// Adds a new signing key; new tokens use it. `keepOld`: keep publishing earlier keys
-    /// (Apple publishes several at once). Returns the new kid.
-    @discardableResult
-    public func rotateKeys(keepOld: Bool = true) throws -> String {
-        try keys.rotate(keepOld: keepOld)
-    }
-
-    /// Signs new tokens with a fresh key that is not published yet: a token then names a kid
-    /// the verifier does not know until the key set is fetched again.
-    public func rotateKeysUnpublished() throws -> (kid: String, publish: @Sendable () -> Void) {
-        try keys.rotateUnpublished()
-    }
-
-    /// The JWKS document served at /auth/keys.
-    public func jwksJSON() throws -> Data {
-        try keys.jwksJSON()
     }
 
     /// Registers a team's key so client secrets are checked like Apple does.
@@ -89,19 +68,6 @@ public final class MockAppleIdP: Sendable {
             claims["is_private_email"] = .bool(isPrivateEmail)
         }
         return claims.merging(extra) { $1 }
-    }
-
-    /// Mints an identity token with exactly these claims (and extra header fields).
-    public func mint(
-        _ claims: [String: JWTHeaderField], header extraHeader: [String: JWTHeaderField] = [:],
-        forgery: TokenForgery = .valid
-    ) throws -> String {
-        try keys.mint(claims, header: extraHeader, forgery: forgery)
-    }
-
-    /// Mints from raw JSON texts (for tokens with duplicate members and other malformed JSON).
-    public func mint(rawHeader: Data, rawPayload: Data, forgery: TokenForgery = .valid) throws -> String {
-        try keys.mint(rawHeader: rawHeader, rawPayload: rawPayload, forgery: forgery)
     }
 
     /// Issues an authorization code bound to a client id and subject, as Apple does after the

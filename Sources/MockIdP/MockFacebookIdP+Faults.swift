@@ -5,8 +5,6 @@ import Synchronization
 /// malformed; Graph failing, dropping the connection, never answering, or `/me` naming another
 /// user than the token's.
 extension MockFacebookIdP {
-    public typealias KeysFault = MockKeysFault
-
     /// How a Graph endpoint (`debug_token` or `/me`) answers.
     public enum GraphFault: Sendable, Equatable {
         /// Graph's answer (no fault).
@@ -23,20 +21,6 @@ extension MockFacebookIdP {
         /// The normal answer, but naming another user: `/me`'s `id`, or `debug_token`'s
         /// `user_id`, is "1" followed by the token's user id.
         case otherUser
-    }
-
-    /// How Limited Login's key set endpoint answers.
-    public var keysFault: KeysFault {
-        get { keys.fault }
-        set { keys.fault = newValue }
-    }
-
-    /// How many times Limited Login's key set was asked.
-    public var keyFetches: Int { keys.fetches }
-
-    /// The key set endpoint's answer: status and body (counts the fetch).
-    public func keysAnswer() throws -> (status: Int, body: Data) {
-        try keys.keysAnswer()
     }
 
     public var debugTokenFault: GraphFault {

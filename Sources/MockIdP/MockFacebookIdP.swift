@@ -7,7 +7,7 @@ import Synchronization
 /// Classic Facebook Login: registered apps, user access tokens, and Graph's `debug_token` and
 /// `/me` (served under ``graphPath``; see MockFacebookIdP+Graph.swift). Serve it with
 /// ``MockIdPServer``; never point a production broker at it.
-public final class MockFacebookIdP: Sendable {
+public final class MockFacebookIdP: MockTokenIssuer {
     /// The `iss` of Limited Login tokens.
     public static let issuer = "https://www.facebook.com"
     /// Where ``MockIdPServer`` serves Limited Login's key set.
@@ -27,7 +27,7 @@ public final class MockFacebookIdP: Sendable {
     public static func testUsersURL(base: String) -> String { trimmedBase(base) + testUsersPath }
 
     /// Limited Login signing keys, the published set, key set faults.
-    let keys: MockKeyRing
+    public let keys: MockKeyRing
     /// Apps, user access tokens, Graph faults and what Graph received.
     let graph = Mutex(GraphState())
 
@@ -40,26 +40,6 @@ public final class MockFacebookIdP: Sendable {
     /// (Apps and access tokens live only in the process that registered or issued them.)
     public init(keyFile: URL) throws {
         keys = try MockKeyRing(keyFile: keyFile, kid: "mock-facebook-file", kidPrefix: "facebook-")
-    }
-
-    /// The kid new Limited Login tokens are signed with.
-    public var currentKeyID: String { keys.current.kid }
-
-    /// Adds a new signing key; new tokens use it. `keepOld`: keep publishing earlier keys.
-    /// Returns the new kid.
-    @discardableResult
-    public func rotateKeys(keepOld: Bool = true) throws -> String {
-        try keys.rotate(keepOld: keepOld)
-    }
-
-    /// Signs new tokens with a fresh key that is not published yet.
-    public func rotateKeysUnpublished() throws -> (kid: String, publish: @Sendable () -> Void) {
-        try keys.rotateUnpublished()
-    }
-
-    /// The JWKS document served at ``jwksPath``.
-    public func jwksJSON() throws -> Data {
-        try keys.jwksJSON()
     }
 
     /// Claims shaped like a Limited Login id token: `sub` the app-scoped user id, `aud` the app
@@ -80,18 +60,5 @@ public final class MockFacebookIdP: Sendable {
         if let name { claims.merge(nameClaims(name)) { $1 } }
         if let picture { claims["picture"] = .string(picture) }
         return claims.merging(extra) { $1 }
-    }
-
-    /// Mints a Limited Login token with exactly these claims (and extra header fields).
-    public func mint(
-        _ claims: [String: JWTHeaderField], header extraHeader: [String: JWTHeaderField] = [:],
-        forgery: TokenForgery = .valid
-    ) throws -> String {
-        try keys.mint(claims, header: extraHeader, forgery: forgery)
-    }
-
-    /// Mints from raw JSON texts (for tokens with duplicate members and other malformed JSON).
-    public func mint(rawHeader: Data, rawPayload: Data, forgery: TokenForgery = .valid) throws -> String {
-        try keys.mint(rawHeader: rawHeader, rawPayload: rawPayload, forgery: forgery)
     }
 }

@@ -4,7 +4,7 @@ import JWTKit
 /// A Google-shaped identity provider for tests, the demo and benchmarks: a JWKS (served at
 /// ``jwksPath``), key rotation, and id tokens with any claims (also wrong ones). Serve it with
 /// ``MockIdPServer``; never point a production broker at it.
-public final class MockGoogleIdP: Sendable {
+public final class MockGoogleIdP: MockTokenIssuer {
     public static let issuer = "https://accounts.google.com"
     /// The other `iss` form Google writes (and verifiers must accept).
     public static let shortIssuer = "accounts.google.com"
@@ -15,7 +15,7 @@ public final class MockGoogleIdP: Sendable {
     public static func jwksURL(base: String) -> String { trimmedBase(base) + jwksPath }
 
     /// Signing keys, the published set, key set faults.
-    let keys: MockKeyRing
+    public let keys: MockKeyRing
 
     public init() throws {
         keys = try MockKeyRing(kidPrefix: "google-")
@@ -25,42 +25,6 @@ public final class MockGoogleIdP: Sendable {
     /// `mock-idp serve` and a `mock-idp mint` started separately sign with the same key.
     public init(keyFile: URL) throws {
         keys = try MockKeyRing(keyFile: keyFile, kid: "mock-google-file", kidPrefix: "google-")
-    }
-
-    /// The kid new tokens are signed with.
-    public var currentKeyID: String { keys.current.kid }
-
-    /// Adds a new signing key; new tokens use it. `keepOld`: keep publishing earlier keys
-    /// (Google publishes two or three at once). Returns the new kid.
-    @discardableResult
-    public func rotateKeys(keepOld: Bool = true) throws -> String {
-        try keys.rotate(keepOld: keepOld)
-    }
-
-    /// Signs new tokens with a fresh key that is not published yet.
-    public func rotateKeysUnpublished() throws -> (kid: String, publish: @Sendable () -> Void) {
-        try keys.rotateUnpublished()
-    }
-
-    /// The JWKS document served at ``jwksPath``.
-    public func jwksJSON() throws -> Data {
-        try keys.jwksJSON()
-    }
-
-    public typealias KeysFault = MockKeysFault
-
-    /// How the key set endpoint answers.
-    public var keysFault: KeysFault {
-        get { keys.fault }
-        set { keys.fault = newValue }
-    }
-
-    /// How many times the key set was asked.
-    public var keyFetches: Int { keys.fetches }
-
-    /// The key set endpoint's answer: status and body (counts the fetch).
-    public func keysAnswer() throws -> (status: Int, body: Data) {
-        try keys.keysAnswer()
     }
 
     /// Claims shaped like a Google id token. `authorizedParty` (`azp`) defaults to the audience,
@@ -87,19 +51,6 @@ public final class MockGoogleIdP: Sendable {
         if let nonce { claims["nonce"] = .string(nonce) }
         if let name { claims.merge(nameClaims(name)) { $1 } }
         return claims.merging(extra) { $1 }
-    }
-
-    /// Mints an id token with exactly these claims (and extra header fields).
-    public func mint(
-        _ claims: [String: JWTHeaderField], header extraHeader: [String: JWTHeaderField] = [:],
-        forgery: TokenForgery = .valid
-    ) throws -> String {
-        try keys.mint(claims, header: extraHeader, forgery: forgery)
-    }
-
-    /// Mints from raw JSON texts (for tokens with duplicate members and other malformed JSON).
-    public func mint(rawHeader: Data, rawPayload: Data, forgery: TokenForgery = .valid) throws -> String {
-        try keys.mint(rawHeader: rawHeader, rawPayload: rawPayload, forgery: forgery)
     }
 }
 

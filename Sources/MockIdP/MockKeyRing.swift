@@ -19,7 +19,7 @@ public enum MockKeysFault: Sendable, Equatable {
 /// The signing keys of one mock provider: the signing key, the published kids, a never-published
 /// key for `.unpublishedKey`, the key set endpoint's fault, and the token minting all three
 /// mocks share.
-final class MockKeyRing: Sendable {
+public final class MockKeyRing: Sendable {
     private struct State {
         var keys: [MockSigningKey]
         /// kids served in the key set.

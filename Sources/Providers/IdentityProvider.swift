@@ -31,39 +31,6 @@ public struct ProviderProof: Sendable {
     }
 }
 
-/// A provider identity as the broker records it, whatever the provider.
-public struct ProviderIdentity: Sendable, Equatable {
-    public var provider: ProviderName
-    /// Where `subject` is unique: Apple's team id, Facebook's app id, empty for Google.
-    public var providerScope: String
-    public var subject: String
-    public var email: String?
-    /// Whether the provider vouches for the email.
-    public var emailVerified: Bool
-    /// A relay address that hides the person's own (Apple's "Hide My Email").
-    public var isPrivateEmail: Bool
-    public var name: PersonName
-    /// Apple's `real_user_status` (0 unsupported, 1 unknown, 2 likely real).
-    public var realUserStatus: Int?
-    /// Provider-specific facts kept with the identity, e.g. Google's `hd`.
-    public var attributes: [String: String]
-
-    public init(
-        provider: ProviderName, providerScope: String, subject: String, email: String?, emailVerified: Bool,
-        isPrivateEmail: Bool, name: PersonName, realUserStatus: Int? = nil, attributes: [String: String] = [:]
-    ) {
-        self.provider = provider
-        self.providerScope = providerScope
-        self.subject = subject
-        self.email = email
-        self.emailVerified = emailVerified
-        self.isPrivateEmail = isPrivateEmail
-        self.name = name
-        self.realUserStatus = realUserStatus
-        self.attributes = attributes
-    }
-}
-
 /// A verified proof: the identity, and what the session it opens needs.
 public struct VerifiedProof: Sendable {
     public var identity: ProviderIdentity

@@ -12,10 +12,10 @@ import Testing
 
     func request(_ tenantID: UUID, subject: String, attributes: [String: String]) -> SignInRequest {
         var request = statements.request(tenantID: tenantID, email: "a@example.com")
-        request.provider = "google"
-        request.providerScope = ""
-        request.subject = subject
-        request.attributes = attributes
+        request.identity.provider = .google
+        request.identity.providerScope = ""
+        request.identity.subject = subject
+        request.identity.attributes = attributes
         request.session.id = .random()
         return request
     }

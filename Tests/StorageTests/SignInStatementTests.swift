@@ -10,9 +10,11 @@ import Testing
 @Suite struct SignInStatementTests {
     func request(tenantID: UUID, email: String?, givenName: String? = nil) -> SignInRequest {
         SignInRequest(
-            tenantID: tenantID, provider: "apple", providerScope: "TEAM000001", subject: "001234.quiet", email: email,
-            emailVerified: true, isPrivateEmail: false, name: PersonName(givenName: givenName, familyName: nil),
-            realUserStatus: nil, sealedProviderRefreshToken: nil, intent: .auto, clientID: "com.acme.app", platform: nil,
+            tenantID: tenantID,
+            identity: ProviderIdentity(
+                provider: .apple, providerScope: "TEAM000001", subject: "001234.quiet", email: email, emailVerified: true,
+                isPrivateEmail: false, name: PersonName(givenName: givenName, familyName: nil)),
+            sealedProviderRefreshToken: nil, intent: .auto, clientID: "com.acme.app", platform: nil,
             session: NewSession(
                 id: UUID(), refreshTokenHash: Data(RefreshToken.generate().hash),
                 expiresAt: Date().addingTimeInterval(3_600), refreshTokenExpiresAt: Date().addingTimeInterval(1_800)))

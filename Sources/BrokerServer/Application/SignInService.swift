@@ -52,13 +52,9 @@ struct SignInService: Sendable {
 
         var (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
         if let replayKey = verified.replayKey { newSession.identify(byReplayKey: replayKey, issuedAt: verified.issuedAt) }
-        var request = SignInRequest(
-            tenantID: tenant.id, provider: identity.provider.rawValue, providerScope: identity.providerScope,
-            subject: identity.subject, email: identity.email, emailVerified: identity.emailVerified,
-            isPrivateEmail: identity.isPrivateEmail, name: identity.name, realUserStatus: identity.realUserStatus,
-            sealedProviderRefreshToken: kept?.sealed, intent: intent, clientID: verified.clientID, platform: platform,
-            session: newSession)
-        request.attributes = identity.attributes
+        let request = SignInRequest(
+            tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
+            clientID: verified.clientID, platform: platform, session: newSession)
         let outcome: SignInResult?
         do {
             outcome = try await database.accounts.signIn(request)
