@@ -161,12 +161,19 @@ public struct ProviderIdentity: Sendable, Equatable {
         self.provider = provider
         self.providerScope = providerScope
         self.subject = subject
-        self.email = email
+        // An empty email is no email: it never blanks a stored one.
+        self.email = email.flatMap { $0.isEmpty ? nil : $0 }
         self.emailVerified = emailVerified
         self.isPrivateEmail = isPrivateEmail
-        self.name = name
+        // Names as people typed them at the provider: trimmed, at most 200 characters, none when blank.
+        self.name = PersonName(givenName: Self.clean(name.givenName), familyName: Self.clean(name.familyName))
         self.realUserStatus = realUserStatus
         self.attributes = attributes
+    }
+
+    static func clean(_ value: String?) -> String? {
+        guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+        return String(trimmed.prefix(200))
     }
 }
 
@@ -190,9 +197,17 @@ public struct NewSession: Sendable {
     /// 0018): the sessions' primary key then refuses a second session from the same token. The
     /// id is time-ordered by the token's `iat` (decision 0023), so new sessions land at the
     /// right edge of the primary key instead of on a random page of an index that outgrows
-    /// memory; the same token always gives the same `iat`, so the same id.
-    public mutating func identify(byReplayKey key: Data, issuedAt: Date) {
-        id = .timeOrdered(at: issuedAt, filling: key)
+    /// memory; the same token always gives the same `iat`, so the same id. Without `issuedAt`
+    /// (a key that does not cover the issue time, such as a `jti`) the id is the key's first
+    /// 128 bits.
+    public mutating func identify(byReplayKey key: Data, issuedAt: Date?) {
+        if let issuedAt {
+            id = .timeOrdered(at: issuedAt, filling: key)
+        } else {
+            let bytes = Array(key.prefix(16)) + Array(repeating: 0, count: max(0, 16 - key.count))
+            id = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        }
     }
 }
 

@@ -41,12 +41,25 @@ public struct VerifiedProof: Sendable {
     /// again (a classic Facebook access token, checked live at Facebook on every use).
     public var replayKey: Data?
     public var issuedAt: Date
+    /// Whether the replay key covers `issuedAt` (a whole-token key), so the session id may be
+    /// ordered by it. A `jti` key does not: two tokens with one `jti` are one token whatever
+    /// their `iat`, so their session id is the key alone (decision 0023).
+    public var replayKeyCoversIssueTime: Bool
 
-    public init(identity: ProviderIdentity, clientID: String, replayKey: Data?, issuedAt: Date) {
+    public init(identity: ProviderIdentity, clientID: String, replayKey: Data?, issuedAt: Date, replayKeyCoversIssueTime: Bool = false) {
         self.identity = identity
         self.clientID = clientID
         self.replayKey = replayKey
         self.issuedAt = issuedAt
+        self.replayKeyCoversIssueTime = replayKeyCoversIssueTime
+    }
+
+    /// A verified id token: its replay key and issue time from its claims.
+    public init(identity: ProviderIdentity, clientID: String, claims: IdentityClaims, token: String, tenantID: UUID) {
+        self.init(
+            identity: identity, clientID: clientID,
+            replayKey: claims.replayKey(tenantID: tenantID, provider: identity.provider.rawValue, token: token),
+            issuedAt: claims.issuedAt, replayKeyCoversIssueTime: (claims.tokenID ?? "").isEmpty)
     }
 }
 

@@ -26,49 +26,55 @@ public struct ProviderRegistry: Sendable {
     public init() {}
 
     public mutating func register<P: IdentityProvider>(_ provider: P) {
+        // The abilities are looked up once, here, not at every sign-in.
+        let exchange = Self.exchange(of: provider)
+        let revocation = Self.revocation(of: provider)
         entries[P.name] = Entry(name: P.name) { proof, tenantID, store, now in
             let settings = try await provider.settings(for: proof, tenantID: tenantID, store: store)
             let verified = try await provider.verify(proof, settings: settings, tenantID: tenantID, at: now)
             return ProviderVerification(
-                verified: verified,
-                exchangeCode: Self.codeExchange(provider, settings: settings, subject: verified.identity.subject, tenantID: tenantID),
-                revokeLater: Self.revocation(provider, settings: settings))
+                verified: verified, exchangeCode: exchange?(settings, verified.identity.subject, tenantID),
+                revokeLater: revocation?(settings))
         }
     }
 
-    /// The provider registered under `name` (`apple`, `google`, `facebook`), if any.
-    public subscript(name: String) -> Entry? {
-        ProviderName(rawValue: name).flatMap { entries[$0] }
-    }
+    /// The provider registered under `name`, if any.
+    public subscript(name: ProviderName) -> Entry? { entries[name] }
 
-    public var names: [ProviderName] { ProviderName.allCases.filter { entries[$0] != nil } }
+    private typealias CodeExchange = @Sendable (String, Date) async throws -> KeptProviderToken?
+    private typealias Revocation = @Sendable (KeptProviderToken, String) -> Void
 
-    private static func codeExchange<P: IdentityProvider>(_ provider: P, settings: P.Settings, subject: String, tenantID: UUID)
-        -> (@Sendable (String, Date) async throws -> KeptProviderToken?)?
+    /// The provider's code exchange bound to one sign-in's settings, when it can exchange codes.
+    private static func exchange<P: IdentityProvider>(of provider: P)
+        -> (@Sendable (P.Settings, String, UUID) -> CodeExchange?)?
     {
         guard let exchanger = provider as? any AuthorizationCodeExchanging else { return nil }
-        return bindExchange(exchanger, settings: settings, subject: subject, tenantID: tenantID)
+        return binding(exchanger, to: P.Settings.self)
     }
 
-    private static func bindExchange<E: AuthorizationCodeExchanging>(
-        _ exchanger: E, settings: any Sendable, subject: String, tenantID: UUID
-    ) -> (@Sendable (String, Date) async throws -> KeptProviderToken?)? {
-        guard let settings = settings as? E.Settings else { return nil }
-        return { code, now in try await exchanger.exchange(code: code, subject: subject, settings: settings, tenantID: tenantID, at: now) }
-    }
-
-    private static func revocation<P: IdentityProvider>(_ provider: P, settings: P.Settings)
-        -> (@Sendable (KeptProviderToken, String) -> Void)?
+    private static func binding<E: AuthorizationCodeExchanging, S>(_ exchanger: E, to: S.Type)
+        -> @Sendable (S, String, UUID) -> CodeExchange?
     {
+        { settings, subject, tenantID in
+            // `S` is `E.Settings` (both are the registered provider's): the cast always holds.
+            guard let settings = settings as? E.Settings else { return nil }
+            return { code, now in
+                try await exchanger.exchange(code: code, subject: subject, settings: settings, tenantID: tenantID, at: now)
+            }
+        }
+    }
+
+    /// The provider's revocation bound to one sign-in's settings, when it can revoke.
+    private static func revocation<P: IdentityProvider>(of provider: P) -> (@Sendable (P.Settings) -> Revocation?)? {
         guard let revoker = provider as? any TokenRevoking else { return nil }
-        return bindRevocation(revoker, settings: settings)
+        return binding(revoker, to: P.Settings.self)
     }
 
-    private static func bindRevocation<R: TokenRevoking>(_ revoker: R, settings: any Sendable)
-        -> (@Sendable (KeptProviderToken, String) -> Void)?
-    {
-        guard let settings = settings as? R.Settings else { return nil }
-        return { token, reason in revoker.revokeLater(token, settings: settings, reason: reason) }
+    private static func binding<R: TokenRevoking, S>(_ revoker: R, to: S.Type) -> @Sendable (S) -> Revocation? {
+        { settings in
+            guard let settings = settings as? R.Settings else { return nil }
+            return { token, reason in revoker.revokeLater(token, settings: settings, reason: reason) }
+        }
     }
 }
 

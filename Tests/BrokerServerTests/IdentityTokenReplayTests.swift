@@ -70,6 +70,18 @@ import Testing
         }
     }
 
+    @Test func twoTokensWithOneJtiIssuedSecondsApartAreOneToken() async throws {
+        try await AppleTestSetup.run { setup in
+            // Session ids are ordered by `iat` only for keys that cover it (decision 0023): a
+            // `jti` key does not, so another `iat` must not make another token.
+            let first = try setup.token(subject: "jti.apart", issuedAt: Date().addingTimeInterval(-30), extra: ["jti": .string("token-id-9")])
+            let second = try setup.token(subject: "jti.apart", extra: ["jti": .string("token-id-9")])
+            #expect(try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": first]).status == .ok)
+            let replay = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": second])
+            #expect(replay.problemCode == "token_replayed")
+        }
+    }
+
     @Test func aReturningUsersReplayIsRefusedOnTheQuietPathToo() async throws {
         try await AppleTestSetup.run { setup in
             // Two sign-ins make the identity one this process has seen (the quiet statement).

@@ -8,18 +8,18 @@ extension APIHandlers {
     // these operations on the router directly) only unwrap their input.
     func signInWithApple(_ input: Operations.SignInWithApple.Input) async throws -> Operations.SignInWithApple.Output {
         guard case .json(let request) = input.body else { throw BrokerError.invalidArgument("Send a JSON body.") }
-        return .ok(.init(body: .json(try await signIn(provider: "apple", SignInBody(request)))))
+        return .ok(.init(body: .json(try await signIn(provider: .apple, SignInBody(request)))))
     }
 
     func signInWithGoogle(_ input: Operations.SignInWithGoogle.Input) async throws -> Operations.SignInWithGoogle.Output {
         guard case .json(let request) = input.body else { throw BrokerError.invalidArgument("Send a JSON body.") }
-        return .ok(.init(body: .json(try await signIn(provider: "google", SignInBody(request)))))
+        return .ok(.init(body: .json(try await signIn(provider: .google, SignInBody(request)))))
     }
 
     func signInWithFacebook(_ input: Operations.SignInWithFacebook.Input) async throws -> Operations.SignInWithFacebook.Output {
         guard case .json(let request) = input.body else { throw BrokerError.invalidArgument("Send a JSON body.") }
         do {
-            return .ok(.init(body: .json(try await signIn(provider: "facebook", try SignInBody(request)))))
+            return .ok(.init(body: .json(try await signIn(provider: .facebook, try SignInBody(request)))))
         } catch let error as ContractMismatch {
             throw SignInRoute.contractMismatch(error.description)
         }
@@ -32,7 +32,7 @@ extension APIHandlers {
     }
 
     /// The operation itself, for every provider.
-    func signIn(provider: String, _ body: SignInBody) async throws -> Components.Schemas.SignInResponse {
+    func signIn(provider: ProviderName, _ body: SignInBody) async throws -> Components.Schemas.SignInResponse {
         let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
         do {
             let outcome = try await services.signIn.signIn(

@@ -31,10 +31,10 @@ struct SignInService: Sendable {
     let events: SecurityEventRecorder
 
     func signIn(
-        tenant: Tenant, provider name: String, proof: ProviderProof, intent: SignInIntent, platform: String?,
+        tenant: Tenant, provider name: ProviderName, proof: ProviderProof, intent: SignInIntent, platform: String?,
         now: Date = Date()
     ) async throws -> SignInOutcome {
-        guard let provider = providers[name] else { throw SignInFailure.unknownProvider(name) }
+        guard let provider = providers[name] else { throw SignInFailure.unknownProvider(name.rawValue) }
         let verification = try await provider.verify(proof, tenant.id, store, now)
         let verified = verification.verified
         let identity = verified.identity
@@ -51,7 +51,9 @@ struct SignInService: Sendable {
         }
 
         var (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
-        if let replayKey = verified.replayKey { newSession.identify(byReplayKey: replayKey, issuedAt: verified.issuedAt) }
+        if let replayKey = verified.replayKey {
+            newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
+        }
         let request = SignInRequest(
             tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
             clientID: verified.clientID, platform: platform, session: newSession)

@@ -48,14 +48,12 @@ struct SignInBody: Sendable {
     var intent: SignInIntent
     var platform: String?
 
-    /// Reads the body of `POST /v1/sign-in/{provider}`; nil for a provider the contract does
-    /// not name.
-    static func read(provider: String, _ body: JSONValue) throws(ContractMismatch) -> SignInBody? {
-        switch ProviderName(rawValue: provider) {
-        case .apple?: return .init(try Components.Schemas.AppleSignInRequest(json: body))
-        case .google?: return .init(try Components.Schemas.GoogleSignInRequest(json: body))
-        case .facebook?: return try .init(try Components.Schemas.FacebookSignInRequest(json: body))
-        case nil: return nil
+    /// Reads the body of `POST /v1/sign-in/{provider}` as that provider's request.
+    static func read(provider: ProviderName, _ body: JSONValue) throws(ContractMismatch) -> SignInBody {
+        switch provider {
+        case .apple: .init(try Components.Schemas.AppleSignInRequest(json: body))
+        case .google: .init(try Components.Schemas.GoogleSignInRequest(json: body))
+        case .facebook: try .init(try Components.Schemas.FacebookSignInRequest(json: body))
         }
     }
 

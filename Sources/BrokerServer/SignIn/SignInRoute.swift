@@ -29,21 +29,16 @@ struct SignInRoute: Sendable {
     let maxBodyBytes: Int
 
     func respond(_ request: Request, context: BrokerRequestContext) async throws -> Response {
-        let provider = context.parameters.get("provider") ?? ""
-        guard ProviderName(rawValue: provider) != nil else { throw SignInProblems.problem(.unknownProvider(provider)) }
+        let name = context.parameters.get("provider") ?? ""
+        guard let provider = ProviderName(rawValue: name) else { throw SignInProblems.problem(.unknownProvider(name)) }
         try Self.checkContentType(request.headers[.contentType])
         var request = request
         let bytes = try await request.collectBody(upTo: maxBodyBytes)
         let body: SignInBody
         do {
-            guard let read = try SignInBody.read(provider: provider, try JSONValue.parse(bytes.readableBytesView)) else {
-                throw SignInProblems.problem(.unknownProvider(provider))
-            }
-            body = read
+            body = try SignInBody.read(provider: provider, try JSONValue.parse(bytes.readableBytesView))
         } catch let error as ContractMismatch {
             throw Self.contractMismatch(error.description)
-        } catch let error as BrokerError {
-            throw error
         } catch {
             throw Self.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }

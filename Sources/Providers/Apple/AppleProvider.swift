@@ -17,7 +17,7 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
     let secrets: SecretBox
     let logger: Logger
 
-    public init(baseURL: String, keys: JWKSCache, secrets: SecretBox, httpClient: HTTPClient = .shared, logger: Logger) {
+    public init(baseURL: String, keys: JWKSCache, secrets: SecretBox, httpClient: HTTPClient = .providers, logger: Logger) {
         self.keys = keys
         self.tokenClient = AppleTokenClient(baseURL: baseURL, httpClient: httpClient)
         self.clientSecrets = AppleClientSecrets(secrets: secrets)
@@ -50,17 +50,13 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         let claims = try await verifyToken(
             token, options: TokenCheckOptions(audiences: [client.clientID], rawNonce: proof.nonce, nonceMode: client.nonceMode),
             at: now)
-        let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
         let identity = ProviderIdentity(
-            provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: email,
+            provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: claims.email,
             emailVerified: claims.emailVerified ?? false,
-            isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(email),
-            name: PersonName(givenName: Self.clean(proof.name.givenName), familyName: Self.clean(proof.name.familyName)),
+            isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(claims.email),
+            name: proof.name,
             realUserStatus: claims.realUserStatus)
-        return VerifiedProof(
-            identity: identity, clientID: client.clientID,
-            replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.apple.rawValue, token: token),
-            issuedAt: claims.issuedAt)
+        return VerifiedProof(identity: identity, clientID: client.clientID, claims: claims, token: token, tenantID: tenantID)
     }
 
     /// Exchanges the code at Apple (client id = the posted client) and returns Apple's refresh
@@ -81,9 +77,7 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         let codeSubject: String
         do {
             // The token comes from Apple's token endpoint over TLS: no nonce to compare.
-            var options = TokenCheckOptions(audiences: [clientID])
-            options.rawNonce = nil
-            let (verifier, _) = verifier(options)
+            let (verifier, _) = verifier(TokenCheckOptions(audiences: [clientID]))
             codeSubject = try await verifier.verify(idToken, nonce: .notChecked, at: now).subject
         } catch {
             revoke(refreshToken, resolved: resolved, reason: "Apple's id_token did not verify")
@@ -124,10 +118,5 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
                     metadata: ["reason": "\(reason)", "client_id": "\(clientID)", "error": "\(error)"])
             }
         }
-    }
-
-    static func clean(_ value: String?) -> String? {
-        guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
-        return String(trimmed.prefix(200))
     }
 }

@@ -23,7 +23,7 @@ public struct AppleTokenClient: Sendable {
     let baseURL: String
     let httpClient: HTTPClient
 
-    public init(baseURL: String, httpClient: HTTPClient = .shared) {
+    public init(baseURL: String, httpClient: HTTPClient = .providers) {
         self.baseURL = baseURL
         self.httpClient = httpClient
     }
@@ -39,7 +39,7 @@ public struct AppleTokenClient: Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "Accept", value: "application/json")
-        request.body = .bytes(ByteBuffer(string: Self.formEncode(form)))
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
@@ -68,7 +68,7 @@ public struct AppleTokenClient: Sendable {
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(
             ByteBuffer(
-                string: Self.formEncode([
+                string: FormEncoding.encode([
                     ("client_id", clientID), ("client_secret", clientSecret), ("token", refreshToken),
                     ("token_type_hint", "refresh_token"),
                 ])))
@@ -85,13 +85,5 @@ public struct AppleTokenClient: Sendable {
     /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
     static func translate(_ error: String, clientID: String) -> ProviderFailure {
         .codeExchangeRefused(reason: String(error.prefix(60)), clientID: clientID)
-    }
-
-    static func formEncode(_ pairs: [(String, String)]) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return pairs.map {
-            "\($0.0.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")"
-        }.joined(separator: "&")
     }
 }

@@ -29,7 +29,7 @@ public struct FacebookGraphClient: Sendable {
     let httpClient: HTTPClient
     let timeout: TimeAmount
 
-    public init(baseURL: String, httpClient: HTTPClient = .shared, timeoutSeconds: Int = 10) {
+    public init(baseURL: String, httpClient: HTTPClient = .providers, timeoutSeconds: Int = 10) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.httpClient = httpClient
         self.timeout = .seconds(Int64(timeoutSeconds))
@@ -60,7 +60,7 @@ public struct FacebookGraphClient: Sendable {
     /// A 5xx, a reset connection or no answer in time is Facebook being down; any other error
     /// answer is Facebook refusing the token.
     private func get(_ path: String, query: [(String, String)]) async throws(ProviderFailure) -> [String: JSONValue] {
-        let request = HTTPClientRequest(url: "\(baseURL)/\(path)?\(Self.formEncode(query))")
+        let request = HTTPClientRequest(url: "\(baseURL)/\(path)?\(FormEncoding.encode(query))")
         let status: UInt
         let body: ByteBuffer
         do {
@@ -86,26 +86,4 @@ public struct FacebookGraphClient: Sendable {
         return nil
     }
 
-    /// `name=value&…`, each value percent-encoded but for RFC 3986's unreserved characters.
-    static func formEncode(_ pairs: [(String, String)]) -> String {
-        var query = ""
-        query.reserveCapacity(pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count * 3 + 2 })
-        for (index, (name, value)) in pairs.enumerated() {
-            if index > 0 { query += "&" }
-            query += name
-            query += "="
-            for byte in value.utf8 {
-                switch byte {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                    query.unicodeScalars.append(Unicode.Scalar(byte))
-                default:
-                    query += "%" + Self.hexDigits[Int(byte >> 4)] + Self.hexDigits[Int(byte & 0x0F)]
-                }
-            }
-        }
-        return query
-    }
-
-    private static let hexDigits = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "A", "B", "C", "D", "E", "F"]
 }

@@ -77,7 +77,7 @@ public struct FacebookProvider: IDTokenProvider {
         var attributes: [String: String] = [:]
         if let name = person.name, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
         let identity = ProviderIdentity(
-            provider: .facebook, providerScope: settings.appID, subject: userID, email: Self.clean(person.email),
+            provider: .facebook, providerScope: settings.appID, subject: userID, email: person.email,
             emailVerified: false, isPrivateEmail: false, name: PersonName(givenName: nil, familyName: nil), attributes: attributes)
         // A classic access token is a bearer credential meant for many calls; Facebook checks it
         // live on every use, so it has no replay key.
@@ -92,12 +92,9 @@ public struct FacebookProvider: IDTokenProvider {
         var attributes: [String: String] = [:]
         if let name = claims.payload["name"]?.string, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
         let identity = ProviderIdentity(
-            provider: .facebook, providerScope: settings.appID, subject: claims.subject, email: Self.clean(claims.email),
+            provider: .facebook, providerScope: settings.appID, subject: claims.subject, email: claims.email,
             emailVerified: false, isPrivateEmail: false, name: claims.name, attributes: attributes)
-        return VerifiedProof(
-            identity: identity, clientID: settings.appID,
-            replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.facebook.rawValue, token: token),
-            issuedAt: claims.issuedAt)
+        return VerifiedProof(identity: identity, clientID: settings.appID, claims: claims, token: token, tenantID: tenantID)
     }
 
     /// A Graph call's answer or failure, for running two calls at once with their typed errors.
@@ -106,11 +103,6 @@ public struct FacebookProvider: IDTokenProvider {
     }
 
     static func invalid(_ detail: String) -> ProviderFailure { .rejected(.init("invalid_token", detail)) }
-
-    static func clean(_ email: String?) -> String? {
-        guard let email, !email.isEmpty else { return nil }
-        return email
-    }
 }
 
 /// Opened app secrets by sealed value, at most 1,000 (then forgotten and opened again).

@@ -53,18 +53,14 @@ public struct GoogleProvider: IDTokenProvider {
                 audiences: settings.requestedClientID.map { [$0] } ?? configured, rawNonce: proof.nonce,
                 hostedDomain: settings.configuration.hostedDomain, authorizedParties: configured),
             at: now)
-        let email = claims.email.flatMap { $0.isEmpty ? nil : $0 }
         var attributes: [String: String] = [:]
         if let domain = claims.hostedDomain, !domain.isEmpty { attributes["hd"] = domain }
         let identity = ProviderIdentity(
-            provider: .google, providerScope: "", subject: claims.subject, email: email,
+            provider: .google, providerScope: "", subject: claims.subject, email: claims.email,
             // Google sends a JSON boolean; anything else does not vouch for the address.
-            emailVerified: email != nil && claims.payload["email_verified"] == .bool(true), isPrivateEmail: false,
+            emailVerified: !(claims.email ?? "").isEmpty && claims.payload["email_verified"] == .bool(true), isPrivateEmail: false,
             name: claims.name, attributes: attributes)
-        return VerifiedProof(
-            identity: identity, clientID: claims.audiences.first ?? "",
-            replayKey: claims.replayKey(tenantID: tenantID, provider: ProviderName.google.rawValue, token: token),
-            issuedAt: claims.issuedAt)
+        return VerifiedProof(identity: identity, clientID: claims.audiences.first ?? "", claims: claims, token: token, tenantID: tenantID)
     }
 
     /// `hd` must equal the configured hosted domain; when one is set a token without `hd`

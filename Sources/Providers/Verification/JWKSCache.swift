@@ -65,7 +65,7 @@ public actor JWKSCache {
     ///   - unavailableRetryInterval: how often fetches are retried (background loop and request
     ///     path) while no usable set is cached.
     public init(
-        source: Source, httpClient: HTTPClient = .shared, logger: Logger, minimumRefetchInterval: Duration = .seconds(30),
+        source: Source, httpClient: HTTPClient = .providers, logger: Logger, minimumRefetchInterval: Duration = .seconds(30),
         refreshInterval: Duration = .seconds(3_600), unavailableRetryInterval: Duration = .seconds(1)
     ) {
         self.source = source
