@@ -53,10 +53,10 @@ public struct BrokerServices: Sendable {
         self.endpoints = endpoints
         self.httpClient = httpClient
         let appleKeys =
-            appleKeys ?? JWKSCache(source: .url(Apple.keysURL(base: endpoints.appleBaseURL)), httpClient: httpClient, logger: logger)
+            appleKeys ?? JWKSCache(source: .url(endpoints.keysURL(for: .apple)), httpClient: httpClient, logger: logger)
         self.appleKeys = appleKeys
-        self.googleKeys = JWKSCache(source: .url(endpoints.googleKeysURL), httpClient: httpClient, logger: logger)
-        self.facebookKeys = JWKSCache(source: .url(endpoints.facebookKeysURL), httpClient: httpClient, logger: logger)
+        self.googleKeys = JWKSCache(source: .url(endpoints.keysURL(for: .google)), httpClient: httpClient, logger: logger)
+        self.facebookKeys = JWKSCache(source: .url(endpoints.keysURL(for: .facebook)), httpClient: httpClient, logger: logger)
         var providers = ProviderRegistry()
         providers.register(
             AppleProvider(baseURL: endpoints.appleBaseURL, keys: appleKeys, secrets: secrets, httpClient: httpClient, logger: logger))

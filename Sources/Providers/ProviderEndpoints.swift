@@ -1,3 +1,5 @@
+import BrokerCore
+
 /// Where the broker reaches each provider. Every base URL is configurable so that tests and
 /// demos run against MockIdP on loopback.
 public struct ProviderEndpoints: Sendable {
@@ -22,5 +24,14 @@ public struct ProviderEndpoints: Sendable {
         self.facebookGraphURL = facebookGraphURL
         self.facebookKeysURL = facebookKeysURL
         self.timeoutSeconds = timeoutSeconds
+    }
+
+    /// Where `provider` publishes the keys its id tokens are signed with.
+    public func keysURL(for provider: ProviderName) -> String {
+        switch provider {
+        case .apple: Apple.keysURL(base: appleBaseURL)
+        case .google: googleKeysURL
+        case .facebook: facebookKeysURL
+        }
     }
 }

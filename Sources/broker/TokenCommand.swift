@@ -59,12 +59,7 @@ struct TokenCommand: AsyncParsableCommand {
                     }
                     source = .fixed(data)
                 } else {
-                    let endpoints = configuration.providerEndpoints
-                    switch name {
-                    case .apple: source = .url(Apple.keysURL(base: configuration.appleBaseURL))
-                    case .google: source = .url(endpoints.googleKeysURL)
-                    case .facebook: source = .url(endpoints.facebookKeysURL)
-                    }
+                    source = .url(configuration.providerEndpoints.keysURL(for: name))
                 }
                 let options = TokenCheckOptions(
                     audiences: audience.isEmpty ? nil : Set(audience), rawNonce: nonce,
