@@ -4,6 +4,7 @@ import MockIdP
 import NIOCore
 import NIOHTTP1
 import Storage
+import Synchronization
 import TestSupport
 import Testing
 
@@ -23,7 +24,7 @@ import Testing
                         "BROKER_PORT": "\(port)", "BROKER_LOG_LEVEL": "warning", "BROKER_APPLE_BASE_URL": mocks.baseURL,
                         "BROKER_GOOGLE_JWKS_URL": MockGoogleIdP.jwksURL(base: mocks.baseURL),
                         "BROKER_FACEBOOK_JWKS_URL": MockFacebookIdP.jwksURL(base: mocks.baseURL),
-                        "BROKER_FACEBOOK_GRAPH_URL": MockFacebookIdP.graphURL(base: mocks.baseURL), "BROKER_PROVIDER_TIMEOUT": "1",
+                        "BROKER_FACEBOOK_GRAPH_URL": MockFacebookIdP.graphURL(base: mocks.baseURL), "BROKER_PROVIDER_TIMEOUT": "3",
                     ])
                 #expect(try cli.run("tenant", "create", "acme").status == 0)
                 let created = try cli.run("api-key", "create", "--tenant", "acme", "--json")
@@ -48,17 +49,22 @@ import Testing
                 }
                 try #require(ready, "broker did not start: \(server.output.suffix(2_000))")
 
+                // The last answer's body, for the message of a failed expectation.
+                let lastBody = Mutex("")
                 func post(_ provider: String, _ body: String) async throws -> Int {
                     var request = HTTPClientRequest(url: "\(base)/v1/sign-in/\(provider)")
                     request.method = .POST
                     request.headers.add(name: "Authorization", value: "Bearer \(key)")
                     request.headers.add(name: "Content-Type", value: "application/json")
                     request.body = .bytes(ByteBuffer(string: body))
-                    return Int(try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code)
+                    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(15))
+                    let text = String(buffer: try await response.body.collect(upTo: 65_536))
+                    lastBody.withLock { $0 = text }
+                    return Int(response.status.code)
                 }
                 let email = "logged.person@example.com"
                 let good = mocks.facebook.issueAccessToken(appID: appID, userID: "10001", name: "Ada", email: email)
-                #expect(try await post("facebook", #"{"access_token":"\#(good)"}"#) == 200)
+                #expect(try await post("facebook", #"{"access_token":"\#(good)"}"#) == 200, "\(lastBody.withLock { $0 })")
                 let otherApp = mocks.facebook.issueAccessToken(appID: "5555", userID: "10002", email: email)
                 #expect(try await post("facebook", #"{"access_token":"\#(otherApp)"}"#) == 401)
                 mocks.facebook.meFault = .hang
@@ -67,7 +73,7 @@ import Testing
                 let limited = try mocks.facebook.mint(mocks.facebook.claims(subject: "10001", appID: appID, nonce: "n1", email: email))
                 #expect(try await post("facebook", #"{"limited_login_token":"\#(limited)","nonce":"n2"}"#) == 401)
                 let google = try mocks.google.mint(mocks.google.claims(subject: "g1", audience: "web.apps.googleusercontent.com", email: email))
-                #expect(try await post("google", #"{"id_token":"\#(google)"}"#) == 200)
+                #expect(try await post("google", #"{"id_token":"\#(google)"}"#) == 200, "\(lastBody.withLock { $0 })")
                 #expect(try await post("google", #"{"id_token":"\#(google)"}"#) == 401)  // replayed
 
                 let log = server.output
