@@ -73,9 +73,10 @@ key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
 "$bin/broker" apple team set --tenant bench --team-id BENCH00001 --key-id BENCHKEY01 --private-key-file "$work/AuthKey.p8" >/dev/null
 "$bin/broker" apple group add --tenant bench --primary-app-id com.bench.app >/dev/null
 printf '%s\n' "$facebook_secret" >"$work/facebook-secret.txt"
-"$bin/broker" provider enable google --tenant bench --client-id bench-web.apps.googleusercontent.com >/dev/null
+"$bin/broker" provider enable google --tenant bench --client-id bench-web.apps.googleusercontent.com \
+    --platforms ios,android,web >/dev/null
 "$bin/broker" provider enable facebook --tenant bench --app-id "$facebook_app" --app-secret-file "$work/facebook-secret.txt" \
-    --limited-login >/dev/null
+    --limited-login --platforms ios,android,web >/dev/null
 
 "$bin/broker" serve >"$work/broker.log" 2>&1 &
 broker_pid=$!

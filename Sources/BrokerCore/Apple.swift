@@ -13,6 +13,35 @@ public enum AppleClientKind: String, Sendable, Codable, CaseIterable {
     case app
     /// A Services ID: the web flow.
     case service
+
+    /// The platforms a client of this kind may be offered on: an App ID in iOS and macOS apps,
+    /// a Services ID on the web and in Android apps (Apple's web flow).
+    public var allowedPlatforms: [ProviderPlatform] {
+        switch self {
+        case .app: [.ios, .macos]
+        case .service: [.android, .web]
+        }
+    }
+
+    /// Where a client counts when not told otherwise: an App ID on iOS, a Services ID on the web
+    /// and Android.
+    public var defaultPlatforms: [ProviderPlatform] {
+        switch self {
+        case .app: [.ios]
+        case .service: [.android, .web]
+        }
+    }
+
+    /// Checks `--platforms` of a client of this kind.
+    public func validatePlatforms(_ platforms: [ProviderPlatform]) throws(BrokerError) {
+        let allowed = allowedPlatforms
+        guard !platforms.isEmpty, platforms.allSatisfy(allowed.contains) else {
+            let names = allowed.map(\.rawValue).joined(separator: ",")
+            throw .invalidArgument(
+                "\(self == .app ? "An App ID (--kind app)" : "A Services ID (--kind service)") is offered on \(allowed.map(\.rawValue).joined(separator: " and ")) only, not on \(platforms.filter { !allowed.contains($0) }.map(\.rawValue).joined(separator: ",")).",
+                hint: "Pass --platforms with a comma-separated list within \(names), e.g. --platforms \(names).")
+        }
+    }
 }
 
 /// A tenant's Apple developer team: `sub` values are scoped to it. The `.p8` key signs client
@@ -77,12 +106,17 @@ public struct AppleClient: Sendable, Equatable {
     public var returnURLs: [String]
     /// A sign-in through this client must send a nonce (decision 0016).
     public var nonceRequired: Bool
+    /// Where Sign in with Apple is offered through this client, for the guideline 4.8 policy
+    /// (decision 0026): an App ID on `ios` and/or `macos`, a Services ID on `web` and/or `android`.
+    public var platforms: [ProviderPlatform]
 
+    /// `platforms` nil: the kind's default (``AppleClientKind/defaultPlatforms``).
     public init(
         id: UUID, tenantID: UUID, groupID: UUID, clientID: String, kind: AppleClientKind, nonceMode: NonceMode,
-        redirectURIs: [String], returnURLs: [String], nonceRequired: Bool = true
+        redirectURIs: [String], returnURLs: [String], nonceRequired: Bool = true, platforms: [ProviderPlatform]? = nil
     ) {
         self.nonceRequired = nonceRequired
+        self.platforms = (platforms ?? kind.defaultPlatforms).sorted()
         self.id = id
         self.tenantID = tenantID
         self.groupID = groupID

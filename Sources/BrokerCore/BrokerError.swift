@@ -10,13 +10,17 @@ public struct BrokerError: Error, Sendable, Equatable, CustomStringConvertible {
     public let title: String
     public let detail: String
     public let hint: String?
+    /// Members the problem carries beside the standard ones (RFC 9457 §3.2), e.g. the
+    /// `account_id` of `identity_already_linked`.
+    public let extensions: [String: String]
 
-    public init(code: String, kind: Kind, title: String, detail: String, hint: String? = nil) {
+    public init(code: String, kind: Kind, title: String, detail: String, hint: String? = nil, extensions: [String: String] = [:]) {
         self.code = code
         self.kind = kind
         self.title = title
         self.detail = detail
         self.hint = hint
+        self.extensions = extensions
     }
 
     public var description: String { detail }
@@ -109,5 +113,15 @@ extension BrokerError {
             detail: "The stored \(what) cannot be decrypted with the configured master key.",
             hint: "Check that BROKER_MASTER_KEY is the key this database was written with."
         )
+    }
+}
+
+extension BrokerError {
+    /// A change refused because it breaks App Store Review Guideline 4.8 for a tenant
+    /// (decision 0026). `detail` says what breaks where, `hint` what makes it compliant.
+    public static func loginPolicyViolation(_ detail: String, hint: String) -> BrokerError {
+        BrokerError(
+            code: "login_policy_violation", kind: .conflict, title: "Breaks App Store Review Guideline 4.8", detail: detail,
+            hint: hint)
     }
 }

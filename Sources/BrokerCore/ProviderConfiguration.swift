@@ -9,13 +9,13 @@ public enum ProviderName: String, Sendable, CaseIterable, Codable {
 /// Where a provider is offered to people (`--platforms`). Recorded for the login options and the
 /// guideline 4.8 policy; sign-ins are not refused by platform.
 public enum ProviderPlatform: String, Sendable, CaseIterable, Codable, Comparable {
-    case ios, android, web
+    case ios, android, web, macos
 
     public static func < (a: Self, b: Self) -> Bool {
         allCases.firstIndex(of: a) ?? 0 < allCases.firstIndex(of: b) ?? 0
     }
 
-    /// `ios,android,web` (comma-separated, any order, no repeats); nil when a name is unknown.
+    /// `ios,android,web,macos` (comma-separated, any order, no repeats); nil when a name is unknown.
     public static func parseList(_ text: String) -> [ProviderPlatform]? {
         let names = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         var platforms: [ProviderPlatform] = []

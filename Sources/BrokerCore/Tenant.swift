@@ -51,6 +51,8 @@ public struct Tenant: Sendable, Equatable, Identifiable {
     public var status: TenantStatus
     public var session: SessionSettings
     public var linking: LinkingSettings
+    /// The guideline 4.8 policy the tenant is held to.
+    public var policy: LoginPolicySettings
     /// Seconds a newly rotated signing key is published as `next` before it signs.
     public var keyActivationDelay: Int
     public var createdAt: Date
@@ -58,7 +60,7 @@ public struct Tenant: Sendable, Equatable, Identifiable {
 
     public init(
         id: UUID, slug: TenantSlug, displayName: String, status: TenantStatus,
-        session: SessionSettings, linking: LinkingSettings, keyActivationDelay: Int,
+        session: SessionSettings, linking: LinkingSettings, policy: LoginPolicySettings = .default, keyActivationDelay: Int,
         createdAt: Date, updatedAt: Date
     ) {
         self.id = id
@@ -67,6 +69,7 @@ public struct Tenant: Sendable, Equatable, Identifiable {
         self.status = status
         self.session = session
         self.linking = linking
+        self.policy = policy
         self.keyActivationDelay = keyActivationDelay
         self.createdAt = createdAt
         self.updatedAt = updatedAt

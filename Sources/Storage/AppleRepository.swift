@@ -10,7 +10,7 @@ public struct AppleRepository: Sendable {
 
     static let teamColumns = "t.id, t.tenant_id, t.team_id, t.key_id, t.private_key_sealed, t.created_at"
     static let groupColumns = "g.id, g.tenant_id, g.team_ref, g.primary_app_id"
-    static let clientColumns = "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls, c.nonce_required"
+    static let clientColumns = "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls, c.nonce_required, c.platforms"
 
     /// Creates or replaces the tenant's team key (by team id).
     public func setTeam(_ team: AppleTeam, actor: String) async throws -> AppleTeam {
@@ -82,10 +82,10 @@ public struct AppleRepository: Sendable {
         try await connection.query(
             """
             INSERT INTO apple_clients (id, tenant_id, group_id, client_id, kind, nonce_mode, redirect_uris, return_urls,
-                nonce_required)
+                nonce_required, platforms)
             VALUES (\(appleClient.id), \(appleClient.tenantID), \(appleClient.groupID), \(appleClient.clientID),
                 \(appleClient.kind.rawValue), \(appleClient.nonceMode.rawValue), \(appleClient.redirectURIs),
-                \(appleClient.returnURLs), \(appleClient.nonceRequired))
+                \(appleClient.returnURLs), \(appleClient.nonceRequired), \(appleClient.platforms.map(\.rawValue)))
             """, logger: logger)
     }
 
@@ -145,7 +145,65 @@ public struct AppleRepository: Sendable {
             id: try reader.next(), tenantID: try reader.next(), groupID: try reader.next(), clientID: try reader.next(),
             kind: AppleClientKind(rawValue: try reader.next(String.self)) ?? .app,
             nonceMode: NonceMode(rawValue: try reader.next(String.self)) ?? .sha256,
-            redirectURIs: try reader.next(), returnURLs: try reader.next(), nonceRequired: try reader.next())
+            redirectURIs: try reader.next(), returnURLs: try reader.next(), nonceRequired: try reader.next(),
+            platforms: try reader.next([String].self).compactMap(ProviderPlatform.init(rawValue:)))
+    }
+
+    /// What `removeClient` did, or why it did nothing.
+    public enum ClientRemoval: Sendable, Equatable {
+        /// Removed; `groupRemoved` when it was its group's primary App ID and alone in it, and the
+        /// group went with it.
+        case removed(AppleClient, groupRemoved: Bool)
+        /// The tenant has no such client.
+        case notFound
+        /// It is its group's primary App ID and the group has these other clients.
+        case primaryOfGroup(others: [String])
+    }
+
+    /// Removes a client. A group's primary App ID goes only when it is alone in its group, and
+    /// then takes the group with it. `policyGuard` may refuse the removal (guideline 4.8: Apple's
+    /// last client of a platform), and nothing is written.
+    public func removeClient(tenantID: UUID, clientID: String, actor: String, guard policyGuard: LoginPolicyGuard?) async throws
+        -> ClientRemoval
+    {
+        try await LoginPolicyRepository.transaction(client, tenantID: tenantID, guard: policyGuard, actor: actor, logger: logger) {
+            connection in
+            // The group row locked: no client joins it while it may be removed.
+            let rows = try await connection.query(
+                """
+                SELECT \(unescaped: Self.clientColumns), g.primary_app_id
+                FROM apple_clients c JOIN apple_app_groups g ON g.id = c.group_id AND g.tenant_id = c.tenant_id
+                WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
+                FOR UPDATE OF g
+                """, logger: logger)
+            guard let row = try await rows.collect().first else { return ClientRemoval.notFound }
+            var reader = RowReader(row)
+            let removed = try Self.decodeClient(&reader)
+            let primaryAppID: String = try reader.next()
+            var groupRemoved = false
+            if removed.clientID == primaryAppID {
+                let others = try await connection.query(
+                    """
+                    SELECT c.client_id FROM apple_clients c
+                    WHERE c.group_id = \(removed.groupID) AND c.tenant_id = \(tenantID) AND c.id <> \(removed.id)
+                    ORDER BY c.client_id
+                    """, logger: logger)
+                let names = try await others.collect().map { try $0.decode(String.self) }
+                guard names.isEmpty else { return ClientRemoval.primaryOfGroup(others: names) }
+                try await connection.query(
+                    "DELETE FROM apple_app_groups WHERE id = \(removed.groupID) AND tenant_id = \(tenantID)", logger: logger)
+                groupRemoved = true
+            } else {
+                try await connection.query(
+                    "DELETE FROM apple_clients WHERE id = \(removed.id) AND tenant_id = \(tenantID)", logger: logger)
+            }
+            try await Database.notify(.appleClients, tenantID: tenantID, on: connection, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "apple.client.remove", target: clientID,
+                details: ["group_removed": .bool(groupRemoved), "kind": .string(removed.kind.rawValue)],
+                on: connection, logger: logger)
+            return ClientRemoval.removed(removed, groupRemoved: groupRemoved)
+        }
     }
 
     /// Changes whether a client requires a nonce; nil when the tenant has no such client.

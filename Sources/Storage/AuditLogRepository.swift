@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 import Logging
 import PostgresNIO
@@ -20,6 +21,20 @@ public struct AuditLogRepository: Sendable {
     ) async throws {
         try await connection.query(
             "INSERT INTO audit_log (tenant_id, actor, action, target) VALUES (\(tenantID), \(actor), \(action), \(target))",
+            logger: logger)
+    }
+
+    /// The same with details: an object of strings and booleans (`account_id` and
+    /// `session_id` members show as the security event's own).
+    static func append(
+        tenantID: UUID?, actor: String, action: String, target: String?, details: [String: AuditDetail],
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO audit_log (tenant_id, actor, action, target, details)
+            VALUES (\(tenantID), \(actor), \(action), \(target), \(AuditDetail.json(details))::jsonb)
+            """,
             logger: logger)
     }
 
@@ -86,5 +101,33 @@ extension AuditLogRepository {
                     target: target, details: details))
         }
         return events
+    }
+}
+
+/// A value in an audit row's details.
+public enum AuditDetail: Sendable, Equatable {
+    case string(String)
+    case bool(Bool)
+    case int(Int)
+    case strings([String])
+
+    /// The details as a JSON object's text, members in name order.
+    public static func json(_ details: [String: AuditDetail]) -> String {
+        var writer = JSONWriter(capacity: 128)
+        writer.beginObject()
+        for (name, value) in details.sorted(by: { $0.key < $1.key }) {
+            switch value {
+            case .string(let text): writer.member(name, text)
+            case .bool(let flag): writer.member(name, flag)
+            case .int(let number): writer.member(name, number)
+            case .strings(let texts):
+                writer.key(name)
+                writer.beginArray()
+                for text in texts { writer.string(text) }
+                writer.endArray()
+            }
+        }
+        writer.endObject()
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 }

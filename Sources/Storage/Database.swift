@@ -44,6 +44,7 @@ public struct Database: Sendable {
     public var providerConfigs: ProviderConfigRepository { ProviderConfigRepository(client: client, logger: logger) }
     public var accounts: AccountRepository { AccountRepository(client: client, logger: logger, recentSignIns: recentSignIns) }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
+    public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }
 
     public func migrator() throws -> Migrator {
         Migrator(client: client, migrations: try Migration.bundled(), logger: logger)

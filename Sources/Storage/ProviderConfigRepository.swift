@@ -12,9 +12,14 @@ public struct ProviderConfigRepository: Sendable {
     static let columns =
         "p.tenant_id, p.provider, p.platforms, p.client_ids, p.hosted_domain, p.secret_sealed, p.limited_login, p.created_at, p.updated_at"
 
-    /// Creates the tenant's settings of the provider, or replaces them entirely.
-    public func save(_ configuration: ProviderConfiguration, actor: String) async throws -> ProviderConfiguration {
-        try await client.withTransaction(logger: logger) { connection in
+    /// Creates the tenant's settings of the provider, or replaces them entirely. `policyGuard`
+    /// may refuse the change (guideline 4.8), and nothing is written.
+    public func save(_ configuration: ProviderConfiguration, actor: String, guard policyGuard: LoginPolicyGuard? = nil)
+        async throws -> ProviderConfiguration
+    {
+        try await LoginPolicyRepository.transaction(
+            client, tenantID: configuration.tenantID, guard: policyGuard, actor: actor, logger: logger
+        ) { connection in
             let rows = try await connection.query(
                 """
                 INSERT INTO provider_configs AS p (tenant_id, provider, platforms, client_ids, hosted_domain, secret_sealed,
@@ -38,9 +43,12 @@ public struct ProviderConfigRepository: Sendable {
     }
 
     /// Removes the tenant's settings of the provider (its sealed secret with them); false when
-    /// there were none.
-    public func delete(tenantID: UUID, provider: ProviderName, actor: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
+    /// there were none. `policyGuard` may refuse it (guideline 4.8), and nothing is written.
+    public func delete(tenantID: UUID, provider: ProviderName, actor: String, guard policyGuard: LoginPolicyGuard? = nil)
+        async throws -> Bool
+    {
+        try await LoginPolicyRepository.transaction(client, tenantID: tenantID, guard: policyGuard, actor: actor, logger: logger) {
+            connection in
             let rows = try await connection.query(
                 "DELETE FROM provider_configs WHERE tenant_id = \(tenantID) AND provider = \(provider.rawValue) RETURNING provider",
                 logger: logger)

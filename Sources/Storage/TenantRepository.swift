@@ -9,7 +9,8 @@ public struct TenantRepository: Sendable {
 
     static let columns = """
         id, slug, display_name, status, access_token_ttl, refresh_token_absolute_ttl, refresh_token_idle_ttl,
-        audiences, auto_link_verified_email, key_activation_delay, created_at, updated_at
+        audiences, auto_link_verified_email, key_activation_delay, created_at, updated_at,
+        policy_mode, policy_exemption_reason, policy_exemption_note, policy_exempted_at
         """
 
     /// Creates the tenant and its first signing key in one transaction.
@@ -73,7 +74,7 @@ public struct TenantRepository: Sendable {
     }
 
     static func decode(_ reader: inout RowReader) throws -> Tenant {
-        Tenant(
+        var tenant = Tenant(
             id: try reader.next(), slug: try TenantSlug(try reader.next(String.self)), displayName: try reader.next(),
             status: TenantStatus(rawValue: try reader.next(String.self)) ?? .disabled,
             session: SessionSettings(
@@ -81,6 +82,31 @@ public struct TenantRepository: Sendable {
                 refreshTokenIdleTTL: try reader.next(), audiences: try reader.next()),
             linking: LinkingSettings(autoLinkVerifiedEmail: try reader.next()), keyActivationDelay: try reader.next(),
             createdAt: try reader.next(), updatedAt: try reader.next())
+        let mode = LoginPolicyMode(rawValue: try reader.next(String.self)) ?? .privacyEquivalent
+        let (reason, note, since): (String?, String?, Date?) = (try reader.next(), try reader.next(), try reader.next())
+        var exemption: LoginPolicyExemption?
+        if let reason = reason.flatMap(LoginPolicyExemptionReason.init(rawValue:)), let since {
+            exemption = LoginPolicyExemption(reason: reason, note: note ?? "", since: since)
+        }
+        tenant.policy = LoginPolicySettings(mode: mode, exemption: exemption)
+        return tenant
+    }
+
+    /// Turns auto-linking by verified email on or off (`broker tenant set`).
+    public func setAutoLinkVerifiedEmail(slug: String, _ on: Bool, actor: String) async throws -> Tenant? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE tenants SET auto_link_verified_email = \(on), updated_at = now() WHERE slug = \(slug)
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            guard let tenant = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await Database.notify(.tenants, tenantID: tenant.id, on: connection, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: tenant.id, actor: actor, action: "tenant.set", target: slug,
+                details: ["auto_link_verified_email": .bool(on)], on: connection, logger: logger)
+            return tenant
+        }
     }
 
     /// The columns above qualified with a table alias, for joins.

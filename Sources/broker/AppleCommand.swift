@@ -16,6 +16,17 @@ struct AppleCommand: AsyncParsableCommand {
         subcommands: [Team.self, Group.self, Client.self, Show.self]
     )
 
+    /// `--platforms` of an Apple client; nil when not given (the kind's default).
+    static func platforms(_ text: String?) throws -> [ProviderPlatform]? {
+        guard let text else { return nil }
+        guard let platforms = ProviderPlatform.parseList(text) else {
+            throw BrokerError.invalidArgument(
+                "--platforms '\(text.prefix(80))' is not a list of platforms.",
+                hint: "An App ID: --platforms ios, macos or ios,macos. A Services ID: --platforms web, android or web,android.")
+        }
+        return platforms
+    }
+
     struct Team: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Manage the tenant's Apple team.", subcommands: [Set.self])
 
@@ -57,9 +68,15 @@ struct AppleCommand: AsyncParsableCommand {
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Create an app group; its primary App ID becomes a client of kind 'app'.")
+                abstract: "Create an app group; its primary App ID becomes a client of kind 'app'.",
+                discussion: """
+                    The primary App ID counts for iOS (App Store guideline 4.8, 'broker policy check') unless \
+                    --platforms says otherwise: ios, macos or ios,macos.
+                    """)
             @Option(help: "The tenant slug.") var tenant: String
             @Option(help: "The primary App ID (bundle id).") var primaryAppId: String
+            @Option(help: "Where the primary App ID offers Sign in with Apple: ios, macos or ios,macos (default ios).")
+            var platforms: String?
             @Option(help: "The team id, when the tenant has several teams.") var teamId: String?
             @Flag(
                 inversion: .prefixedNo,
@@ -69,10 +86,12 @@ struct AppleCommand: AsyncParsableCommand {
 
             func run() async throws {
                 try await runReporting(json: options.json) {
+                    let platforms = try AppleCommand.platforms(platforms)
                     let context = try CLIContext()
                     let group = try await context.withDatabase { database in
                         try await AppleAdmin(database: database, actor: context.actor).addGroup(
-                            tenant: tenant, primaryAppID: primaryAppId, teamID: teamId, nonceRequired: nonceRequired)
+                            tenant: tenant, primaryAppID: primaryAppId, teamID: teamId, nonceRequired: nonceRequired,
+                            platforms: platforms)
                     }
                     if options.json {
                         try Output.json(["id": group.id.lowercasedString, "primary_app_id": group.primaryAppID])
@@ -85,18 +104,27 @@ struct AppleCommand: AsyncParsableCommand {
     }
 
     struct Client: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Manage client ids.", subcommands: [Add.self, Change.self])
+        static let configuration = CommandConfiguration(
+            abstract: "Manage client ids.", subcommands: [Add.self, Change.self, Remove.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Add a grouped App ID (--kind app) or a Services ID (--kind service) to a group.",
-                discussion: "A client id belongs to one group only, and a Services ID may not equal an App ID.")
+                discussion: """
+                    A client id belongs to one group only, and a Services ID may not equal an App ID.
+
+                    --platforms says where the client offers Sign in with Apple, for App Store guideline 4.8 \
+                    ('broker policy check'): an App ID on ios and/or macos (default ios), a Services ID on web \
+                    and/or android (default web,android).
+                    """)
             @Option(help: "The tenant slug.") var tenant: String
             @Option(help: "The group's primary App ID.") var group: String
             @Option(help: "The bundle id or Services ID.") var clientId: String
             @Option(help: "app or service.") var kind: String
             @Option(help: "How the token nonce is compared: sha256 (the app sent SHA-256 of the raw nonce) or raw.")
             var nonce: String = "sha256"
+            @Option(help: "Where it is offered: ios,macos for an App ID (default ios); web,android for a Services ID (default both).")
+            var platforms: String?
             @Option(help: "A redirect URI registered with Apple for this Services ID (repeatable).")
             var redirectUri: [String] = []
             @Option(help: "A return URL of the web flow (repeatable).") var returnUrl: [String] = []
@@ -112,16 +140,60 @@ struct AppleCommand: AsyncParsableCommand {
                     guard let nonceMode = NonceMode(rawValue: nonce) else {
                         throw BrokerError.invalidArgument("--nonce must be sha256 or raw.")
                     }
+                    let platforms = try AppleCommand.platforms(platforms)
+                    if let platforms { try kind.validatePlatforms(platforms) }
                     let context = try CLIContext()
                     let client = try await context.withDatabase { database in
                         try await AppleAdmin(database: database, actor: context.actor).addClient(
                             tenant: tenant, group: group, clientID: clientId, kind: kind, nonceMode: nonceMode,
-                            redirectURIs: redirectUri, returnURLs: returnUrl, nonceRequired: nonceRequired)
+                            redirectURIs: redirectUri, returnURLs: returnUrl, nonceRequired: nonceRequired, platforms: platforms)
                     }
                     if options.json {
                         try Output.json(AppleShowJSON.ClientJSON(client, group: group))
                     } else {
-                        print("Client '\(client.clientID)' (\(client.kind.rawValue), nonce \(client.nonceMode.rawValue)\(client.nonceRequired ? ", required" : ", optional")) added to group '\(group)'.")
+                        print("Client '\(client.clientID)' (\(client.kind.rawValue) on \(client.platforms.map(\.rawValue).joined(separator: ",")), nonce \(client.nonceMode.rawValue)\(client.nonceRequired ? ", required" : ", optional")) added to group '\(group)'.")
+                    }
+                }
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Remove a client id.",
+                discussion: """
+                    A group's primary App ID is refused while other clients are in its group: remove those \
+                    first. Removed alone, it takes its group with it.
+
+                    Refused, with nothing changed, when the client is Sign in with Apple's last on iOS or \
+                    macOS and App Store Review Guideline 4.8 relies on it there ('broker policy check'); \
+                    --force removes it anyway and records the violation in the audit log.
+                    """)
+            @Option(help: "The tenant slug.") var tenant: String
+            @Option(help: "The bundle id or Services ID.") var clientId: String
+            @Flag(help: "Remove it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).")
+            var force = false
+            @OptionGroup var options: CommonOptions
+
+            func run() async throws {
+                try await runReporting(json: options.json) {
+                    let context = try CLIContext()
+                    let removed = try await context.withDatabase { database in
+                        let removed = try await AppleAdmin(database: database, actor: context.actor).removeClient(
+                            tenant: tenant, clientID: clientId, force: force)
+                        if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
+                        return removed
+                    }
+                    if options.json {
+                        struct Removed: Encodable {
+                            let client_id: String
+                            let removed: Bool
+                            let group_removed: Bool
+                        }
+                        try Output.json(Removed(client_id: removed.client.clientID, removed: true, group_removed: removed.groupRemoved))
+                    } else {
+                        print(
+                            "Client '\(removed.client.clientID)' removed from tenant '\(tenant)'."
+                                + (removed.groupRemoved ? " It was its group's primary App ID, alone in it: the group was removed too." : ""))
                     }
                 }
             }
@@ -156,7 +228,7 @@ struct AppleCommand: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the tenant's team, groups and clients.")
+        static let configuration = CommandConfiguration(abstract: "Show the tenant's team, groups and clients (with their platforms).")
         @Option(help: "The tenant slug.") var tenant: String
         @OptionGroup var options: CommonOptions
 
@@ -189,6 +261,7 @@ struct AppleShowJSON: Encodable {
         let nonce_required: Bool
         let redirect_uris: [String]
         let return_urls: [String]
+        let platforms: [String]
 
         init(_ client: AppleClient, group: String?) {
             client_id = client.clientID
@@ -198,6 +271,7 @@ struct AppleShowJSON: Encodable {
             nonce_required = client.nonceRequired
             redirect_uris = client.redirectURIs
             return_urls = client.returnURLs
+            platforms = client.platforms.map(\.rawValue)
         }
     }
 
@@ -228,7 +302,7 @@ struct AppleShowJSON: Encodable {
         for group in groups {
             print("group \(group.primary_app_id) (team \(group.team_id ?? "-"))")
             for client in group.clients {
-                var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  nonce \(client.nonce)\(client.nonce_required ? " (required)" : "")"
+                var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  platforms \(client.platforms.joined(separator: ","))  nonce \(client.nonce)\(client.nonce_required ? " (required)" : "")"
                 if !client.redirect_uris.isEmpty { line += "  redirect \(client.redirect_uris.joined(separator: ","))" }
                 if !client.return_urls.isEmpty { line += "  return \(client.return_urls.joined(separator: ","))" }
                 print(line)

@@ -13,7 +13,7 @@ struct BrokerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ServeCommand.self, DBCommand.self, TenantCommand.self, APIKeyCommand.self, KeysCommand.self,
-            AppleCommand.self, ProviderCommand.self, TokenCommand.self, AuditCommand.self, DemoCommand.self,
+            AppleCommand.self, ProviderCommand.self, PolicyCommand.self, TokenCommand.self, AuditCommand.self, DemoCommand.self,
         ]
     )
 }

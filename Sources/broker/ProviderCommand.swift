@@ -9,10 +9,11 @@ struct ProviderCommand: AsyncParsableCommand {
         abstract: "Enable, disable and inspect Google and Facebook sign-in for a tenant.",
         discussion: """
             Apple is configured with 'broker apple'. Re-running 'enable' replaces the provider's settings. \
-            --platforms records where the provider is offered (ios, android, web); sign-ins are not \
-            refused by platform.
+            --platforms records where the provider is offered (ios, android, web, macos); sign-ins are \
+            not refused by platform. 'attest' records that Google or Facebook meets the three criteria \
+            of App Store Review Guideline 4.8 ('broker policy').
             """,
-        subcommands: [Enable.self, Disable.self, List.self, Show.self]
+        subcommands: [Enable.self, Disable.self, List.self, Show.self, Attest.self]
     )
 
     static func provider(_ name: String, allowApple: Bool = false) throws -> ProviderName {
@@ -28,7 +29,8 @@ struct ProviderCommand: AsyncParsableCommand {
         guard let text else { return [] }
         guard let platforms = ProviderPlatform.parseList(text) else {
             throw BrokerError.invalidArgument(
-                "--platforms '\(text.prefix(80))' is not a list of ios, android and web.", hint: "For example: --platforms ios,android,web")
+                "--platforms '\(text.prefix(80))' is not a list of ios, android, web and macos.",
+                hint: "For example: --platforms ios,android,web")
         }
         return platforms
     }
@@ -42,6 +44,7 @@ struct ProviderCommand: AsyncParsableCommand {
         if let appID = status.appID { Swift.print("  app id:        \(appID)") }
         if status.hasAppSecret { Swift.print("  app secret:    set (encrypted; never shown)") }
         if let limited = status.limitedLogin { Swift.print("  limited login: \(limited ? "on" : "off")") }
+        if let attested = status.attested { Swift.print("  attested:      \(attested ? "yes (guideline 4.8 criteria)" : "no")") }
     }
 
     struct Enable: AsyncParsableCommand {
@@ -50,6 +53,13 @@ struct ProviderCommand: AsyncParsableCommand {
             discussion: """
                 google:   --client-id ID [--client-id ID ...] [--hosted-domain DOMAIN]
                 facebook: --app-id ID --app-secret-file FILE [--limited-login]
+
+                Without --platforms the provider counts as offered on every platform, iOS and macOS \
+                included: App Store Review Guideline 4.8 then needs a qualifying login option on both \
+                (Sign in with Apple, or under privacy-equivalent an attested provider), unless the \
+                tenant is exempt. A change that breaks the rule is refused with nothing changed \
+                ('broker policy check' shows the standing); --force applies it anyway and records the \
+                violation in the audit log.
                 """)
         @Argument(help: "google or facebook.") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
@@ -59,7 +69,9 @@ struct ProviderCommand: AsyncParsableCommand {
         @Option(help: "Facebook: the app id.") var appId: String?
         @Option(help: "Facebook: a file holding the app secret (stored encrypted; never printed).") var appSecretFile: String?
         @Flag(help: "Facebook: also accept Limited Login tokens.") var limitedLogin = false
-        @Option(help: "Where the provider is offered: a comma-separated list of ios, android, web.") var platforms: String?
+        @Option(help: "Where the provider is offered: a comma-separated list of ios, android, web, macos (default: everywhere).")
+        var platforms: String?
+        @Flag(help: "Apply it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
@@ -76,8 +88,10 @@ struct ProviderCommand: AsyncParsableCommand {
                             hint: "For Google pass --client-id (and optionally --hosted-domain).")
                     }
                     status = try await context.withDatabase { database in
-                        try await ProviderAdmin(database: database, actor: context.actor).enableGoogle(
-                            tenant: tenant, clientIDs: clientIDs, hostedDomain: hostedDomain, platforms: platforms)
+                        let status = try await ProviderAdmin(database: database, actor: context.actor).enableGoogle(
+                            tenant: tenant, clientIDs: clientIDs, hostedDomain: hostedDomain, platforms: platforms, force: force)
+                        if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
+                        return status
                     }
                 case .facebook:
                     guard clientIDs.isEmpty, hostedDomain == nil else {
@@ -96,9 +110,11 @@ struct ProviderCommand: AsyncParsableCommand {
                     let secret = raw.trimmingCharacters(in: .whitespacesAndNewlines)
                     let secrets = SecretBox(masterKey: try context.masterKey())
                     status = try await context.withDatabase { database in
-                        try await ProviderAdmin(database: database, actor: context.actor).enableFacebook(
+                        let status = try await ProviderAdmin(database: database, actor: context.actor).enableFacebook(
                             tenant: tenant, appID: appId, appSecret: secret, limitedLogin: limitedLogin, platforms: platforms,
-                            secrets: secrets)
+                            secrets: secrets, force: force)
+                        if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
+                        return status
                     }
                 case .apple:
                     throw BrokerError.invalidArgument("Apple is configured with 'broker apple'.")
@@ -112,9 +128,16 @@ struct ProviderCommand: AsyncParsableCommand {
     }
 
     struct Disable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Disable Google or Facebook for a tenant; its settings are deleted.")
+        static let configuration = CommandConfiguration(
+            abstract: "Disable Google or Facebook for a tenant; its settings are deleted.",
+            discussion: """
+                Refused, with nothing changed, when an attested provider is the qualifying login option \
+                App Store Review Guideline 4.8 relies on; --force disables it anyway and records the \
+                violation in the audit log.
+                """)
         @Argument(help: "google or facebook.") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
+        @Flag(help: "Disable it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
@@ -122,7 +145,8 @@ struct ProviderCommand: AsyncParsableCommand {
                 let name = try ProviderCommand.provider(provider)
                 let context = try CLIContext()
                 try await context.withDatabase { database in
-                    try await ProviderAdmin(database: database, actor: context.actor).disable(tenant: tenant, provider: name)
+                    try await ProviderAdmin(database: database, actor: context.actor).disable(tenant: tenant, provider: name, force: force)
+                    if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
                 }
                 struct Disabled: Encodable {
                     let provider: String
@@ -175,6 +199,94 @@ struct ProviderCommand: AsyncParsableCommand {
                     try await ProviderAdmin(database: database, actor: context.actor).show(tenant: tenant, provider: name)
                 }
                 if options.json { try Output.json(status) } else { ProviderCommand.print(status) }
+            }
+        }
+    }
+
+    struct Attest: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attest that Google or Facebook meets App Store Review Guideline 4.8's three criteria (or --revoke).",
+            discussion: """
+                Under the privacy-equivalent mode an attested provider counts as the equivalent login \
+                option of guideline 4.8, as Sign in with Apple does built in (Apple takes no attestation). \
+                State all three criteria, as the tenant's apps use the provider: it limits data collection \
+                to name and email (--limits-data-to-name-email), lets people keep their email private \
+                (--private-email), and collects no interactions for advertising without consent \
+                (--no-ad-tracking). An attestation may be given before or after the provider is enabled; \
+                it is recorded with who gave it and when, and in the audit log.
+
+                --revoke withdraws it. Refused, with nothing changed, when the attestation is what keeps a \
+                platform compliant; --force withdraws it anyway and records the violation in the audit log.
+                """)
+        @Option(help: "The tenant slug.") var tenant: String
+        @Option(help: "google or facebook.") var provider: String
+        @Flag(help: "The provider limits data collection to the user's name and email address.") var limitsDataToNameEmail = false
+        @Flag(help: "The provider lets users keep their email address private from everyone.") var privateEmail = false
+        @Flag(help: "The provider does not collect interactions with the app for advertising without consent.") var noAdTracking = false
+        @Flag(help: "Withdraw the attestation instead.") var revoke = false
+        @Flag(help: "With --revoke: withdraw it even if it breaks the guideline (recorded in the audit log).") var force = false
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let name = try ProviderCommand.provider(provider, allowApple: true)
+                if revoke, limitsDataToNameEmail || privateEmail || noAdTracking {
+                    throw BrokerError.invalidArgument(
+                        "--revoke takes none of the criteria flags.",
+                        hint: "broker provider attest --tenant \(tenant) --provider \(name.rawValue) --revoke")
+                }
+                if force, !revoke {
+                    throw BrokerError.invalidArgument(
+                        "--force goes with --revoke only: an attestation never breaks the guideline.",
+                        hint: "Drop --force.")
+                }
+                let context = try CLIContext()
+                struct Attested: Encodable {
+                    let tenant: String
+                    let provider: String
+                    let attested: Bool
+                    let attested_at: Date?
+                    let attested_by: String?
+
+                    enum CodingKeys: String, CodingKey { case tenant, provider, attested, attested_at, attested_by }
+
+                    func encode(to encoder: any Encoder) throws {
+                        var container = encoder.container(keyedBy: CodingKeys.self)
+                        try container.encode(tenant, forKey: .tenant)
+                        try container.encode(provider, forKey: .provider)
+                        try container.encode(attested, forKey: .attested)
+                        try container.encode(attested_at, forKey: .attested_at)
+                        try container.encode(attested_by, forKey: .attested_by)
+                    }
+                }
+                if revoke {
+                    try await context.withDatabase { database in
+                        try await PolicyAdmin(database: database, actor: context.actor).revokeAttestation(
+                            tenant: tenant, provider: name, force: force)
+                        if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
+                    }
+                    if options.json {
+                        try Output.json(Attested(tenant: tenant, provider: name.rawValue, attested: false, attested_at: nil, attested_by: nil))
+                    } else {
+                        Swift.print("The attestation of \(name.rawValue) for tenant '\(tenant)' is withdrawn.")
+                    }
+                    return
+                }
+                let attestation = try await context.withDatabase { database in
+                    try await PolicyAdmin(database: database, actor: context.actor).attest(
+                        tenant: tenant, provider: name, limitsDataToNameEmail: limitsDataToNameEmail, privateEmail: privateEmail,
+                        noAdTracking: noAdTracking)
+                }
+                if options.json {
+                    try Output.json(
+                        Attested(
+                            tenant: tenant, provider: name.rawValue, attested: true, attested_at: attestation.attestedAt,
+                            attested_by: attestation.attestedBy))
+                } else {
+                    Swift.print(
+                        "\(name.rawValue) is attested for tenant '\(tenant)' as meeting App Store Review Guideline 4.8's three criteria "
+                            + "(by \(attestation.attestedBy), \(Output.date(attestation.attestedAt))). It qualifies under the privacy-equivalent mode.")
+                }
             }
         }
     }

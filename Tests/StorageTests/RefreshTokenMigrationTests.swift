@@ -14,19 +14,22 @@ import Testing
             let before = Migrator(
                 client: database.client, migrations: all.filter { $0.version < 3 }, logger: TestDatabase.logger)
             try await before.migrate()
-            let tenant = try await TestDatabase.createTenant("moved", in: database)
+            // A raw row: the repositories read columns of later migrations.
+            let tenantID = UUID()
+            try await database.client.query(
+                "INSERT INTO tenants (id, slug, display_name) VALUES (\(tenantID), 'moved', 'moved')", logger: TestDatabase.logger)
             let account = UUID()
             let (rotated, fresh) = (UUID(), UUID())
             let spentHash = Data(repeating: 1, count: 32)
             let liveHash = Data(repeating: 2, count: 32)
             let freshHash = Data(repeating: 3, count: 32)
             _ = try await database.client.query(
-                "INSERT INTO accounts (id, tenant_id) VALUES (\(account), \(tenant.id))", logger: TestDatabase.logger)
+                "INSERT INTO accounts (id, tenant_id) VALUES (\(account), \(tenantID))", logger: TestDatabase.logger)
             for session in [rotated, fresh] {
                 _ = try await database.client.query(
                     """
                     INSERT INTO sessions (id, tenant_id, account_id, idp, expires_at)
-                    VALUES (\(session), \(tenant.id), \(account), 'apple', now() + interval '60 days')
+                    VALUES (\(session), \(tenantID), \(account), 'apple', now() + interval '60 days')
                     """, logger: TestDatabase.logger)
             }
             // `rotated` was refreshed once: its first token is spent, its second is live.
@@ -34,9 +37,9 @@ import Testing
             _ = try await database.client.query(
                 """
                 INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, created_at, expires_at, used_at) VALUES
-                    (\(first), \(tenant.id), \(rotated), \(spentHash), now() - interval '1 day', now() + interval '29 days', now()),
-                    (\(UUID()), \(tenant.id), \(rotated), \(liveHash), now(), now() + interval '30 days', NULL),
-                    (\(UUID()), \(tenant.id), \(fresh), \(freshHash), now(), now() + interval '30 days', NULL)
+                    (\(first), \(tenantID), \(rotated), \(spentHash), now() - interval '1 day', now() + interval '29 days', now()),
+                    (\(UUID()), \(tenantID), \(rotated), \(liveHash), now(), now() + interval '30 days', NULL),
+                    (\(UUID()), \(tenantID), \(fresh), \(freshHash), now(), now() + interval '30 days', NULL)
                 """, logger: TestDatabase.logger)
 
             let applied = try await database.migrator().migrate()
@@ -61,14 +64,14 @@ import Testing
             let sessionsRepository = database.sessions
             let info = try SessionRepositoryTests.rotated(
                 try await sessionsRepository.refresh(
-                    tenantID: tenant.id, tokenHash: freshHash, successorHash: Data(repeating: 4, count: 32),
+                    tenantID: tenantID, tokenHash: freshHash, successorHash: Data(repeating: 4, count: 32),
                     idleLifetime: 3_600, reuseInterval: 10))
             #expect(info.sessionID == fresh)
             #expect(
                 try await sessionsRepository.refresh(
-                    tenantID: tenant.id, tokenHash: spentHash, successorHash: Data(repeating: 5, count: 32),
+                    tenantID: tenantID, tokenHash: spentHash, successorHash: Data(repeating: 5, count: 32),
                     idleLifetime: 3_600, reuseInterval: 0) == .reused)
-            #expect(try await sessionsRepository.liveSession(tenantID: tenant.id, sessionID: rotated) == nil)
+            #expect(try await sessionsRepository.liveSession(tenantID: tenantID, sessionID: rotated) == nil)
         }
     }
 }

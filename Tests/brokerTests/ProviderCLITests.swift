@@ -52,6 +52,12 @@ import Testing
             let secret = Self.makeSecret()
             let appID = "1234567890123"
             #expect(try cli.run("tenant", "create", "acme").status == 0)
+            // Google and Facebook on iOS with no Apple: the tenant is exempt from guideline 4.8
+            // (PolicyCLITests covers the policy).
+            #expect(
+                try cli.run(
+                    "policy", "exempt", "--tenant", "acme", "--reason", "own-accounts-only", "--note", "Test tenant"
+                ).status == 0)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
 
             // Nothing but Apple's row, and nothing enabled.
@@ -220,11 +226,11 @@ import Testing
                 ),
                 (
                     ["enable", "google", "--tenant", "acme", "--client-id", "x", "--platforms", "ios,windows"],
-                    "--platforms 'ios,windows' is not a list of ios, android and web", "--platforms ios,android,web"
+                    "--platforms 'ios,windows' is not a list of ios, android, web and macos", "--platforms ios,android,web"
                 ),
                 (
                     ["enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--platforms", "ios,ios"],
-                    "is not a list of ios, android and web", "--platforms ios,android,web"
+                    "is not a list of ios, android, web and macos", "--platforms ios,android,web"
                 ),
                 (
                     ["enable", "google", "--tenant", "acme", "--client-id", "x", "--hosted-domain", "example"],

@@ -32,8 +32,8 @@ import Testing
                 let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("fb-\(UUID().uuidString)").path
                 try (secret + "\n").write(toFile: secretFile, atomically: true, encoding: .utf8)
                 defer { try? FileManager.default.removeItem(atPath: secretFile) }
-                #expect(try cli.run("provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--limited-login").status == 0)
-                #expect(try cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com").status == 0)
+                #expect(try cli.run("provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--limited-login", "--platforms", "android,web").status == 0)
+                #expect(try cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com", "--platforms", "android,web").status == 0)
                 var tracing = cli
                 tracing.environment["BROKER_LOG_LEVEL"] = "trace"
                 let server = try tracing.spawn(["serve"])

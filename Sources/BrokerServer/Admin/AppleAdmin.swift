@@ -40,17 +40,20 @@ public struct AppleAdmin: Sendable {
         return try await database.apple.setTeam(team, actor: actor)
     }
 
-    /// Creates an app group and registers its primary App ID as a client of kind `app`.
+    /// Creates an app group and registers its primary App ID as a client of kind `app`, offered
+    /// on `platforms` (nil: iOS).
     public func addGroup(
-        tenant slug: String, primaryAppID: String, teamID: String? = nil, nonceRequired: Bool = true
+        tenant slug: String, primaryAppID: String, teamID: String? = nil, nonceRequired: Bool = true,
+        platforms: [ProviderPlatform]? = nil
     ) async throws -> AppleAppGroup {
         let tenant = try await TenantAdmin.find(slug, in: database)
         try AppleClient.validateClientID(primaryAppID)
+        if let platforms { try AppleClientKind.app.validatePlatforms(platforms) }
         let team = try await team(of: tenant, teamID: teamID)
         let group = AppleAppGroup(id: UUID(), tenantID: tenant.id, teamRef: team.id, primaryAppID: primaryAppID)
         let client = AppleClient(
             id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: primaryAppID, kind: .app, nonceMode: .sha256,
-            redirectURIs: [], returnURLs: [], nonceRequired: nonceRequired)
+            redirectURIs: [], returnURLs: [], nonceRequired: nonceRequired, platforms: platforms)
         do {
             try await database.apple.addGroup(group, primaryClient: client, actor: actor)
         } catch StorageConflict.appleClientExists(let clientID) {
@@ -59,13 +62,15 @@ public struct AppleAdmin: Sendable {
         return group
     }
 
-    /// Adds a grouped App ID or a Services ID to a group.
+    /// Adds a grouped App ID or a Services ID to a group, offered on `platforms` (nil: the
+    /// kind's default, ``AppleClientKind/defaultPlatforms``).
     public func addClient(
         tenant slug: String, group primaryAppID: String, clientID: String, kind: AppleClientKind, nonceMode: NonceMode,
-        redirectURIs: [String], returnURLs: [String], nonceRequired: Bool = true
+        redirectURIs: [String], returnURLs: [String], nonceRequired: Bool = true, platforms: [ProviderPlatform]? = nil
     ) async throws -> AppleClient {
         let tenant = try await TenantAdmin.find(slug, in: database)
         try AppleClient.validateClientID(clientID)
+        if let platforms { try kind.validatePlatforms(platforms) }
         for url in redirectURIs + returnURLs { try Self.validateURL(url) }
         if kind == .app, !redirectURIs.isEmpty || !returnURLs.isEmpty {
             throw BrokerError.invalidArgument(
@@ -80,7 +85,7 @@ public struct AppleAdmin: Sendable {
         }
         let client = AppleClient(
             id: UUID(), tenantID: tenant.id, groupID: group.id, clientID: clientID, kind: kind, nonceMode: nonceMode,
-            redirectURIs: redirectURIs, returnURLs: returnURLs, nonceRequired: nonceRequired)
+            redirectURIs: redirectURIs, returnURLs: returnURLs, nonceRequired: nonceRequired, platforms: platforms)
         do {
             try await database.apple.addClient(client, actor: actor)
         } catch StorageConflict.appleClientExists(let clientID) {
@@ -90,16 +95,42 @@ public struct AppleAdmin: Sendable {
         return client
     }
 
+    /// Removes a client; returns it and whether its group went too. A group's primary App ID is
+    /// refused while other clients are in the group; alone, it takes the group with it.
+    /// Removing Apple's last client of iOS or macOS is refused when guideline 4.8 relies on it,
+    /// unless `force`.
+    public func removeClient(tenant slug: String, clientID: String, force: Bool = false) async throws
+        -> (client: AppleClient, groupRemoved: Bool)
+    {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        let outcome = try await database.apple.removeClient(
+            tenantID: tenant.id, clientID: clientID, actor: actor,
+            guard: PolicyAdmin.guard(tenant: slug, action: "apple.client.remove", command: "broker apple client remove --client-id \(clientID)", force: force))
+        switch outcome {
+        case .removed(let client, let groupRemoved):
+            return (client, groupRemoved)
+        case .notFound:
+            throw Self.clientNotFound(clientID, tenant: slug)
+        case .primaryOfGroup(let others):
+            throw BrokerError(
+                code: "apple_primary_app_id", kind: .conflict, title: "Primary App ID of a group",
+                detail: "'\(clientID)' is the primary App ID of its group, which still has \(others.joined(separator: ", ")). Nothing was changed.",
+                hint: "Remove those first (broker apple client remove --tenant \(slug) --client-id \(others.first ?? "<CLIENT-ID>")); the primary App ID, removed alone, takes its group with it.")
+        }
+    }
+
+    static func clientNotFound(_ clientID: String, tenant slug: String) -> BrokerError {
+        BrokerError(
+            code: "apple_client_not_found", kind: .notFound, title: "Client not found",
+            detail: "Tenant '\(slug)' has no Apple client '\(clientID.prefix(155))'.",
+            hint: "List them: broker apple show --tenant \(slug)")
+    }
+
     /// Turns a client's nonce requirement on or off.
     public func setNonceRequired(tenant slug: String, clientID: String, _ required: Bool) async throws -> AppleClient {
         let tenant = try await TenantAdmin.find(slug, in: database)
         guard let client = try await database.apple.setNonceRequired(tenantID: tenant.id, clientID: clientID, required, actor: actor)
-        else {
-            throw BrokerError(
-                code: "apple_client_not_found", kind: .notFound, title: "Client not found",
-                detail: "Tenant '\(slug)' has no Apple client '\(clientID.prefix(155))'.",
-                hint: "List them: broker apple show --tenant \(slug)")
-        }
+        else { throw Self.clientNotFound(clientID, tenant: slug) }
         return client
     }
 

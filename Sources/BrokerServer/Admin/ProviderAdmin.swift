@@ -24,6 +24,9 @@ public struct ProviderAdmin: Sendable {
         public let hasAppSecret: Bool
         public let limitedLogin: Bool?
         public let updatedAt: Date?
+        /// Google and Facebook: attested as meeting guideline 4.8's three criteria
+        /// (`broker provider attest`). Apple: null (it qualifies built in).
+        public var attested: Bool?
 
         enum CodingKeys: String, CodingKey {
             case provider, enabled, platforms
@@ -33,6 +36,7 @@ public struct ProviderAdmin: Sendable {
             case hasAppSecret = "has_app_secret"
             case limitedLogin = "limited_login"
             case updatedAt = "updated_at"
+            case attested
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -47,13 +51,16 @@ public struct ProviderAdmin: Sendable {
             try container.encode(hasAppSecret, forKey: .hasAppSecret)
             try container.encode(limitedLogin, forKey: .limitedLogin)
             try container.encode(updatedAt, forKey: .updatedAt)
+            try container.encode(attested, forKey: .attested)
         }
     }
 
-    /// Enables Google (or replaces its settings).
-    public func enableGoogle(tenant slug: String, clientIDs: [String], hostedDomain: String?, platforms: [ProviderPlatform])
-        async throws -> Status
-    {
+    /// Enables Google (or replaces its settings). `platforms` empty: offered everywhere, which
+    /// guideline 4.8 counts as every platform, iOS and macOS included. Refused when that breaks
+    /// the rule (``PolicyAdmin/enforce(before:after:tenant:force:)``), unless `force`.
+    public func enableGoogle(
+        tenant slug: String, clientIDs: [String], hostedDomain: String?, platforms: [ProviderPlatform], force: Bool = false
+    ) async throws -> Status {
         let tenant = try await TenantAdmin.find(slug, in: database)
         let ids = try Self.clientIDs(clientIDs, option: "--client-id")
         if let hostedDomain {
@@ -65,13 +72,16 @@ public struct ProviderAdmin: Sendable {
         let saved = try await database.providerConfigs.save(
             ProviderConfiguration(
                 tenantID: tenant.id, provider: .google, platforms: platforms, clientIDs: ids, hostedDomain: hostedDomain?.lowercased()),
-            actor: actor)
-        return Self.status(saved)
+            actor: actor,
+            guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: "broker provider enable google", force: force))
+        return try await attested(Self.status(saved), tenantID: tenant.id)
     }
 
-    /// Enables Facebook (or replaces its settings); the app secret is sealed at rest.
+    /// Enables Facebook (or replaces its settings); the app secret is sealed at rest. Guarded
+    /// by guideline 4.8 as ``enableGoogle(tenant:clientIDs:hostedDomain:platforms:force:)``.
     public func enableFacebook(
-        tenant slug: String, appID: String, appSecret: String, limitedLogin: Bool, platforms: [ProviderPlatform], secrets: SecretBox
+        tenant slug: String, appID: String, appSecret: String, limitedLogin: Bool, platforms: [ProviderPlatform], secrets: SecretBox,
+        force: Bool = false
     ) async throws -> Status {
         let tenant = try await TenantAdmin.find(slug, in: database)
         guard !appID.isEmpty, appID.count <= 32, appID.allSatisfy({ $0.isASCII && $0.isNumber }) else {
@@ -89,18 +99,22 @@ public struct ProviderAdmin: Sendable {
             ProviderConfiguration(
                 tenantID: tenant.id, provider: .facebook, platforms: platforms, clientIDs: [appID], sealedSecret: sealed,
                 limitedLogin: limitedLogin),
-            actor: actor)
-        return Self.status(saved)
+            actor: actor,
+            guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: "broker provider enable facebook", force: force))
+        return try await attested(Self.status(saved), tenantID: tenant.id)
     }
 
-    /// Disables Google or Facebook; its settings (and secret) are deleted.
-    public func disable(tenant slug: String, provider: ProviderName) async throws {
+    /// Disables Google or Facebook; its settings (and secret) are deleted. Refused when an
+    /// attested provider is the qualifying option guideline 4.8 relies on, unless `force`.
+    public func disable(tenant slug: String, provider: ProviderName, force: Bool = false) async throws {
         let tenant = try await TenantAdmin.find(slug, in: database)
         guard provider != .apple else {
             throw BrokerError.invalidArgument(
                 "Apple is enabled by its clients.", hint: "Manage them with 'broker apple show --tenant \(slug)' and 'broker apple client'.")
         }
-        guard try await database.providerConfigs.delete(tenantID: tenant.id, provider: provider, actor: actor) else {
+        let policyGuard = PolicyAdmin.guard(
+            tenant: slug, action: "provider.disable", command: "broker provider disable \(provider.rawValue)", force: force)
+        guard try await database.providerConfigs.delete(tenantID: tenant.id, provider: provider, actor: actor, guard: policyGuard) else {
             throw BrokerError(
                 code: "provider_not_enabled", kind: .notFound, title: "Provider not enabled",
                 detail: "Tenant '\(slug)' has not enabled \(provider.rawValue).", hint: "See 'broker provider list --tenant \(slug)'.")
@@ -111,16 +125,22 @@ public struct ProviderAdmin: Sendable {
     public func list(tenant slug: String) async throws -> [Status] {
         let tenant = try await TenantAdmin.find(slug, in: database)
         let configured = try await database.providerConfigs.list(tenantID: tenant.id)
+        let attested = Set(try await database.loginPolicy.attestations(tenantID: tenant.id).map(\.provider))
         let apple = try await AppleAdmin(database: database, actor: actor).show(tenant: slug)
+        // Apple is offered where its clients are: the union of their platforms.
+        let applePlatforms = Set(apple.clients.flatMap(\.platforms)).sorted().map(\.rawValue)
         let appleStatus = Status(
-            provider: "apple", enabled: !apple.clients.isEmpty, platforms: [], clientIDs: apple.clients.map(\.clientID),
-            hostedDomain: nil, appID: nil, hasAppSecret: false, limitedLogin: nil, updatedAt: nil)
+            provider: "apple", enabled: !apple.clients.isEmpty, platforms: applePlatforms, clientIDs: apple.clients.map(\.clientID),
+            hostedDomain: nil, appID: nil, hasAppSecret: false, limitedLogin: nil, updatedAt: nil, attested: nil)
         return [appleStatus]
             + [ProviderName.google, .facebook].map { name in
-                configured.first { $0.provider == name }.map(Self.status)
+                var status =
+                    configured.first { $0.provider == name }.map(Self.status)
                     ?? Status(
                         provider: name.rawValue, enabled: false, platforms: [], clientIDs: [], hostedDomain: nil, appID: nil,
                         hasAppSecret: false, limitedLogin: name == .facebook ? false : nil, updatedAt: nil)
+                status.attested = attested.contains(name)
+                return status
             }
     }
 
@@ -128,6 +148,12 @@ public struct ProviderAdmin: Sendable {
         guard let status = try await list(tenant: slug).first(where: { $0.provider == provider.rawValue }) else {
             throw BrokerError.invalidArgument("Unknown provider '\(provider.rawValue)'.")
         }
+        return status
+    }
+
+    private func attested(_ status: Status, tenantID: UUID) async throws -> Status {
+        var status = status
+        status.attested = try await database.loginPolicy.attestations(tenantID: tenantID).contains { $0.provider.rawValue == status.provider }
         return status
     }
 
