@@ -110,11 +110,15 @@ public struct SignInRequest: Sendable {
     public var clientID: String
     public var platform: String?
     public var session: NewSession
+    /// A new identity joins the one active account with its verified email (the tenant's
+    /// `auto_link_verified_email`, and an identity ``ProviderIdentity/mayAutoLinkByEmail``).
+    public var autoLinkByEmail: Bool
 
     public init(
         tenantID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, intent: SignInIntent, clientID: String,
-        platform: String?, session: NewSession
+        platform: String?, session: NewSession, autoLinkByEmail: Bool = false
     ) {
+        self.autoLinkByEmail = autoLinkByEmail
         self.tenantID = tenantID
         self.identity = identity
         self.sealedProviderRefreshToken = sealedProviderRefreshToken
@@ -171,6 +175,17 @@ public struct ProviderIdentity: Sendable, Equatable {
         self.attributes = attributes
     }
 
+    /// Whether this identity's email may join it to an existing account (DESIGN.md "Linking"):
+    /// verified by its provider, not an Apple private-relay address, and not Facebook's (Graph
+    /// does not say that an email is verified; decision 0024).
+    public var mayAutoLinkByEmail: Bool {
+        guard let email, emailVerified, !isPrivateEmail, provider != .facebook else { return false }
+        return !email.lowercased().hasSuffix("@" + Self.appleRelayDomain)
+    }
+
+    /// The domain of Apple's private-relay addresses ("Hide My Email").
+    public static let appleRelayDomain = "privaterelay.appleid.com"
+
     static func clean(_ value: String?) -> String? {
         guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
         return String(trimmed.prefix(200))
@@ -217,11 +232,27 @@ public struct SignInResult: Sendable {
     public var identity: Identity
     public var isNewAccount: Bool
     public var sessionID: UUID
+    /// How a new identity joined an existing account, when it did.
+    public var linkedBy: LinkedBy?
+    /// A new account was created while another account of the tenant has the same email: the
+    /// product may offer to link them.
+    public var possibleDuplicate: Bool
 
-    public init(account: Account, identity: Identity, isNewAccount: Bool, sessionID: UUID) {
+    public init(
+        account: Account, identity: Identity, isNewAccount: Bool, sessionID: UUID, linkedBy: LinkedBy? = nil,
+        possibleDuplicate: Bool = false
+    ) {
         self.account = account
         self.identity = identity
         self.isNewAccount = isNewAccount
         self.sessionID = sessionID
+        self.linkedBy = linkedBy
+        self.possibleDuplicate = possibleDuplicate
     }
+}
+
+/// How an identity came to be linked to an existing account by a sign-in.
+public enum LinkedBy: String, Sendable {
+    /// Its provider-verified email matched the account's (tenant opt-in).
+    case verifiedEmail = "verified_email"
 }

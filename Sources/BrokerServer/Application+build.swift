@@ -6,8 +6,9 @@ import OpenAPIHummingbird
 import OpenAPIRuntime
 import ServiceLifecycle
 
-/// The broker's router: middleware, then every route of openapi.yaml: the sign-in route and the
-/// account read served directly (``SignInRoute``, ``AccountRoute``), all others through
+/// The broker's router: middleware, then every route of openapi.yaml: the sign-in route, the
+/// account read and identity linking served directly (``SignInRoute``, ``AccountRoute``,
+/// ``IdentityLinkRoute``), all others through
 /// the generated server code.
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
@@ -29,8 +30,21 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(AccountRoute.operation.path), method: AccountRoute.operation.method) { request, context in
         try await account.respond(request, context: context)
     }
+    let links = IdentityLinkRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
+    router.on(RouterPath(IdentityLinkRoute.linkPath), method: .post) { request, context in
+        try await links.link(request, context: context)
+    }
+    router.on(RouterPath(IdentityLinkRoute.unlinkPath), method: .delete) { request, context in
+        try await links.unlink(request, context: context)
+    }
+    let loginOptions = LoginOptionsRoute(handlers: handlers)
+    router.on(RouterPath(LoginOptionsRoute.operation.path), method: LoginOptionsRoute.operation.method) { request, context in
+        try await loginOptions.respond(request, context: context)
+    }
+    let servedDirectly =
+        SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation] + IdentityLinkRoute.operations
     try handlers.registerHandlers(
-        on: GeneratedRoutes(router: router, servedDirectly: Set(SignInRoute.operations + [AccountRoute.operation]), routes: routes),
+        on: GeneratedRoutes(router: router, servedDirectly: Set(servedDirectly), routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }

@@ -36,6 +36,8 @@ public struct BrokerServices: Sendable {
     let providerConfigurations = ExpiringCache<String, ProviderConfiguration?>(ttl: .seconds(5))
     /// Security events no other row records: replays, refused API keys (decision 0020).
     let securityEvents: SecurityEventRecorder
+    /// Login options and the guideline 4.8 standing of each tenant, cached.
+    let loginCatalogs: LoginCatalogStore
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
@@ -70,6 +72,7 @@ public struct BrokerServices: Sendable {
         self.providers = providers
         self.signingKeys = TenantSigningKeys(database: database, secrets: secrets)
         self.securityEvents = SecurityEventRecorder(database: database)
+        self.loginCatalogs = LoginCatalogStore(database: database)
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
     }
@@ -84,7 +87,12 @@ public struct BrokerServices: Sendable {
 
     var signIn: SignInService {
         SignInService(
-            database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents)
+            database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents,
+            loginCatalogs: loginCatalogs)
+    }
+
+    var identityLinks: IdentityLinkService {
+        IdentityLinkService(database: database, providers: providers, store: providerSettings, tokens: sessionTokens)
     }
 
     var sessions: SessionService {
@@ -105,6 +113,7 @@ public struct BrokerServices: Sendable {
 
     /// Drops what a committed change made stale (called for every LISTEN/NOTIFY message).
     func invalidate(_ topic: CacheTopic, tenantID: UUID?) async {
+        if topic != .apiKeys, topic != .signingKeys { loginCatalogs.invalidate(tenantID: tenantID) }
         switch topic {
         case .apiKeys, .tenants:
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }

@@ -65,16 +65,19 @@ public struct AccountRepository: Sendable {
     private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
         try await firstResult(
             of: client.execute(SignInStatement(request: request, newIdentityID: .timeOrdered(), newAccountID: .timeOrdered()), logger: logger),
-            session: request.session)
+            session: request.session, withLinkColumns: true)
     }
 
     private func signInQuietly(_ request: SignInRequest) async throws -> SignInResult? {
-        try await firstResult(of: client.execute(QuietSignInStatement(request: request), logger: logger), session: request.session)
+        try await firstResult(
+            of: client.execute(QuietSignInStatement(request: request), logger: logger), session: request.session, withLinkColumns: false)
     }
 
     /// Both sign-in statements return one row: the account's columns, the identity's, then
-    /// whether the account was created.
-    private func firstResult<Rows: AsyncSequence>(of rows: Rows, session: NewSession) async throws -> SignInResult?
+    /// whether the identity was created; the full statement then whether it joined an existing
+    /// account and whether another account has its email.
+    private func firstResult<Rows: AsyncSequence>(of rows: Rows, session: NewSession, withLinkColumns: Bool) async throws
+        -> SignInResult?
     where Rows.Element == PostgresRow {
         var first: PostgresRow?
         for try await row in rows where first == nil { first = row }
@@ -83,7 +86,10 @@ public struct AccountRepository: Sendable {
         let account = try Self.decodeAccount(&reader)
         let identity = try Self.decodeIdentity(&reader)
         let inserted: Bool = try reader.next()
-        return SignInResult(account: account, identity: identity, isNewAccount: inserted, sessionID: session.id)
+        let (linked, possibleDuplicate): (Bool, Bool) = withLinkColumns ? (try reader.next(), try reader.next()) : (false, false)
+        return SignInResult(
+            account: account, identity: identity, isNewAccount: inserted && !linked, sessionID: session.id,
+            linkedBy: linked ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate)
     }
 
     /// The sign-in statement, prepared once per connection (decision 0014 on its plan: every
@@ -121,7 +127,16 @@ public struct AccountRepository: Sendable {
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
                     email_verified, is_private_email, given_name, family_name, real_user_status,
                     provider_refresh_token_sealed, attributes, last_sign_in_at)
-                SELECT $1::uuid, $2::uuid, $3::uuid, $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
+                SELECT $1::uuid, $2::uuid,
+                    CASE WHEN $22::bool AND NOT EXISTS (SELECT 1 FROM stored) THEN coalesce((
+                        SELECT (array_agg(m.id))[1] FROM (
+                            SELECT m.id FROM accounts m
+                            WHERE m.tenant_id = $2::uuid AND lower(m.email) = lower($7::text) AND m.email IS NOT NULL
+                                AND m.email_verified AND NOT m.is_private_email AND m.status = 'active'
+                            LIMIT 2) m
+                        HAVING count(*) = 1), $3::uuid)
+                    ELSE $3::uuid END,
+                    $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
                     $10::text, $11::text, $12::int8, $13::bytea, $21::text::jsonb, now()
                 WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored))
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
@@ -144,7 +159,7 @@ public struct AccountRepository: Sendable {
                 SELECT u.account_id, $2::uuid, u.given_name, u.family_name,
                     nullif(trim(concat_ws(' ', u.given_name, u.family_name)), ''), u.email, u.email_verified,
                     u.is_private_email, now()
-                FROM upserted u WHERE u.inserted
+                FROM upserted u WHERE u.inserted AND u.account_id = $3::uuid
                 RETURNING \(accountColumns)
             ),
             updated AS (
@@ -157,8 +172,9 @@ public struct AccountRepository: Sendable {
                     display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
                     last_seen_at = now(), updated_at = now()
                 FROM upserted u
-                WHERE NOT u.inserted AND a.tenant_id = $2::uuid AND a.id = u.account_id AND a.status = 'active'
-                    AND a.id = (SELECT account_id FROM upserted WHERE NOT inserted)
+                WHERE (NOT u.inserted OR u.account_id <> $3::uuid) AND a.tenant_id = $2::uuid AND a.id = u.account_id
+                    AND a.status = 'active'
+                    AND a.id = (SELECT account_id FROM upserted WHERE NOT inserted OR account_id <> $3::uuid)
                 RETURNING \(accountColumns)
             ),
             kept AS (
@@ -173,13 +189,24 @@ public struct AccountRepository: Sendable {
                 SELECT $15::uuid, $2::uuid, account.id, u.id, $16::text, $17::text, $4::text, $18::timestamptz,
                     $19::bytea, $20::timestamptz
                 FROM account, identity u
+            ),
+            linked AS (
+                INSERT INTO audit_log (tenant_id, actor, action, target, details)
+                SELECT $2::uuid, 'user', 'identity.linked', u.id::text,
+                    jsonb_build_object('account_id', u.account_id, 'identity_id', u.id, 'provider', u.provider,
+                        'linked_by', 'verified_email')
+                FROM upserted u, account WHERE u.inserted AND u.account_id <> $3::uuid
             )
-            SELECT account.*, u.*
+            SELECT account.*, u.*, (u.inserted AND u.account_id <> $3::uuid) AS linked,
+                (u.inserted AND u.account_id = $3::uuid AND $7::text IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM accounts d
+                    WHERE d.tenant_id = $2::uuid AND lower(d.email) = lower($7::text) AND d.email IS NOT NULL
+                        AND d.status <> 'deleted')) AS possible_duplicate
             FROM account, identity u
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 21)
+            var bindings = PostgresBindings(capacity: 22)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
             bindings.append(newAccountID)
@@ -191,6 +218,7 @@ public struct AccountRepository: Sendable {
             bindings.append(request.intent != .signIn)
             try bindings.appendNewSession(of: request)  // $15 … $20
             bindings.appendAttributes(of: request)  // $21
+            bindings.append(request.autoLinkByEmail)
             return bindings
         }
 

@@ -7,8 +7,8 @@ import Storage
 struct TenantCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tenant",
-        abstract: "Create, list, show, disable and enable tenants.",
-        subcommands: [Create.self, List.self, Show.self, Disable.self, Enable.self]
+        abstract: "Create, list, show, change, disable and enable tenants.",
+        subcommands: [Create.self, List.self, Show.self, Set.self, Disable.self, Enable.self]
     )
 
     /// The JSON shape of a tenant in CLI output.
@@ -24,6 +24,8 @@ struct TenantCommand: AsyncParsableCommand {
         let audiences: [String]
         let autoLinkVerifiedEmail: Bool
         let keyActivationDelay: Int
+        let policyMode: String
+        let policyExemption: LoginPolicyExemption?
         let createdAt: Date
 
         enum CodingKeys: String, CodingKey {
@@ -33,7 +35,28 @@ struct TenantCommand: AsyncParsableCommand {
             case refreshTokenIdleTTL = "refresh_token_idle_ttl"
             case autoLinkVerifiedEmail = "auto_link_verified_email"
             case keyActivationDelay = "key_activation_delay"
+            case policyMode = "policy_mode"
+            case policyExemption = "policy_exemption"
             case createdAt = "created_at"
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(slug, forKey: .slug)
+            try container.encode(name, forKey: .name)
+            try container.encode(status, forKey: .status)
+            try container.encode(issuer, forKey: .issuer)
+            try container.encode(accessTokenTTL, forKey: .accessTokenTTL)
+            try container.encode(refreshTokenAbsoluteTTL, forKey: .refreshTokenAbsoluteTTL)
+            try container.encode(refreshTokenIdleTTL, forKey: .refreshTokenIdleTTL)
+            try container.encode(audiences, forKey: .audiences)
+            try container.encode(autoLinkVerifiedEmail, forKey: .autoLinkVerifiedEmail)
+            try container.encode(keyActivationDelay, forKey: .keyActivationDelay)
+            try container.encode(policyMode, forKey: .policyMode)
+            // Always present: null when the tenant is not exempt.
+            try container.encode(policyExemption, forKey: .policyExemption)
+            try container.encode(createdAt, forKey: .createdAt)
         }
 
         init(_ tenant: Tenant, publicURL: String) {
@@ -48,6 +71,8 @@ struct TenantCommand: AsyncParsableCommand {
             audiences = tenant.effectiveAudiences
             autoLinkVerifiedEmail = tenant.linking.autoLinkVerifiedEmail
             keyActivationDelay = tenant.keyActivationDelay
+            policyMode = tenant.policy.mode.rawValue
+            policyExemption = tenant.policy.exemption
             createdAt = tenant.createdAt
         }
 
@@ -62,6 +87,7 @@ struct TenantCommand: AsyncParsableCommand {
                 access TTL:  \(accessTokenTTL)s, refresh TTL: \(refreshTokenAbsoluteTTL)s absolute / \(refreshTokenIdleTTL)s idle
                 auto-link by verified email: \(autoLinkVerifiedEmail ? "on" : "off")
                 key activation delay: \(keyActivationDelay)s
+                guideline 4.8 policy: \(policyMode)\(policyExemption.map { " (exempt: \($0.reason.rawValue))" } ?? "")
                 created:     \(Output.date(createdAt))
                 """)
         }
@@ -129,6 +155,37 @@ struct TenantCommand: AsyncParsableCommand {
                         .find(slug)
                 }
                 let output = TenantJSON(tenant, publicURL: context.configuration.publicURL)
+                if options.json { try Output.json(output) } else { output.printText() }
+            }
+        }
+    }
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change a tenant's settings.",
+            discussion: """
+                --auto-link-verified-email on: the first sign-in of an unknown identity whose email its provider \
+                verified (not an Apple private-relay address, not Facebook's) joins the one active account with \
+                that verified email instead of creating a new account. Off by default.
+                """)
+        @Option(help: "The tenant slug.") var tenant: String
+        @Option(help: "on or off.") var autoLinkVerifiedEmail: String?
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                guard let value = autoLinkVerifiedEmail else {
+                    throw BrokerError.invalidArgument(
+                        "Nothing to change.", hint: "For example: broker tenant set --tenant \(tenant) --auto-link-verified-email on")
+                }
+                guard let on = ["on": true, "off": false][value.lowercased()] else {
+                    throw BrokerError.invalidArgument("--auto-link-verified-email takes on or off, not '\(value.prefix(20))'.")
+                }
+                let context = try CLIContext()
+                let changed = try await context.withDatabase { database in
+                    try await TenantAdmin(database: database, actor: context.actor).setAutoLinkVerifiedEmail(tenant, on)
+                }
+                let output = TenantJSON(changed, publicURL: context.configuration.publicURL)
                 if options.json { try Output.json(output) } else { output.printText() }
             }
         }

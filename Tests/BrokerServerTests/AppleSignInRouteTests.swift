@@ -21,7 +21,7 @@ import Testing
             id: "5060562a-d8da-407f-bc39-87dca042200b", provider: .apple, providerScope: "TEAM000001", subject: "001234.abc.0001",
             email: "x@privaterelay.appleid.com", emailVerified: true, isPrivateEmail: true, relayEmailDeliverable: false,
             realUserStatus: 2, hasProviderRefreshToken: true, createdAt: now, lastSignInAt: now.addingTimeInterval(61)),
-        isNewAccount: true,
+        isNewAccount: true, linkedBy: "verified_email", possibleDuplicate: false,
         session: .init(accessToken: "eyJ.eyJ.sig", tokenType: .bearer, expiresIn: 900, refreshToken: "ibr_x"))
 
     static let sparse = Components.Schemas.SignInResponse(
@@ -31,7 +31,7 @@ import Testing
         identity: .init(
             id: nil, provider: .google, providerScope: nil, subject: "s", email: nil, emailVerified: false, isPrivateEmail: false,
             relayEmailDeliverable: nil, realUserStatus: nil, hasProviderRefreshToken: nil, createdAt: now, lastSignInAt: nil),
-        isNewAccount: false,
+        isNewAccount: false, linkedBy: nil, possibleDuplicate: true,
         session: .init(accessToken: "t", tokenType: .bearer, expiresIn: 60, refreshToken: "r"))
 
     /// What the generated server code writes: `Codable` through a JSONEncoder with the API's
@@ -49,15 +49,16 @@ import Testing
         account: .init(
             id: "5f52c1b1-07cb-41c1-8185-af479642caef", email: nil, emailVerified: false, isPrivateEmail: false, name: nil,
             status: .active, createdAt: now, lastSeenAt: nil),
-        identity: sparse.identity, isNewAccount: true, session: sparse.session)
+        identity: sparse.identity, isNewAccount: true, linkedBy: nil, possibleDuplicate: false, session: sparse.session)
 
     @Test(arguments: [full, sparse, nameless])
     func responseJSONMatchesTheGeneratedEncoding(_ value: Components.Schemas.SignInResponse) throws {
         let direct = try #require(try JSONSerialization.jsonObject(with: Data(value.json)) as? NSDictionary)
         let generated = try #require(try JSONSerialization.jsonObject(with: try Self.codableJSON(value)) as? [String: Any])
-        // The one difference the contract asks for: `account.name` is always present, null
-        // when unknown (the synthesized conformance leaves it out).
+        // The differences the contract asks for: `account.name` and `linked_by` are always
+        // present, null when unknown (the synthesized conformance leaves them out).
         var expected = generated
+        if expected["linked_by"] == nil { expected["linked_by"] = NSNull() }
         var account = try #require(expected["account"] as? [String: Any])
         if account["name"] == nil { account["name"] = NSNull() }
         expected["account"] = account

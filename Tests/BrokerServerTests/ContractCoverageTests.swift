@@ -1,6 +1,7 @@
 import BrokerAPI
 import BrokerCore
 import Foundation
+import Providers
 import Testing
 
 @testable import BrokerServer
@@ -70,12 +71,45 @@ import Testing
                 emailVerified: true, isPrivateEmail: false, relayEmailDeliverable: true, realUserStatus: 2,
                 hasProviderRefreshToken: true, attributes: .init(additionalProperties: ["hd": "example.com"]), createdAt: now,
                 lastSignInAt: now),
-            isNewAccount: true, session: .init(accessToken: "a", tokenType: .bearer, expiresIn: 900, refreshToken: "r"))
+            isNewAccount: true, linkedBy: "verified_email", possibleDuplicate: true,
+            session: .init(accessToken: "a", tokenType: .bearer, expiresIn: 900, refreshToken: "r"))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(response.json)) as? [String: Any])
         #expect(Set(object.keys) == Set(try Self.properties(of: "SignInResponse")))
         for (member, schema) in [("account", "Account"), ("identity", "IdentityInfo"), ("session", "SessionTokens")] {
             let written = Set((object[member] as? [String: Any] ?? [:]).keys)
             #expect(written == Set(try Self.properties(of: schema)), "\(schema)")
         }
+    }
+
+    @Test func everyPropertyOfTheLinkRequestIsReadByItsProvidersReader() throws {
+        // `provider` picks the reader; every other member is one of a provider's sign-in members,
+        // which the sign-in readers above are held to.
+        let signIn = Set(
+            try Self.properties(of: "AppleSignInRequest") + Self.properties(of: "GoogleSignInRequest")
+                + Self.properties(of: "FacebookSignInRequest"))
+        #expect(Set(try Self.properties(of: "LinkIdentityRequest")).subtracting(signIn) == ["provider"])
+        let google = try LinkBody.read(try JSONValue.parse(Array(#"{"provider":"google","id_token":"t","nonce":"n","client_id":"c"}"#.utf8)[...]))
+        #expect(google.provider == .google)
+        #expect(google.proof.nonce == "n")
+    }
+
+    @Test func everyPropertyOfTheLinkResponsesIsWritten() throws {
+        let now = Date(timeIntervalSince1970: 1_795_237_158)
+        let account = Components.Schemas.Account(
+            id: "5f52c1b1-07cb-41c1-8185-af479642caef", email: nil, emailVerified: false, isPrivateEmail: false, name: nil,
+            status: .active, createdAt: now, lastSeenAt: nil)
+        let identity = Components.Schemas.IdentityInfo(
+            id: "5060562a-d8da-407f-bc39-87dca042200b", provider: .google, providerScope: "", subject: "s", email: nil,
+            emailVerified: false, isPrivateEmail: false, createdAt: now)
+        let linked = try #require(
+            try JSONSerialization.jsonObject(with: Data(Components.Schemas.IdentityLinkResponse(account: account, identity: identity).json))
+                as? [String: Any])
+        #expect(Set(linked.keys) == Set(try Self.properties(of: "IdentityLinkResponse")))
+        #expect((linked["account"] as? [String: Any])?["name"] is NSNull)
+        let unlinked = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(Components.Schemas.IdentityUnlinkResponse(account: account, identity: identity, revokedSessions: 2).json))
+                as? [String: Any])
+        #expect(Set(unlinked.keys) == Set(try Self.properties(of: "IdentityUnlinkResponse")))
     }
 }

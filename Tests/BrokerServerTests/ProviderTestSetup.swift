@@ -14,7 +14,8 @@ import TestSupport
 
 /// Tenant `acme` with Google (web and iOS client ids) and Facebook (app 1234567890, Limited
 /// Login on) enabled, against MockIdP on loopback; tenant `bravo` with its own Google client
-/// and no Facebook; tenant `plain` with neither.
+/// and no Facebook; tenant `plain` with neither. Without Apple, acme and bravo are in
+/// violation of guideline 4.8 (forced, on purpose).
 struct ProviderTestSetup {
     static let webClient = "1111-web.apps.googleusercontent.com"
     static let iosClient = "1111-ios.apps.googleusercontent.com"
@@ -52,12 +53,15 @@ struct ProviderTestSetup {
                     keys[slug] = try await app.createKey(slug)
                 }
                 let admin = ProviderAdmin(database: app.database, actor: "test")
+                // Google and Facebook on iOS without Sign in with Apple break guideline 4.8: these
+                // tenants are set up that way on purpose (forced) to test the providers alone.
                 _ = try await admin.enableGoogle(
-                    tenant: "acme", clientIDs: [webClient, iosClient], hostedDomain: hostedDomain, platforms: [.ios, .web])
+                    tenant: "acme", clientIDs: [webClient, iosClient], hostedDomain: hostedDomain, platforms: [.ios, .web], force: true)
                 _ = try await admin.enableFacebook(
                     tenant: "acme", appID: appID, appSecret: appSecret, limitedLogin: limitedLogin, platforms: [.ios, .android],
-                    secrets: app.secrets)
-                _ = try await admin.enableGoogle(tenant: "bravo", clientIDs: [bravoClient], hostedDomain: nil, platforms: [])
+                    secrets: app.secrets, force: true)
+                _ = try await admin.enableGoogle(
+                    tenant: "bravo", clientIDs: [bravoClient], hostedDomain: nil, platforms: [], force: true)
                 guard let acme else { return }
                 try await test(ProviderTestSetup(app: app, client: client, mocks: mocks, keys: keys, tenant: acme))
             }

@@ -37,8 +37,11 @@ import Testing
         let tenant = UUID()
         let id = UUID()
         let hash = Data(repeating: 1, count: 32)
+        let identity = ProviderIdentity(
+            provider: .google, providerScope: "", subject: "s", email: "a@example.com", emailVerified: true, isPrivateEmail: false,
+            name: PersonName(givenName: nil, familyName: nil))
         return [
-            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 21),
+            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 22),
             Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 17),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 5),
             Statement(
@@ -61,6 +64,9 @@ import Testing
             Statement("API key", try APIKeyRepository.authenticateQuery(hash: hash)),
             Statement("Apple client", AppleRepository.resolveQuery(tenantID: tenant, clientID: "com.acme.app")),
             Statement("provider settings", ProviderConfigRepository.findQuery(tenantID: tenant, provider: .google)),
+            Statement(
+                "link", try IdentityLinkRepository.insertQuery(tenantID: tenant, accountID: id, identity: identity, sealedProviderRefreshToken: nil)),
+            Statement("identity owner", IdentityLinkRepository.ownerQuery(tenantID: tenant, identity: identity)),
         ]
     }
 

@@ -38,6 +38,6 @@ extension Components.Schemas.SignInResponse {
     init(_ outcome: SignInOutcome) {
         self.init(
             account: .init(outcome.account), identity: .init(outcome.identity), isNewAccount: outcome.isNewAccount,
-            session: .init(outcome.session))
+            linkedBy: outcome.linkedBy?.rawValue, possibleDuplicate: outcome.possibleDuplicate, session: .init(outcome.session))
     }
 }

@@ -39,6 +39,14 @@ public struct TenantAdmin: Sendable {
         try await Self.find(slug, in: database)
     }
 
+    /// Turns auto-linking by verified email on or off.
+    public func setAutoLinkVerifiedEmail(_ slug: String, _ on: Bool) async throws -> Tenant {
+        guard let tenant = try await database.tenants.setAutoLinkVerifiedEmail(slug: slug, on, actor: actor) else {
+            throw BrokerError.tenantNotFound(slug)
+        }
+        return tenant
+    }
+
     public func setStatus(_ slug: String, _ status: TenantStatus) async throws -> Tenant {
         guard let tenant = try await database.tenants.setStatus(slug: slug, status, actor: actor) else {
             throw BrokerError.tenantNotFound(slug)

@@ -9,6 +9,8 @@ struct SignInOutcome: Sendable {
     let account: Account
     let identity: Identity
     let isNewAccount: Bool
+    let linkedBy: LinkedBy?
+    let possibleDuplicate: Bool
     let session: IssuedSession
 }
 
@@ -29,6 +31,8 @@ struct SignInService: Sendable {
     let store: ProviderSettingsStore
     let tokens: SessionTokens
     let events: SecurityEventRecorder
+    /// Counts sign-ins through non-qualifying providers of tenants in violation of guideline 4.8.
+    let loginCatalogs: LoginCatalogStore?
 
     func signIn(
         tenant: Tenant, provider name: ProviderName, proof: ProviderProof, intent: SignInIntent, platform: String?,
@@ -56,7 +60,8 @@ struct SignInService: Sendable {
         }
         let request = SignInRequest(
             tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
-            clientID: verified.clientID, platform: platform, session: newSession)
+            clientID: verified.clientID, platform: platform, session: newSession,
+            autoLinkByEmail: tenant.linking.autoLinkVerifiedEmail && identity.mayAutoLinkByEmail)
         let outcome: SignInResult?
         do {
             outcome = try await database.accounts.signIn(request)
@@ -77,8 +82,10 @@ struct SignInService: Sendable {
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: identity.provider.rawValue,
             clientID: verified.clientID, now: now)
+        await loginCatalogs?.noteSignIn(tenant: tenant, provider: name, platform: platform, logger: RequestInfo.current?.logger)
         return SignInOutcome(
-            account: result.account, identity: result.identity, isNewAccount: result.isNewAccount,
+            account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,
+            possibleDuplicate: result.possibleDuplicate,
             session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
     }
 

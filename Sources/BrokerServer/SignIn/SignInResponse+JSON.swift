@@ -5,7 +5,8 @@ import Foundation
 /// The sign-in response as JSON text, written with ``JSONWriter``: the members, names and
 /// omissions of the generated `Codable` conformance (optional members absent when nil, dates
 /// as ``ISO8601Transcoder`` writes them), except `account.name`, which the contract makes
-/// always present (`null` when unknown) and the synthesized conformance would omit.
+/// always present (`null` when unknown) and `linked_by` (the same), which the synthesized
+/// conformance would omit.
 /// Foundation's `JSONEncoder` took about a tenth of a returning sign-in's CPU for this one
 /// document (decision 0011); a test holds the two equal.
 extension Components.Schemas.SignInResponse {
@@ -17,6 +18,9 @@ extension Components.Schemas.SignInResponse {
         writer.key("identity")
         identity.write(to: &writer)
         writer.member("is_new_account", isNewAccount)
+        // Always present, null when the identity did not join an existing account.
+        writer.member("linked_by", linkedBy)
+        writer.member("possible_duplicate", possibleDuplicate)
         writer.key("session")
         session.write(to: &writer)
         writer.endObject()

@@ -14,10 +14,36 @@ struct Problem: Encodable, Sendable {
     /// What to do about it, when the broker knows.
     var hint: String?
     var requestID: String?
+    /// Extension members (RFC 9457 §3.2); never one of the names above.
+    var extensions: [String: String] = [:]
 
     enum CodingKeys: String, CodingKey {
         case type, title, status, detail, instance, code, hint
         case requestID = "request_id"
+    }
+
+    private struct ExtensionKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(type, forKey: .type)
+        try container.encode(title, forKey: .title)
+        try container.encode(status, forKey: .status)
+        try container.encodeIfPresent(detail, forKey: .detail)
+        try container.encodeIfPresent(instance, forKey: .instance)
+        try container.encode(code, forKey: .code)
+        try container.encodeIfPresent(hint, forKey: .hint)
+        try container.encodeIfPresent(requestID, forKey: .requestID)
+        let standard = Set(["type", "title", "status", "detail", "instance", "code", "hint", "request_id"])
+        var others = encoder.container(keyedBy: ExtensionKey.self)
+        for (name, value) in extensions where !standard.contains(name) {
+            try others.encode(value, forKey: ExtensionKey(stringValue: name))
+        }
     }
 
     init(status: HTTPResponse.Status, code: String, title: String, detail: String?) {
@@ -31,6 +57,7 @@ struct Problem: Encodable, Sendable {
     init(_ error: BrokerError) {
         self.init(status: error.kind.httpStatus, code: error.code, title: error.title, detail: error.detail)
         self.hint = error.hint
+        self.extensions = error.extensions
     }
 
     func response(headers extra: HTTPFields = [:]) -> Response {

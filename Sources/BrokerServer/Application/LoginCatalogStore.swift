@@ -1,0 +1,77 @@
+import BrokerCore
+import Foundation
+import Logging
+import Metrics
+import Storage
+import Synchronization
+
+/// Each tenant's ``LoginCatalog``, cached: `GET /v1/login-options` is called on every app launch
+/// and sign-ins through a non-qualifying provider consult it. LISTEN/NOTIFY clears a tenant's
+/// entry when its tenant row, Apple clients, provider settings or attestations change; entries
+/// live at most 30 s regardless.
+final class LoginCatalogStore: Sendable {
+    let database: Database
+    private let catalogs = ExpiringCache<UUID, LoginCatalog>(ttl: .seconds(30))
+    /// Rendered `GET /v1/login-options` bodies by tenant and platform.
+    let renderedOptions = ExpiringCache<String, [UInt8]>(ttl: .seconds(30))
+    /// When each tenant's violating sign-ins were last logged.
+    private let lastLogged = Mutex<[UUID: ContinuousClock.Instant]>([:])
+
+    init(database: Database) {
+        self.database = database
+    }
+
+    func catalog(for tenant: Tenant) async throws -> LoginCatalog {
+        if let cached = catalogs.value(for: tenant.id) { return cached }
+        async let policy = database.loginPolicy.loginPolicy(for: tenant)
+        async let clients = database.apple.clients(tenantID: tenant.id)
+        async let groups = database.apple.groups(tenantID: tenant.id)
+        async let configurations = database.providerConfigs.list(tenantID: tenant.id)
+        let catalog = LoginCatalog(
+            policy: try await policy, appleClients: try await clients, primaryAppIDs: Set(try await groups.map(\.primaryAppID)),
+            configurations: try await configurations)
+        catalogs.set(catalog, for: tenant.id)
+        return catalog
+    }
+
+    func invalidate(tenantID: UUID?) {
+        guard let tenantID else {
+            catalogs.removeAll()
+            renderedOptions.removeAll()
+            return
+        }
+        catalogs.removeAll { key, _ in key == tenantID }
+        renderedOptions.removeAll { key, _ in key.hasPrefix(tenantID.lowercasedString) }
+    }
+
+    /// Counts (and, at most once a minute per tenant, logs) a sign-in through a provider that
+    /// does not qualify, on an Apple platform where the tenant is in violation of guideline 4.8.
+    /// Never refuses it: people are not locked out by an operator's mistake. Sign-ins through
+    /// Apple, on other platforms, or without a platform are not looked at.
+    func noteSignIn(tenant: Tenant, provider: ProviderName, platform rawPlatform: String?, logger: Logger?) async {
+        guard provider != .apple, let platform = rawPlatform.flatMap(ProviderPlatform.init(rawValue:)),
+            LoginPolicy.applePlatforms.contains(platform),
+            // A sign-in never fails for this: without the catalog, nothing is counted.
+            let catalog = try? await catalog(for: tenant),
+            case .violation(let providers) = catalog.policy.compliance(on: platform), providers.contains(provider)
+        else { return }
+        Counter(
+            label: "broker_policy_violation_sign_ins_total",
+            dimensions: [("tenant", tenant.slug.rawValue), ("provider", provider.rawValue), ("platform", platform.rawValue)]
+        ).increment()
+        let now = ContinuousClock.now
+        let due = lastLogged.withLock { last in
+            guard last[tenant.id].map({ now - $0 >= .seconds(60) }) ?? true else { return false }
+            last[tenant.id] = now
+            return true
+        }
+        if due {
+            logger?.warning(
+                "sign-in through a provider that does not qualify under guideline 4.8 while the tenant offers no equivalent option",
+                metadata: [
+                    "tenant": "\(tenant.slug.rawValue)", "provider": "\(provider.rawValue)", "platform": "\(platform.rawValue)",
+                    "hint": "broker policy check --tenant \(tenant.slug.rawValue)",
+                ])
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import BrokerCore
+import Foundation
+
+/// What a client needs to start one provider's sign-in on a platform
+/// (`GET /v1/login-options`).
+struct LoginOption: Sendable, Equatable {
+    let provider: ProviderName
+    /// The client id to start with: Apple's first client for the platform (the group's primary
+    /// App ID first), Google's first client id, Facebook's app id.
+    let clientID: String
+    /// Every client id of the provider for the platform.
+    let clientIDs: [String]
+    /// How the nonce is compared: `sha256` (send SHA-256 of the raw nonce to the provider),
+    /// `raw`, or nil when the provider's flow takes none (classic Facebook Login).
+    let nonceMode: String?
+    /// Whether a sign-in without a nonce is refused.
+    let nonceRequired: Bool
+    /// Counts as the guideline 4.8 equivalent, privacy-preserving option under the tenant's mode.
+    let qualifies: Bool
+    /// Apple on the web: where the broker's web flow starts, once it exists (nil until then).
+    let startEndpoint: String?
+}
+
+/// The providers to show on one platform, the qualifying option first, with the tenant's
+/// standing under guideline 4.8 when it is in violation there.
+struct LoginOptions: Sendable, Equatable {
+    let platform: ProviderPlatform
+    let options: [LoginOption]
+    let mode: LoginPolicyMode
+    /// The providers offered without a qualifying option beside them (ios and macos only);
+    /// nil when the platform is compliant or the tenant exempt.
+    let violation: [ProviderName]?
+}
+
+/// A tenant's sign-in configuration as login options and sign-in counting read it: the policy
+/// snapshot, the Apple clients and the Google and Facebook settings.
+struct LoginCatalog: Sendable {
+    let policy: LoginPolicy
+    let appleClients: [AppleClient]
+    let primaryAppIDs: Set<String>
+    let configurations: [ProviderConfiguration]
+
+    func options(on platform: ProviderPlatform) -> LoginOptions {
+        var options: [LoginOption] = []
+        for provider in policy.providers(on: platform) {
+            switch provider {
+            case .apple:
+                let clients = appleClients.filter { $0.platforms.contains(platform) }
+                    .sorted { primaryAppIDs.contains($0.clientID) && !primaryAppIDs.contains($1.clientID) }
+                guard let first = clients.first else { continue }
+                options.append(
+                    LoginOption(
+                        provider: .apple, clientID: first.clientID, clientIDs: clients.map(\.clientID),
+                        nonceMode: first.nonceMode.rawValue, nonceRequired: first.nonceRequired, qualifies: true, startEndpoint: nil))
+            case .google, .facebook:
+                guard let configuration = configurations.first(where: { $0.provider == provider }),
+                    let first = configuration.clientIDs.first
+                else { continue }
+                let facebook = provider == .facebook
+                options.append(
+                    LoginOption(
+                        provider: provider, clientID: first, clientIDs: configuration.clientIDs,
+                        nonceMode: facebook && !configuration.limitedLogin ? nil : NonceMode.raw.rawValue,
+                        nonceRequired: false, qualifies: policy.qualifies(provider), startEndpoint: nil))
+            }
+        }
+        // The equivalent option first, at equal prominence; otherwise the providers' own order.
+        let ordered = options.filter(\.qualifies) + options.filter { !$0.qualifies }
+        var violation: [ProviderName]?
+        if case .violation(let providers) = policy.compliance(on: platform) { violation = providers }
+        return LoginOptions(platform: platform, options: ordered, mode: policy.settings.mode, violation: violation)
+    }
+}

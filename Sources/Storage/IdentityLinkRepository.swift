@@ -1,0 +1,163 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension Database {
+    public var identityLinks: IdentityLinkRepository { IdentityLinkRepository(client: client, logger: logger) }
+}
+
+/// Linking a provider identity to an account on the person's say-so, and unlinking it
+/// (DESIGN.md "Linking"; decision 0025). Nothing is ever merged or moved: an identity belongs to
+/// one account, and the identities' unique key decides every race.
+public struct IdentityLinkRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public enum LinkOutcome: Sendable, Equatable {
+        /// Linked now.
+        case linked(Identity)
+        /// It was linked to this account already: nothing changed.
+        case alreadyLinked(Identity)
+        /// Another account of the tenant holds it: nothing changed.
+        case linkedElsewhere(accountID: UUID)
+        /// The tenant has no such account.
+        case accountNotFound
+        /// The account is disabled or deleted.
+        case accountNotActive
+    }
+
+    public enum UnlinkOutcome: Sendable, Equatable {
+        /// Unlinked; the sessions opened through it were revoked.
+        case unlinked(Identity, revokedSessions: Int)
+        /// The tenant has no such account.
+        case accountNotFound
+        /// The account has no such identity.
+        case identityNotFound
+        /// It is the account's only way in.
+        case lastIdentity
+    }
+
+    /// Links the identity to the account, in one transaction: the account row is locked for
+    /// share (an unlink of the same account waits), the identity inserted unless its unique key
+    /// exists, and then the owner of that key decides the answer. Of two links of one identity
+    /// racing, or a link racing a first sign-in, the second to reach the unique index waits for
+    /// the first to commit and then sees its row: one account holds the identity, never two.
+    public func link(
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, actor: String
+    ) async throws -> LinkOutcome {
+        try await client.withTransaction(logger: logger) { connection in
+            let status = try await connection.query(
+                "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR SHARE", logger: logger
+            ).collect().first?.decode(String.self)
+            guard let status else { return .accountNotFound }
+            guard status == AccountStatus.active.rawValue else { return .accountNotActive }
+
+            let inserted = try await connection.query(
+                try Self.insertQuery(
+                    tenantID: tenantID, accountID: accountID, identity: identity, sealedProviderRefreshToken: sealedProviderRefreshToken),
+                logger: logger
+            ).collect().first
+            if let row = inserted {
+                var reader = RowReader(row)
+                let linked = try AccountRepository.decodeIdentity(&reader)
+                try await AuditLogRepository.append(
+                    tenantID: tenantID, actor: actor, action: "identity.linked", target: linked.id.lowercasedString,
+                    details: [
+                        "account_id": .string(accountID.lowercasedString), "identity_id": .string(linked.id.lowercasedString),
+                        "provider": .string(linked.provider), "linked_by": .string("account_token"),
+                    ],
+                    on: connection, logger: logger)
+                return .linked(linked)
+            }
+            // Its key exists: committed by now (ON CONFLICT waited for any writer of it).
+            guard
+                let row = try await connection.query(
+                    Self.ownerQuery(tenantID: tenantID, identity: identity), logger: logger
+                ).collect().first
+            else {
+                throw StorageError.configuration("an identity's unique key conflicted but no row holds it")
+            }
+            var reader = RowReader(row)
+            let existing = try AccountRepository.decodeIdentity(&reader)
+            return existing.accountID == accountID ? .alreadyLinked(existing) : .linkedElsewhere(accountID: existing.accountID)
+        }
+    }
+
+    /// The insert of `link` (its plan is asserted by HotStatementPlanTests).
+    static func insertQuery(
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?
+    ) throws -> PostgresQuery {
+        let attributes = IdentityAttributes.encode(identity.attributes)
+        return try """
+            INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified,
+                is_private_email, given_name, family_name, real_user_status, provider_refresh_token_sealed, attributes)
+            VALUES (\(UUID.timeOrdered()), \(tenantID), \(accountID), \(identity.provider.rawValue), \(identity.providerScope),
+                \(identity.subject), \(identity.email), \(identity.emailVerified), \(identity.isPrivateEmail),
+                \(identity.name.givenName), \(identity.name.familyName), \(identity.realUserStatus),
+                \(sealedProviderRefreshToken), \(attributes)::text::jsonb)
+            ON CONFLICT (tenant_id, provider, provider_scope, subject) DO NOTHING
+            RETURNING \(unescaped: AccountRepository.identityColumns)
+            """
+    }
+
+    /// An identity by its unique key, with its account.
+    static func ownerQuery(tenantID: UUID, identity: ProviderIdentity) -> PostgresQuery {
+        """
+            SELECT \(unescaped: AccountRepository.identityColumns) FROM identities i
+            WHERE i.tenant_id = \(tenantID) AND i.provider = \(identity.provider.rawValue)
+                AND i.provider_scope = \(identity.providerScope) AND i.subject = \(identity.subject)
+            """
+    }
+
+    /// The account that holds the identity, if any.
+    public func owner(tenantID: UUID, identity: ProviderIdentity) async throws -> UUID? {
+        let rows = try await client.query(Self.ownerQuery(tenantID: tenantID, identity: identity), logger: logger).collect()
+        guard let row = rows.first else { return nil }
+        var reader = RowReader(row)
+        return try AccountRepository.decodeIdentity(&reader).accountID
+    }
+
+    /// Unlinks an identity from its account, in one transaction: the account row is locked for
+    /// update (two unlinks of one account cannot both see the other identity and leave none),
+    /// its identities read, the sessions opened through this one revoked, the identity deleted.
+    public func unlink(tenantID: UUID, accountID: UUID, identityID: UUID, actor: String) async throws -> UnlinkOutcome {
+        try await client.withTransaction(logger: logger) { connection in
+            let found = try await connection.query(
+                "SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
+            ).collect()
+            guard !found.isEmpty else { return .accountNotFound }
+            let owned = try await connection.query(
+                "SELECT i.id FROM identities i WHERE i.account_id = \(accountID) AND i.tenant_id = \(tenantID)", logger: logger
+            ).collect().map { try $0.decode(UUID.self) }
+            guard owned.contains(identityID) else { return .identityNotFound }
+            guard owned.count > 1 else { return .lastIdentity }
+
+            let revoked = try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = now(), revoke_reason = 'identity_unlinked'
+                WHERE identity_id = \(identityID) AND tenant_id = \(tenantID) AND account_id = \(accountID) AND revoked_at IS NULL
+                RETURNING id
+                """, logger: logger
+            ).collect().count
+            guard
+                let row = try await connection.query(
+                    """
+                    DELETE FROM identities i WHERE i.id = \(identityID) AND i.tenant_id = \(tenantID) AND i.account_id = \(accountID)
+                    RETURNING \(unescaped: AccountRepository.identityColumns)
+                    """, logger: logger
+                ).collect().first
+            else { return .identityNotFound }
+            var reader = RowReader(row)
+            let identity = try AccountRepository.decodeIdentity(&reader)
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "identity.unlinked", target: identity.id.lowercasedString,
+                details: [
+                    "account_id": .string(accountID.lowercasedString), "identity_id": .string(identity.id.lowercasedString),
+                    "provider": .string(identity.provider), "revoked_sessions": .int(revoked),
+                ],
+                on: connection, logger: logger)
+            return .unlinked(identity, revokedSessions: revoked)
+        }
+    }
+}
