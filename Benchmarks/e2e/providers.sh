@@ -7,6 +7,7 @@
 # for apple, google and facebook (Limited Login); then
 #   facebook classic      returning people with classic access tokens: two Graph calls each
 #                         (debug_token, /me) to MockIdP on loopback, over pooled connections
+#   login options         GET /v1/login-options?platform=ios, as every app launch asks it
 # Prints one RESULT line per phase and the broker's peak RSS.
 # Usage: [TARGET=embedded|tcp] Benchmarks/e2e/providers.sh [duration_seconds]
 duration=${1:-15}
@@ -31,5 +32,7 @@ for provider in apple google facebook; do
 done
 echo "== facebook classic returning users (${duration}s, $connections connections, $people people; Graph on loopback)"
 PROVIDER=facebook_classic signin "$work/facebook_classic.txt" "${duration}s"
+echo "== login options, ios (${duration}s, $connections connections)"
+wrk -t"$threads" -c"$connections" -d"${duration}s" --latency -s Benchmarks/e2e/login-options.lua "$base" | grep RESULT
 echo "   (accounts: $(psql_db "SELECT provider || ' ' || count(*) FROM identities GROUP BY provider ORDER BY provider" | tr '\n' ' '))"
 echo "== broker peak RSS: $(peak_rss)"

@@ -81,24 +81,11 @@ import TestSupport
         let apple: MockAppleIdP
 
         func signIn(_ subject: String) async -> Answer {
-            let start = ContinuousClock.now
-            var request = HTTPClientRequest(url: "\(base)/v1/sign-in/apple")
-            request.method = .POST
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
-            request.headers.add(name: "Content-Type", value: "application/json")
             let token = (try? apple.mint(apple.claims(subject: subject, audience: "com.acme.app"))) ?? ""
-            request.body = .bytes(ByteBuffer(string: #"{"client_id":"com.acme.app","identity_token":"\#(token)"}"#))
-            do {
-                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-                let body = try await response.body.collect(upTo: 1 << 20)
-                let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-                return Answer(
-                    status: Int(response.status.code), code: object?["code"] as? String,
-                    retryAfter: response.headers.first(name: "Retry-After"),
-                    seconds: (ContinuousClock.now - start).seconds, subject: subject, at: ContinuousClock.now)
-            } catch {
-                return Answer(status: 0, code: "\(error)", retryAfter: nil, seconds: (ContinuousClock.now - start).seconds, subject: subject, at: ContinuousClock.now)
-            }
+            let answer = await send(.POST, "/v1/sign-in/apple", json: #"{"client_id":"com.acme.app","identity_token":"\#(token)"}"#)
+            return Answer(
+                status: answer.status, code: answer.body["code"] as? String, retryAfter: answer.retryAfter, seconds: answer.seconds,
+                subject: subject, at: ContinuousClock.now)
         }
 
         /// One request: its status, JSON body, Retry-After and how long it took (status 0: no answer).
@@ -188,15 +175,24 @@ import TestSupport
         }
     }
 
-    /// Checks the database after the storm: one account per identity, one session per
-    /// identity (every person signed in once), every answered 200 there.
-    static func checkDatabase(_ cluster: Cluster, succeeded: Set<String>) async throws {
+    /// `body` with a client of its own on `cluster`.
+    static func withClient(
+        _ cluster: Cluster, statementTimeout: Duration = .seconds(30), _ body: (PostgresClient) async throws -> Void
+    ) async throws {
         var configuration = try DatabaseConfiguration(url: cluster.url, maxConnections: 1)
-        configuration.statementTimeout = .seconds(60)
+        configuration.statementTimeout = statementTimeout
         let client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: TestDatabase.logger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
+            try await body(client)
+        }
+    }
+
+    /// Checks the database after the storm: one account per identity, one session per
+    /// identity (every person signed in once), every answered 200 there.
+    static func checkDatabase(_ cluster: Cluster, succeeded: Set<String>) async throws {
+        try await withClient(cluster, statementTimeout: .seconds(60)) { client in
             let rows = try await client.query(
                 """
                 SELECT i.subject, (SELECT count(*) FROM accounts a WHERE a.id = i.account_id)::int8,
@@ -284,12 +280,7 @@ import TestSupport
             async let loading: Void = Self.load(broker, workers: 4, recorder)
             try await Task.sleep(for: .seconds(1))
             // Every connection of the broker killed under load.
-            var configuration = try DatabaseConfiguration(url: cluster.url, maxConnections: 1)
-            configuration.statementTimeout = .seconds(30)
-            let admin = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: TestDatabase.logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await admin.run() }
-                defer { group.cancelAll() }
+            try await Self.withClient(cluster) { admin in
                 for _ in 0..<3 {
                     _ = try await admin.query(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
@@ -360,12 +351,7 @@ import TestSupport
             #expect(linked.status == 201, "\(linked.body)")
             #expect(await linkIt().status == 200, "a retry is a no-op")
 
-            var configuration = try DatabaseConfiguration(url: cluster.url, maxConnections: 1)
-            configuration.statementTimeout = .seconds(30)
-            let client = PostgresClient(configuration: try configuration.clientConfiguration(), backgroundLogger: TestDatabase.logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                defer { group.cancelAll() }
+            try await Self.withClient(cluster) { client in
                 let rows = try await client.query(
                     "SELECT count(*)::int8, count(DISTINCT account_id)::int8 FROM identities", logger: TestDatabase.logger)
                 for try await (identities, accounts) in rows.decode((Int, Int).self) {

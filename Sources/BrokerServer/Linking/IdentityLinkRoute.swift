@@ -75,27 +75,27 @@ struct LinkBody: Sendable {
 
 extension Components.Schemas.IdentityLinkResponse {
     /// Written like the sign-in response: `account.name` always present.
-    var json: [UInt8] {
-        var writer = JSONWriter(capacity: 1_024)
-        writer.beginObject()
-        writer.key("account")
-        account.write(to: &writer)
-        writer.key("identity")
-        identity.write(to: &writer)
-        writer.endObject()
-        return writer.bytes
-    }
+    var json: [UInt8] { IdentityLinkRoute.json(account: account, identity: identity) }
 }
 
 extension Components.Schemas.IdentityUnlinkResponse {
     var json: [UInt8] {
+        IdentityLinkRoute.json(account: account, identity: identity) { $0.member("revoked_sessions", revokedSessions) }
+    }
+}
+
+extension IdentityLinkRoute {
+    /// `{"account", "identity", ...}`: the members both responses share, then `more`.
+    static func json(
+        account: Components.Schemas.Account, identity: Components.Schemas.IdentityInfo, more: (inout JSONWriter) -> Void = { _ in }
+    ) -> [UInt8] {
         var writer = JSONWriter(capacity: 1_024)
         writer.beginObject()
         writer.key("account")
         account.write(to: &writer)
         writer.key("identity")
         identity.write(to: &writer)
-        writer.member("revoked_sessions", revokedSessions)
+        more(&writer)
         writer.endObject()
         return writer.bytes
     }
