@@ -208,6 +208,14 @@ public struct NewSession: Sendable {
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
     }
 
+    /// The session's first refresh token, once its id is final (the token names the session:
+    /// decision 0027); records the token's hash.
+    public mutating func issueRefreshToken() -> RefreshToken {
+        let token = RefreshToken.generate(sessionID: id)
+        refreshTokenHash = token.hash
+        return token
+    }
+
     /// The session an identity token opens takes its id from the token's replay key (decision
     /// 0018): the sessions' primary key then refuses a second session from the same token. The
     /// id is time-ordered by the token's `iat` (decision 0023), so new sessions land at the

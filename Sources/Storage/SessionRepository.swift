@@ -53,13 +53,20 @@ public struct SessionRepository: Sendable {
     /// caller derives the successor from the token, so a retry presents the same one: decision
     /// 0017); spent longer ago, it is a replay and revokes its family.
     public func refresh(
-        tenantID: UUID, tokenHash: Data, successorHash: Data, idleLifetime: TimeInterval, reuseInterval: TimeInterval
+        tenantID: UUID, tokenHash: Data, sessionID: UUID?, successorHash: Data, idleLifetime: TimeInterval, reuseInterval: TimeInterval
     ) async throws -> RefreshOutcome {
-        let rotation = RotateStatement(
-            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(),
-            idleLifetime: idleLifetime)
         var rotated: SessionInfo?
-        for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
+        if let sessionID {
+            let rotation = RotateStatement(
+                tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(),
+                idleLifetime: idleLifetime, sessionID: sessionID)
+            for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
+        } else {
+            let rotation = LegacyRotateStatement(
+                tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(),
+                idleLifetime: idleLifetime)
+            for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
+        }
         if let rotated { return .rotated(rotated) }
         if reuseInterval > 0, let repeated = try await repeatedRotation(
             tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval)
@@ -102,7 +109,8 @@ public struct SessionRepository: Sendable {
     /// every refresh runs it. `presented` reads the token being spent before the update replaces
     /// it (PostgreSQL 15 has no `RETURNING old.…`); a concurrent rotation that wins the row
     /// lock makes this one's update match nothing, so it records nothing either. Every row is
-    /// reached by a unique key bound to a value (decision 0014).
+    /// reached by a unique key bound to a value (decision 0014): the session by the id its token
+    /// names (decision 0027), then checked against the token's hash.
     struct RotateStatement: PostgresPreparedStatement {
         typealias Row = SessionInfo
 
@@ -113,12 +121,17 @@ public struct SessionRepository: Sendable {
         let successorHash: Data
         let spentID: UUID
         let idleLifetime: TimeInterval
+        let sessionID: UUID
 
-        static let sql = """
+        static let sql = rotationSQL(presentedSession: "s.id = $6::uuid AND s.refresh_token_hash = $1::bytea AND s.tenant_id = $2::uuid")
+
+        /// The rotation with `presentedSession` as the condition that finds the presented token's session.
+        static func rotationSQL(presentedSession: String) -> String {
+            """
             WITH presented AS (
                 SELECT s.id, s.account_id, coalesce(s.last_refreshed_at, s.created_at) AS issued_at, s.refresh_token_expires_at
                 FROM sessions s
-                WHERE s.refresh_token_hash = $1::bytea AND s.tenant_id = $2::uuid
+                WHERE \(presentedSession)
             ),
             rotated AS (
                 UPDATE sessions s SET refresh_token_hash = $3::bytea,
@@ -138,9 +151,18 @@ public struct SessionRepository: Sendable {
             )
             SELECT id, account_id, client_id, idp, expires_at, created_at FROM rotated
             """
+        }
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
+            var bindings = try Self.bindings(tokenHash, tenantID, successorHash, spentID, idleLifetime)
+            bindings.append(sessionID)
+            return bindings
+        }
+
+        static func bindings(_ tokenHash: Data, _ tenantID: UUID, _ successorHash: Data, _ spentID: UUID, _ idleLifetime: TimeInterval)
+            throws -> PostgresBindings
+        {
+            var bindings = PostgresBindings(capacity: 6)
             try bindings.append(tokenHash)
             bindings.append(tenantID)
             try bindings.append(successorHash)
@@ -160,19 +182,49 @@ public struct SessionRepository: Sendable {
         }
     }
 
+    /// The rotation of a token issued before tokens named their session: found by its hash
+    /// through the partial index over the sessions that still hold such a token (migration 0010).
+    struct LegacyRotateStatement: PostgresPreparedStatement {
+        typealias Row = SessionInfo
+
+        static let name = "ib_rotate_legacy_refresh_token"
+
+        let tenantID: UUID
+        let tokenHash: Data
+        let successorHash: Data
+        let spentID: UUID
+        let idleLifetime: TimeInterval
+
+        static let sql = RotateStatement.rotationSQL(
+            presentedSession: "s.refresh_token_hash = $1::bytea AND s.refresh_token_legacy AND s.tenant_id = $2::uuid")
+
+        func makeBindings() throws -> PostgresBindings {
+            try RotateStatement.bindings(tokenHash, tenantID, successorHash, spentID, idleLifetime)
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> SessionInfo { try RotateStatement.decodeSession(row) }
+    }
+
     /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
-    static func introspectRefreshTokenQuery(tenantID: UUID, tokenHash: Data) throws -> PostgresQuery {
-        try """
+    static func introspectRefreshTokenQuery(tenantID: UUID, tokenHash: Data, sessionID: UUID?) throws -> PostgresQuery {
+        let live = "s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()"
+        guard let sessionID else {
+            return try """
+                SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
+                FROM sessions s
+                WHERE s.refresh_token_hash = \(tokenHash) AND s.refresh_token_legacy AND s.tenant_id = \(tenantID) AND \(unescaped: live)
+                """
+        }
+        return try """
             SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
             FROM sessions s
-            WHERE s.refresh_token_hash = \(tokenHash) AND s.tenant_id = \(tenantID)
-                AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
+            WHERE s.id = \(sessionID) AND s.refresh_token_hash = \(tokenHash) AND s.tenant_id = \(tenantID) AND \(unescaped: live)
             """
     }
 
     /// The session of a refresh token, when the token is its live one.
-    public func introspectRefreshToken(tenantID: UUID, tokenHash: Data) async throws -> SessionInfo? {
-        let rows = try await client.query(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash), logger: logger)
+    public func introspectRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?) async throws -> SessionInfo? {
+        let rows = try await client.query(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         let (sessionID, accountID, clientID, idp, createdAt, tokenExpiresAt) =
             try row.decode((UUID, UUID, String?, String, Date, Date).self)
@@ -200,15 +252,26 @@ public struct SessionRepository: Sendable {
     }
 
     /// The statement of `revokeByRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
-    static func revokeByRefreshTokenQuery(tenantID: UUID, tokenHash: Data, reason: String) throws -> PostgresQuery {
-        try """
+    static func revokeByRefreshTokenQuery(tenantID: UUID, tokenHash: Data, sessionID: UUID?, reason: String) throws -> PostgresQuery {
+        guard let sessionID else {
+            return try """
+                UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
+                WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
+                    AND s.id = coalesce(
+                        (SELECT live.id FROM sessions live
+                            WHERE live.refresh_token_hash = \(tokenHash) AND live.refresh_token_legacy AND live.tenant_id = \(tenantID)),
+                        (SELECT rt.session_id FROM refresh_tokens rt
+                            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
+                RETURNING s.id
+                """
+        }
+        // The session the token names, when the token is its live one or one it spent.
+        return try """
             UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
-                AND s.id = coalesce(
-                    (SELECT live.id FROM sessions live
-                        WHERE live.refresh_token_hash = \(tokenHash) AND live.tenant_id = \(tenantID)),
-                    (SELECT rt.session_id FROM refresh_tokens rt
-                        WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
+            WHERE s.id = \(sessionID) AND s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
+                AND (s.refresh_token_hash = \(tokenHash) OR EXISTS (
+                    SELECT 1 FROM refresh_tokens rt
+                    WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND rt.session_id = \(sessionID)))
             RETURNING s.id
             """
     }
@@ -216,8 +279,8 @@ public struct SessionRepository: Sendable {
     /// Revokes the family a refresh token belongs to, whether the token is the session's live
     /// one or already spent; returns whether a live family was found.
     @discardableResult
-    public func revokeByRefreshToken(tenantID: UUID, tokenHash: Data, reason: String) async throws -> Bool {
-        let rows = try await client.query(try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, reason: reason), logger: logger)
+    public func revokeByRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?, reason: String) async throws -> Bool {
+        let rows = try await client.query(try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID, reason: reason), logger: logger)
         return try await !rows.collect().isEmpty
     }
 

@@ -27,9 +27,10 @@ import Testing
     }
 
     @Test func refreshTokensCarry256RandomBits() {
-        let tokens = (0..<100).map { _ in RefreshToken.generate().value }
+        let session = UUID()
+        let tokens = (0..<100).map { _ in RefreshToken.generate(sessionID: session).value }
         #expect(Set(tokens).count == tokens.count)
-        #expect(tokens.allSatisfy { $0.hasPrefix("ibr_") && $0.utf8.count == 47 && RefreshToken(parsing: $0) != nil })
+        #expect(tokens.allSatisfy { $0.hasPrefix("ibr_") && $0.utf8.count == 68 && RefreshToken(parsing: $0)?.sessionID == session })
     }
 }
 

@@ -7,6 +7,7 @@ import MockIdP
 import NIOCore
 import Storage
 import TestSupport
+import PostgresNIO
 import Testing
 
 @Suite struct SessionTests {
@@ -143,7 +144,7 @@ import Testing
 
     @Test func unknownAndMalformedRefreshTokensAreInvalidGrant() async throws {
         try await AppleTestSetup.run { setup in
-            for token in [RefreshToken.generate().value, "nonsense", ""] {
+            for token in [RefreshToken.generate(sessionID: UUID()).value, "nonsense", ""] {
                 let response = try await refresh(setup, token)
                 #expect(response.status == .badRequest)
                 #expect(response.problemCode == "invalid_grant" || response.problemCode == "invalid_request")
@@ -173,7 +174,7 @@ import Testing
             let json = try await setup.post("/v1/sessions/introspect", json: ["token": session.access])
             #expect(try json.json()["active"] as? Bool == true)
 
-            for junk in ["", "abc", "a.b.c", RefreshToken.generate().value] {
+            for junk in ["", "abc", "a.b.c", RefreshToken.generate(sessionID: UUID()).value] {
                 #expect(try await introspect(setup, junk)["active"] as? Bool == false)
             }
         }
@@ -310,5 +311,57 @@ import Testing
             #expect(result.output.contains("\"sub\": \"\(session.account)\""))
             #expect(result.output.contains("\"alg\": \"ES256\""))
         }
+    }
+
+    /// Refresh tokens name their session (decision 0027); tokens issued before, in the old
+    /// shape and on sessions migration 0010 marked, keep working until their families end.
+    @Test func refreshTokensNameTheirSessionAndOldOnesStillWork() async throws {
+        try await AppleTestSetup.run { setup in
+            let first = try await signIn(setup, subject: "named")
+            let named = try #require(RefreshToken(parsing: first.refresh))
+            #expect(first.refresh.utf8.count == 68)
+            let sid = try #require(try Self.claims(of: first.access)["sid"] as? String)
+            #expect(named.sessionID?.lowercasedString == sid)
+            let rotated = try #require(try await refresh(setup, first.refresh).json()["refresh_token"] as? String)
+            #expect(RefreshToken(parsing: rotated)?.sessionID == named.sessionID)
+
+            // A session as migration 0010 found it: a token of the old shape, found by its hash.
+            let old = try await signIn(setup, subject: "old-shape")
+            let oldSession = try #require(RefreshToken(parsing: old.refresh)?.sessionID)
+            let legacy = try #require(RefreshToken(parsing: "ibr_" + Base64URL.encode(SecureRandom.bytes(32))))
+            try await setup.app.database.client.query(
+                "UPDATE sessions SET refresh_token_hash = \(legacy.hash), refresh_token_legacy = true WHERE id = \(oldSession)")
+            #expect(try await introspect(setup, legacy.value)["active"] as? Bool == true)
+            let successor = try #require(try await refresh(setup, legacy.value).json()["refresh_token"] as? String)
+            #expect(successor.utf8.count == 47, "the successor of an old token keeps the old shape")
+            #expect(try await introspect(setup, successor)["active"] as? Bool == true)
+            // A retry within the reuse interval gets the same successor; the next one rotates.
+            #expect(try await refresh(setup, legacy.value).json()["refresh_token"] as? String == successor)
+            #expect(try await refresh(setup, successor).status == .ok)
+            // Revocation by the spent old token ends the family.
+            _ = try await setup.postForm("/v1/sessions/revoke", "token=\(legacy.value)")
+            #expect(try await setup.app.database.sessions.liveSession(tenantID: setup.tenant.id, sessionID: oldSession) == nil)
+            // The named session is untouched.
+            #expect(try await introspect(setup, rotated)["active"] as? Bool == true)
+        }
+    }
+
+    /// A token that names a session of the tenant but is not its token finds nothing.
+    @Test func aTokenNamingAnotherSessionIsInvalid() async throws {
+        try await AppleTestSetup.run { setup in
+            let victim = try await signIn(setup, subject: "victim")
+            let session = try #require(RefreshToken(parsing: victim.refresh)?.sessionID)
+            let forged = RefreshToken.generate(sessionID: session)
+            #expect(try await refresh(setup, forged.value).status == .badRequest)
+            #expect(try await introspect(setup, forged.value)["active"] as? Bool == false)
+            _ = try await setup.postForm("/v1/sessions/revoke", "token=\(forged.value)")
+            #expect(try await introspect(setup, victim.refresh)["active"] as? Bool == true)
+        }
+    }
+
+    static func claims(of jwt: String) throws -> [String: Any] {
+        let parts = jwt.split(separator: ".")
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return [:] }
+        return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
     }
 }

@@ -43,7 +43,8 @@ import Testing
         return [
             Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 22),
             Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 17),
-            Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 5),
+            Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 6),
+            Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 5),
             Statement(
                 "repeated refresh",
                 try SessionRepository.repeatedRotationQuery(
@@ -51,11 +52,18 @@ import Testing
             Statement(
                 "refresh reuse revocation",
                 try SessionRepository.reuseRevocationQuery(tenantID: tenant, tokenHash: hash, reuseInterval: 10)),
-            Statement("introspect refresh token", try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash)),
+            Statement(
+                "introspect refresh token", try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: id)),
+            Statement(
+                "introspect refresh token issued before 0010",
+                try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: nil)),
             Statement("live session", SessionRepository.liveSessionQuery(tenantID: tenant, sessionID: id)),
             Statement(
                 "revoke by refresh token",
-                try SessionRepository.revokeByRefreshTokenQuery(tenantID: tenant, tokenHash: hash, reason: "revoked")),
+                try SessionRepository.revokeByRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: id, reason: "revoked")),
+            Statement(
+                "revoke by refresh token issued before 0010",
+                try SessionRepository.revokeByRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: nil, reason: "revoked")),
             Statement("revoke session", SessionRepository.revokeQuery(tenantID: tenant, sessionID: id, reason: "revoked")),
             Statement("sign out", SessionRepository.revokeAllQuery(tenantID: tenant, accountID: id, reason: "signed_out")),
             Statement(

@@ -60,16 +60,17 @@ import Testing
             for try await hash in ledger.decode(Data.self) { spent.append(hash) }
             #expect(spent == [spentHash])
 
-            // The moved tokens work: the live one rotates, the spent one revokes its family.
+            // The moved tokens work (issued before tokens named their session: found by hash,
+            // migration 0010): the live one rotates, the spent one revokes its family.
             let sessionsRepository = database.sessions
             let info = try SessionRepositoryTests.rotated(
                 try await sessionsRepository.refresh(
-                    tenantID: tenantID, tokenHash: freshHash, successorHash: Data(repeating: 4, count: 32),
+                    tenantID: tenantID, tokenHash: freshHash, sessionID: nil, successorHash: Data(repeating: 4, count: 32),
                     idleLifetime: 3_600, reuseInterval: 10))
             #expect(info.sessionID == fresh)
             #expect(
                 try await sessionsRepository.refresh(
-                    tenantID: tenantID, tokenHash: spentHash, successorHash: Data(repeating: 5, count: 32),
+                    tenantID: tenantID, tokenHash: spentHash, sessionID: nil, successorHash: Data(repeating: 5, count: 32),
                     idleLifetime: 3_600, reuseInterval: 0) == .reused)
             #expect(try await sessionsRepository.liveSession(tenantID: tenantID, sessionID: rotated) == nil)
         }

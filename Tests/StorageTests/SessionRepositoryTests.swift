@@ -37,7 +37,7 @@ import Testing
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
             let info = try Self.rotated(
                 try await database.sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: idleLifetime, reuseInterval: 10))
+                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: idleLifetime, reuseInterval: 10))
             #expect(info.sessionID == session)
             try await body(database, tenant, session, info)
         }
@@ -46,10 +46,10 @@ import Testing
     @Test func rotationReplacesTheTokenOnTheSessionAndRecordsTheSpentOne() async throws {
         try await withOneRotation("rotate", idleLifetime: 3_600) { database, tenant, session, _ in
             let sessions = database.sessions
-            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(1)) == nil)
-            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2))?.sessionID == session)
+            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(1), sessionID: session) == nil)
+            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session)?.sessionID == session)
             // The successor's idle expiry is an hour away (within the session's absolute one).
-            let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
+            let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session))
             #expect(abs(successor.expiresAt.timeIntervalSinceNow - 3_600) < 60)
 
             let ledger = try await database.client.query(
@@ -62,10 +62,10 @@ import Testing
             // Another tenant cannot rotate, introspect or revoke it.
             let other = try await TestDatabase.createTenant("other", in: database)
             #expect(
-                try await sessions.refresh(tenantID: other.id, tokenHash: hash(2), successorHash: hash(3), idleLifetime: 60, reuseInterval: 10)
+                try await sessions.refresh(tenantID: other.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 60, reuseInterval: 10)
                     == .invalid)
-            #expect(try await sessions.introspectRefreshToken(tenantID: other.id, tokenHash: hash(2)) == nil)
-            #expect(try await !sessions.revokeByRefreshToken(tenantID: other.id, tokenHash: hash(1), reason: "test"))
+            #expect(try await sessions.introspectRefreshToken(tenantID: other.id, tokenHash: hash(2), sessionID: session) == nil)
+            #expect(try await !sessions.revokeByRefreshToken(tenantID: other.id, tokenHash: hash(1), sessionID: session, reason: "test"))
             #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
         }
     }
@@ -80,11 +80,12 @@ import Testing
             _ = try await database.client.query(
                 "UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = \(ended)")
             let sessions = database.sessions
-            for token in [hash(1), hash(2)] {
+            for (token, session) in [(hash(1), idle), (hash(2), ended)] {
                 #expect(
-                    try await sessions.refresh(tenantID: tenant.id, tokenHash: token, successorHash: hash(9), idleLifetime: 60, reuseInterval: 10)
+                    try await sessions.refresh(
+                        tenantID: tenant.id, tokenHash: token, sessionID: session, successorHash: hash(9), idleLifetime: 60, reuseInterval: 10)
                         == .invalid)
-                #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: token) == nil)
+                #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: token, sessionID: session) == nil)
             }
             let ledger = try await database.client.query("SELECT count(*)::int8 FROM refresh_tokens")
             for try await count in ledger.decode(Int.self) { #expect(count == 0) }
@@ -93,9 +94,9 @@ import Testing
 
     @Test func theSuccessorNeverOutlivesItsSession() async throws {
         // The request's session ends in an hour; a day of idle lifetime is cut to that.
-        try await withOneRotation("capped", idleLifetime: 86_400) { database, tenant, _, info in
+        try await withOneRotation("capped", idleLifetime: 86_400) { database, tenant, session, info in
             let successor = try #require(
-                try await database.sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2)))
+                try await database.sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session))
             #expect(abs(successor.expiresAt.timeIntervalSince(info.expiresAt)) < 0.01)
         }
     }
@@ -105,18 +106,18 @@ import Testing
             let sessions = database.sessions
             // The same token with the same successor: the rotation already happened.
             let outcome = try await sessions.refresh(
-                tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
+                tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
             guard case .repeated(let info) = outcome else {
                 Issue.record("expected a repeat, got \(outcome)")
                 return
             }
             #expect(info.sessionID == session)
-            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2))?.sessionID == session)
+            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session)?.sessionID == session)
             // Another tenant's repeat finds nothing and revokes nothing.
             let other = try await TestDatabase.createTenant("other", in: database)
             #expect(
                 try await sessions.refresh(
-                    tenantID: other.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 60, reuseInterval: 10)
+                    tenantID: other.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: 60, reuseInterval: 10)
                     == .invalid)
             #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
         }
@@ -129,7 +130,7 @@ import Testing
                     try await database.client.query("UPDATE refresh_tokens SET used_at = used_at - interval '11 seconds'")
                 }
                 let outcome = try await database.sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600,
+                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: 3_600,
                     reuseInterval: interval)
                 #expect(outcome == .reused)
                 #expect(try await database.sessions.liveSession(tenantID: tenant.id, sessionID: session) == nil)
@@ -142,10 +143,10 @@ import Testing
             let sessions = database.sessions
             _ = try Self.rotated(
                 try await sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(2), successorHash: hash(3), idleLifetime: 3_600, reuseInterval: 10))
+                    tenantID: tenant.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 3_600, reuseInterval: 10))
             #expect(
                 try await sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(1), successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
+                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
                     == .invalid)
             #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
         }

@@ -16,7 +16,7 @@ import Testing
                 isPrivateEmail: false, name: PersonName(givenName: givenName, familyName: nil)),
             sealedProviderRefreshToken: nil, intent: .auto, clientID: "com.acme.app", platform: nil,
             session: NewSession(
-                id: UUID(), refreshTokenHash: Data(RefreshToken.generate().hash),
+                id: UUID(), refreshTokenHash: Data(RefreshToken.generate(sessionID: UUID()).hash),
                 expiresAt: Date().addingTimeInterval(3_600), refreshTokenExpiresAt: Date().addingTimeInterval(1_800)))
     }
 

@@ -45,7 +45,7 @@ struct SessionService: Sendable {
         // interval is answered with the same one (decision 0017).
         let successor = presented.successor(key: successorKey)
         let outcome = try await database.sessions.refresh(
-            tenantID: tenant.id, tokenHash: presented.hash, successorHash: successor.hash,
+            tenantID: tenant.id, tokenHash: presented.hash, sessionID: presented.sessionID, successorHash: successor.hash,
             idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL), reuseInterval: refreshReuseInterval)
         let session: SessionRepository.SessionInfo
         switch outcome {
@@ -68,7 +68,7 @@ struct SessionService: Sendable {
     func revoke(tenant: Tenant, token: String) async throws {
         let sessions = database.sessions
         if let refresh = RefreshToken(parsing: token) {
-            try await sessions.revokeByRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, reason: "revoked")
+            try await sessions.revokeByRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID, reason: "revoked")
         } else if let claims = await tokens.verifyAccessToken(token, tenant: tenant), let sessionID = UUID(uuidString: claims.sid) {
             try await sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "revoked")
         }
@@ -78,7 +78,7 @@ struct SessionService: Sendable {
     func introspect(tenant: Tenant, token: String) async throws -> Introspection? {
         let sessions = database.sessions
         if let refresh = RefreshToken(parsing: token) {
-            guard let session = try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash) else {
+            guard let session = try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID) else {
                 return nil
             }
             return Introspection(

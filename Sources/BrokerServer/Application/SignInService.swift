@@ -54,10 +54,11 @@ struct SignInService: Sendable {
             if let kept, let revoke = verification.revokeLater { revoke(kept, reason) }
         }
 
-        var (newSession, refreshToken) = tokens.newSession(for: tenant, now: now)
+        var newSession = tokens.newSession(for: tenant, now: now)
         if let replayKey = verified.replayKey {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
         }
+        let refreshToken = newSession.issueRefreshToken()
         let request = SignInRequest(
             tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
             clientID: verified.clientID, platform: platform, session: newSession,

@@ -11,15 +11,12 @@ struct SessionTokens: Sendable {
 
     func issuer(for tenant: Tenant) -> String { "\(publicURL)/t/\(tenant.slug.rawValue)" }
 
-    /// A fresh session for a sign-in: its refresh token and the rows to store.
-    func newSession(for tenant: Tenant, now: Date = Date()) -> (NewSession, RefreshToken) {
-        let token = RefreshToken.generate()
+    /// A fresh session for a sign-in: the row to store. Its refresh token is issued
+    /// (``NewSession/issueRefreshToken()``) once its id is final.
+    func newSession(for tenant: Tenant, now: Date = Date()) -> NewSession {
         let absolute = now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenAbsoluteTTL))
         let idle = min(absolute, now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenIdleTTL)))
-        return (
-            NewSession(id: .timeOrdered(at: now), refreshTokenHash: token.hash, expiresAt: absolute, refreshTokenExpiresAt: idle),
-            token
-        )
+        return NewSession(id: .timeOrdered(at: now), refreshTokenHash: Data(), expiresAt: absolute, refreshTokenExpiresAt: idle)
     }
 
     func accessToken(
