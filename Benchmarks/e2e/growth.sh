@@ -31,19 +31,9 @@ done
 paste -d '\n' "$work"/returning.*.txt | grep -v '^$' >"$work/returning.txt"
 before=$(psql_db "SELECT count(*) FROM accounts")
 echo "== returning users at $before accounts ($returning sign-ins, $connections connections)"
-# CPU seconds (user + system) of the broker and of every PostgreSQL process, to split the cost.
-cpu_seconds() { # cpu_seconds COMM: summed over live processes named COMM
-    local ticks=0 pid
-    for pid in $(pgrep -x "$1"); do
-        ticks=$(( ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
-    done
-    echo $(( ticks ))
-}
-hz=$(getconf CLK_TCK)
-broker_cpu=$(cpu_seconds broker) pg_cpu=$(cpu_seconds postgres) wall=$(date +%s.%N)
+cpu_start
 signin_all "$work/returning.txt"
-broker_cpu=$(( $(cpu_seconds broker) - broker_cpu )) pg_cpu=$(( $(cpu_seconds postgres) - pg_cpu ))
-echo "   (CPU during the phase: broker $(( broker_cpu / hz )).$(( broker_cpu % hz * 100 / hz ))s, PostgreSQL $(( pg_cpu / hz )).$(( pg_cpu % hz * 100 / hz ))s, wall $(echo "$(date +%s.%N) - $wall" | bc)s; per sign-in: broker $(( broker_cpu * 1000000 / hz / returning )) µs, PostgreSQL $(( pg_cpu * 1000000 / hz / returning )) µs)"
+cpu_report "$returning"
 echo "   (accounts made by this run: $(( $(psql_db "SELECT count(*) FROM accounts") - before )))"
 echo "== broker RSS: peak $(peak_rss); samples max $(sort -n "$work/rss.txt" | tail -1) kB"
 echo "== database size: $(psql_db "SELECT pg_size_pretty(pg_database_size(current_database()))")"

@@ -126,3 +126,21 @@ signin_all() {
     wait "$wrk_pid" || true
     grep RESULT "$out"
 }
+
+# CPU time (user + system, clock ticks) of every live process named COMM.
+cpu_ticks() {
+    local ticks=0 pid
+    for pid in $(pgrep -x "$1"); do
+        ticks=$(( ticks + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
+    done
+    echo "$ticks"
+}
+# cpu_start; <phase>; cpu_report REQUESTS: the broker's and PostgreSQL's CPU during the phase,
+# in all and per request, to tell which side a phase's cost is on.
+cpu_start() { broker_ticks=$(cpu_ticks broker) pg_ticks=$(cpu_ticks postgres) cpu_wall=$(date +%s.%N); }
+cpu_report() {
+    local hz broker pg
+    hz=$(getconf CLK_TCK)
+    broker=$(( $(cpu_ticks broker) - broker_ticks )) pg=$(( $(cpu_ticks postgres) - pg_ticks ))
+    echo "   (CPU during the phase: broker $(( broker / hz )).$(( broker % hz * 100 / hz ))s, PostgreSQL $(( pg / hz )).$(( pg % hz * 100 / hz ))s, wall $(echo "$(date +%s.%N) - $cpu_wall" | bc)s; per request: broker $(( broker * 1000000 / hz / $1 )) µs, PostgreSQL $(( pg * 1000000 / hz / $1 )) µs)"
+}

@@ -28,7 +28,10 @@ for provider in apple google facebook; do
     PROVIDER=$provider signin "$work/$provider.new.txt" "${duration}s"
     sleep 1
     echo "== $provider returning users (${duration}s, $connections connections, $people people)"
-    PROVIDER=$provider signin "$work/$provider.returning.txt" "${duration}s"
+    cpu_start
+    result=$(PROVIDER=$provider signin "$work/$provider.returning.txt" "${duration}s")
+    echo "$result"
+    cpu_report "$(echo "$result" | sed -n 's/.*requests=\([0-9]*\).*/\1/p')"
 done
 echo "== facebook classic returning users (${duration}s, $connections connections, $people people; Graph on loopback)"
 PROVIDER=facebook_classic signin "$work/facebook_classic.txt" "${duration}s"
