@@ -55,17 +55,15 @@ public struct SessionRepository: Sendable {
     public func refresh(
         tenantID: UUID, tokenHash: Data, sessionID: UUID?, successorHash: Data, idleLifetime: TimeInterval, reuseInterval: TimeInterval
     ) async throws -> RefreshOutcome {
+        let rotation = Rotation(
+            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(), idleLifetime: idleLifetime)
         var rotated: SessionInfo?
         if let sessionID {
-            let rotation = RotateStatement(
-                tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(),
-                idleLifetime: idleLifetime, sessionID: sessionID)
-            for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
+            let statement = RotateStatement(rotation: rotation, sessionID: sessionID)
+            for try await info in try await client.execute(statement, logger: logger) where rotated == nil { rotated = info }
         } else {
-            let rotation = LegacyRotateStatement(
-                tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(),
-                idleLifetime: idleLifetime)
-            for try await info in try await client.execute(rotation, logger: logger) where rotated == nil { rotated = info }
+            let statement = LegacyRotateStatement(rotation: rotation)
+            for try await info in try await client.execute(statement, logger: logger) where rotated == nil { rotated = info }
         }
         if let rotated { return .rotated(rotated) }
         if reuseInterval > 0, let repeated = try await repeatedRotation(
@@ -116,11 +114,7 @@ public struct SessionRepository: Sendable {
 
         static let name = "ib_rotate_refresh_token"
 
-        let tenantID: UUID
-        let tokenHash: Data
-        let successorHash: Data
-        let spentID: UUID
-        let idleLifetime: TimeInterval
+        let rotation: Rotation
         let sessionID: UUID
 
         static let sql = rotationSQL(presentedSession: "s.id = $6::uuid AND s.refresh_token_hash = $1::bytea AND s.tenant_id = $2::uuid")
@@ -154,20 +148,8 @@ public struct SessionRepository: Sendable {
         }
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = try Self.bindings(tokenHash, tenantID, successorHash, spentID, idleLifetime)
+            var bindings = try rotation.bindings()
             bindings.append(sessionID)
-            return bindings
-        }
-
-        static func bindings(_ tokenHash: Data, _ tenantID: UUID, _ successorHash: Data, _ spentID: UUID, _ idleLifetime: TimeInterval)
-            throws -> PostgresBindings
-        {
-            var bindings = PostgresBindings(capacity: 6)
-            try bindings.append(tokenHash)
-            bindings.append(tenantID)
-            try bindings.append(successorHash)
-            bindings.append(spentID)
-            bindings.append(idleLifetime)
             return bindings
         }
 
@@ -182,6 +164,26 @@ public struct SessionRepository: Sendable {
         }
     }
 
+    /// What both rotation statements bind, as `$1` … `$5`: the presented token's hash, the
+    /// tenant, the successor's hash, the ledger row's id and the successor's idle lifetime.
+    struct Rotation: Sendable {
+        let tenantID: UUID
+        let tokenHash: Data
+        let successorHash: Data
+        let spentID: UUID
+        let idleLifetime: TimeInterval
+
+        func bindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            try bindings.append(tokenHash)
+            bindings.append(tenantID)
+            try bindings.append(successorHash)
+            bindings.append(spentID)
+            bindings.append(idleLifetime)
+            return bindings
+        }
+    }
+
     /// The rotation of a token issued before tokens named their session: found by its hash
     /// through the partial index over the sessions that still hold such a token (migration 0010).
     struct LegacyRotateStatement: PostgresPreparedStatement {
@@ -189,18 +191,12 @@ public struct SessionRepository: Sendable {
 
         static let name = "ib_rotate_legacy_refresh_token"
 
-        let tenantID: UUID
-        let tokenHash: Data
-        let successorHash: Data
-        let spentID: UUID
-        let idleLifetime: TimeInterval
+        let rotation: Rotation
 
         static let sql = RotateStatement.rotationSQL(
             presentedSession: "s.refresh_token_hash = $1::bytea AND s.refresh_token_legacy AND s.tenant_id = $2::uuid")
 
-        func makeBindings() throws -> PostgresBindings {
-            try RotateStatement.bindings(tokenHash, tenantID, successorHash, spentID, idleLifetime)
-        }
+        func makeBindings() throws -> PostgresBindings { try rotation.bindings() }
 
         func decodeRow(_ row: PostgresRow) throws -> SessionInfo { try RotateStatement.decodeSession(row) }
     }

@@ -185,13 +185,13 @@ import TestSupport
             #expect(foreign.problemCode == "invalid_account_token")
             // Expired: a token of Ada's live session, well signed, that expired a minute ago.
             let tokens = SessionTokens(keys: TenantSigningKeys(database: setup.app.database, secrets: setup.app.secrets), publicURL: TestApp.publicURL)
-            let sid = try #require(try Self.claims(of: ada.accessToken)["sid"] as? String)
+            let sid = try #require(try jwtClaims(ada.accessToken)["sid"] as? String)
             var expiredAlready = setup.tenant
             expiredAlready.session.accessTokenTTL = -60
             let expired = try await tokens.accessToken(
                 tenant: expiredAlready, accountID: try #require(UUID(uuidString: ada.accountID)),
                 sessionID: try #require(UUID(uuidString: sid)), idp: "apple", clientID: "com.acme.app").token
-            #expect(try Self.claims(of: expired)["sub"] as? String == ada.accountID)
+            #expect(try jwtClaims(expired)["sub"] as? String == ada.accountID)
             #expect(try await Self.link(setup, account: ada.accountID, token: expired, proof).problemCode == "invalid_account_token")
             // Revoked: Ada signed out everywhere.
             _ = try await setup.post("/v1/accounts/\(ada.accountID)/sign-out", json: [:])
@@ -334,11 +334,5 @@ import TestSupport
         var found: [String] = []
         for try await id in rows.decode(UUID.self) { found.append(id.lowercasedString) }
         return found
-    }
-
-    static func claims(of jwt: String) throws -> [String: Any] {
-        let parts = jwt.split(separator: ".")
-        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return [:] }
-        return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
     }
 }

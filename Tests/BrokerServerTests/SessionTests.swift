@@ -320,7 +320,7 @@ import Testing
             let first = try await signIn(setup, subject: "named")
             let named = try #require(RefreshToken(parsing: first.refresh))
             #expect(first.refresh.utf8.count == 68)
-            let sid = try #require(try Self.claims(of: first.access)["sid"] as? String)
+            let sid = try #require(try jwtClaims(first.access)["sid"] as? String)
             #expect(named.sessionID?.lowercasedString == sid)
             let rotated = try #require(try await refresh(setup, first.refresh).json()["refresh_token"] as? String)
             #expect(RefreshToken(parsing: rotated)?.sessionID == named.sessionID)
@@ -357,11 +357,5 @@ import Testing
             _ = try await setup.postForm("/v1/sessions/revoke", "token=\(forged.value)")
             #expect(try await introspect(setup, victim.refresh)["active"] as? Bool == true)
         }
-    }
-
-    static func claims(of jwt: String) throws -> [String: Any] {
-        let parts = jwt.split(separator: ".")
-        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return [:] }
-        return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
     }
 }

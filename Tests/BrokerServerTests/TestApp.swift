@@ -63,6 +63,13 @@ extension TestResponse {
 
 func bearer(_ key: String) -> HTTPFields { [.authorization: "Bearer \(key)"] }
 
+/// The claims of a compact JWT, unverified (what a test reads from a token it was given).
+func jwtClaims(_ jwt: String) throws -> [String: Any] {
+    let parts = jwt.split(separator: ".")
+    guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return [:] }
+    return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]
+}
+
 /// Polls `condition` until it holds (changes reach caches through LISTEN/NOTIFY, a few
 /// milliseconds after commit); false after `timeout`.
 func eventually(timeout: Duration = .seconds(3), _ condition: () async throws -> Bool) async throws -> Bool {
