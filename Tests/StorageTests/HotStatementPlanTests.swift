@@ -65,10 +65,12 @@ import Testing
                 "revoke by refresh token issued before 0010",
                 try SessionRepository.revokeByRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: nil, reason: "revoked")),
             Statement("revoke session", SessionRepository.revokeQuery(tenantID: tenant, sessionID: id, reason: "revoked")),
-            Statement("sign out", SessionRepository.revokeAllQuery(tenantID: tenant, accountID: id, reason: "signed_out")),
+            Statement(
+                "sign out", SessionRepository.revokeAllQuery(tenantID: tenant, accountID: id, reason: "signed_out"),
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement(
                 "account read", AccountRepository.findQuery(tenantID: tenant, accountID: id),
-                unboundAllowed: ["sessions_identity_created_idx": ["created_at"]]),
+                unboundAllowed: ["sessions_account_identity_idx": ["created_at"]]),
             Statement("API key", try APIKeyRepository.authenticateQuery(hash: hash)),
             Statement("Apple client", AppleRepository.resolveQuery(tenantID: tenant, clientID: "com.acme.app")),
             Statement("provider settings", ProviderConfigRepository.findQuery(tenantID: tenant, provider: .google)),
