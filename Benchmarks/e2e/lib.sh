@@ -17,7 +17,16 @@ scratch=.build-release
 swift build -c release --scratch-path "$scratch" --product broker >/dev/null
 swift build -c release --scratch-path "$scratch" --product mock-idp >/dev/null
 bin=$(swift build -c release --scratch-path "$scratch" --show-bin-path)
-work=$(mktemp -d /tmp/identitybroker-bench.XXXXXX)
+# KEEP=DIR (embedded only): the broker's data folder, the MockIdP keys and the tenant live in DIR
+# and outlive the run, so a later run (returning.sh) measures the database an earlier one grew.
+if [ -n "${KEEP:-}" ]; then
+    [ "$target" = embedded ] || { echo "KEEP works with TARGET=embedded only" >&2; exit 2; }
+    work=$KEEP fresh=1
+    [ -d "$work/data" ] && fresh=0
+    mkdir -p "$work"
+else
+    work=$(mktemp -d /tmp/identitybroker-bench.XXXXXX) fresh=1
+fi
 chmod 711 "$work"
 export BROKER_LOG_LEVEL=warning BROKER_LOG_FORMAT=text
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -37,7 +46,7 @@ cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     if [ "$target" = tcp ]; then run_pg "$pg_bin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true; fi
-    rm -rf "$work"
+    if [ -z "${KEEP:-}" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -67,16 +76,19 @@ esac
 "$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" \
     --facebook-app-id "$facebook_app" --facebook-app-secret "$facebook_secret" >"$work/idp.log" 2>&1 &
 pids+=($!)
-openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt >"$work/AuthKey.p8"
-"$bin/broker" tenant create bench >/dev/null
+# The tenant, made with the CLI (once, when KEEP names a folder that has it already).
+if [ "$fresh" = 1 ]; then
+    openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt >"$work/AuthKey.p8"
+    "$bin/broker" tenant create bench >/dev/null
+    "$bin/broker" apple team set --tenant bench --team-id BENCH00001 --key-id BENCHKEY01 --private-key-file "$work/AuthKey.p8" >/dev/null
+    "$bin/broker" apple group add --tenant bench --primary-app-id com.bench.app >/dev/null
+    printf '%s\n' "$facebook_secret" >"$work/facebook-secret.txt"
+    "$bin/broker" provider enable google --tenant bench --client-id bench-web.apps.googleusercontent.com \
+        --platforms ios,android,web >/dev/null
+    "$bin/broker" provider enable facebook --tenant bench --app-id "$facebook_app" --app-secret-file "$work/facebook-secret.txt" \
+        --limited-login --platforms ios,android,web >/dev/null
+fi
 key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
-"$bin/broker" apple team set --tenant bench --team-id BENCH00001 --key-id BENCHKEY01 --private-key-file "$work/AuthKey.p8" >/dev/null
-"$bin/broker" apple group add --tenant bench --primary-app-id com.bench.app >/dev/null
-printf '%s\n' "$facebook_secret" >"$work/facebook-secret.txt"
-"$bin/broker" provider enable google --tenant bench --client-id bench-web.apps.googleusercontent.com \
-    --platforms ios,android,web >/dev/null
-"$bin/broker" provider enable facebook --tenant bench --app-id "$facebook_app" --app-secret-file "$work/facebook-secret.txt" \
-    --limited-login --platforms ios,android,web >/dev/null
 
 "$bin/broker" serve >"$work/broker.log" 2>&1 &
 broker_pid=$!

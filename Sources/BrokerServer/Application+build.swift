@@ -13,7 +13,7 @@ import ServiceLifecycle
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
-    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: ProblemMiddleware())
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
