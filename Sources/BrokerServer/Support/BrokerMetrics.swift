@@ -3,7 +3,7 @@ import Prometheus
 import Synchronization
 
 /// The process's Prometheus registry. swift-metrics is bootstrapped with it once per process
-/// (Hummingbird's MetricsMiddleware and libraries record through swift-metrics), and
+/// (RequestMetricsMiddleware and libraries record through swift-metrics), and
 /// `/metrics` renders it.
 public enum BrokerMetrics {
     public static let registry = PrometheusCollectorRegistry()
