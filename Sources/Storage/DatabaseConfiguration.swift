@@ -128,6 +128,9 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         switch endpoint {
         case .unixSocket(let path):
             configuration = .init(unixSocketPath: path, username: username, password: password, database: database)
+            // No keep-alive queries over a Unix socket (decision 0030): nothing between the
+            // broker and PostgreSQL can drop an idle one, and a server that goes away closes it.
+            configuration.options.keepAliveBehavior = nil
         case .tcp(let host, let port):
             let tls: PostgresClient.Configuration.TLS =
                 switch tlsSettings {
