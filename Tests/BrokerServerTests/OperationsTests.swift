@@ -18,7 +18,8 @@ import Testing
                 let body = try response.json()
                 #expect(body["status"] as? String == "ok")
             }
-            #expect(try await eventually { try await client.execute(uri: "/readyz", method: .get).status == .ok })
+            // Within seconds alone; a loaded test run (every suite at once on two cores) can take longer.
+            #expect(try await eventually(timeout: .seconds(30)) { try await client.execute(uri: "/readyz", method: .get).status == .ok })
             try await client.execute(uri: "/metrics", method: .get) { response in
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
