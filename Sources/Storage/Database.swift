@@ -11,6 +11,8 @@ public struct Database: Sendable {
     let configuration: DatabaseConfiguration
     /// Identities whose sign-in stamp this process saw written lately (quiet-path hint).
     let recentSignIns: RecentSignIns
+    /// Quiet sign-ins written in batches (decision 0030); nil when batching is off.
+    let quietSignIns: QuietSignIns?
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
         // The pool warns when a query races its own start-up; keep its background chatter at
@@ -23,6 +25,9 @@ public struct Database: Sendable {
         self.logger = logger
         self.configuration = configuration
         self.recentSignIns = RecentSignIns()
+        self.quietSignIns = AccountRepository.quietSignIns(
+            client: client, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
     }
 
     /// Runs the pool until cancelled. The pool's own work (its state machine's events: a timer
@@ -42,7 +47,9 @@ public struct Database: Sendable {
     public var auditLog: AuditLogRepository { AuditLogRepository(client: client, logger: logger) }
     public var apple: AppleRepository { AppleRepository(client: client, logger: logger) }
     public var providerConfigs: ProviderConfigRepository { ProviderConfigRepository(client: client, logger: logger) }
-    public var accounts: AccountRepository { AccountRepository(client: client, logger: logger, recentSignIns: recentSignIns) }
+    public var accounts: AccountRepository {
+        AccountRepository(client: client, logger: logger, recentSignIns: recentSignIns, quietSignIns: quietSignIns)
+    }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
     public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }
 

@@ -26,6 +26,9 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// `BROKER_DB_STATEMENT_TIMEOUT`). A statement that runs out fails, and the broker answers
     /// 503 `database_unavailable`.
     public var statementTimeout: Duration = .seconds(5)
+    /// Returning sign-ins are written in batches, at most this many batch statements at once
+    /// (`BROKER_DB_SIGN_IN_BATCHES`, decision 0030); 0 writes each in a statement of its own.
+    public var quietSignInBatches: Int = 2
 
     /// Session settings every connection starts with: the statement timeout.
     var startupParameters: [(String, String)] {

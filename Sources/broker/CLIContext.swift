@@ -47,6 +47,7 @@ struct CLIContext {
         if let url = configuration.databaseURL {
             var urlConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
             urlConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
+            urlConfiguration.quietSignInBatches = configuration.databaseSignInBatches
             databaseConfiguration = urlConfiguration
             lease = nil
         } else {
@@ -57,6 +58,7 @@ struct CLIContext {
             var embeddedConfiguration = embedded.databaseConfiguration
             embeddedConfiguration.maxConnections = configuration.databasePoolSize
             embeddedConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
+            embeddedConfiguration.quietSignInBatches = configuration.databaseSignInBatches
             databaseConfiguration = embeddedConfiguration
         }
         defer { lease?.release() }

@@ -95,4 +95,37 @@ import Testing
             #expect(try await count("sessions", setup) == 3)
         }
     }
+    /// Returning sign-ins arriving together are written in batches (decision 0030): a token
+    /// posted six times at once among other people's sign-ins opens one session, and the
+    /// others' sign-ins are not held back by it.
+    @Test func aReturningUsersTokenPostedSixTimesAtOnceAmongOthersOpensOneSession() async throws {
+        try await AppleTestSetup.run { setup in
+            let subjects = ["replayed.user"] + (0..<10).map { "batched.user\($0)" }
+            for _ in 0..<2 {
+                for subject in subjects {
+                    let response = try await setup.post(
+                        "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: subject)])
+                    #expect(response.status == .ok)
+                }
+            }
+            let replayed = try setup.token(subject: "replayed.user")
+            var bodies: [(String, String)] = (0..<6).map { _ in ("replayed", replayed) }
+            for subject in subjects.dropFirst() { bodies.append((subject, try setup.token(subject: subject))) }
+            let before = try await count("sessions", setup)
+            let statuses = try await withThrowingTaskGroup(of: (String, Int, String?).self, returning: [(String, Int, String?)].self) { group in
+                for (who, token) in bodies {
+                    group.addTask {
+                        let response = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
+                        return (who, response.status.code, response.problemCode)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let replays = statuses.filter { $0.0 == "replayed" }
+            #expect(replays.filter { $0.1 == 200 }.count == 1, "\(replays)")
+            #expect(replays.filter { $0.1 == 401 && $0.2 == "token_replayed" }.count == 5, "\(replays)")
+            #expect(statuses.filter { $0.0 != "replayed" }.allSatisfy { $0.1 == 200 }, "\(statuses)")
+            #expect(try await count("sessions", setup) == before + 1 + subjects.count - 1)
+        }
+    }
 }

@@ -1,0 +1,193 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension AccountRepository {
+    /// The quiet sign-ins of several requests in one statement and one commit (decision 0030):
+    /// for each, exactly what ``QuietSignInStatement`` does for one. The requests travel as one
+    /// JSON array (one parameter, whatever the batch's size: one prepared statement, one generic
+    /// plan). Each element's identity is read by its unique key and its account by
+    /// `(tenant_id, id)` in a LATERAL subquery with `LIMIT 1`, which the planner cannot flatten
+    /// into a join: every plan is a loop over the posted elements with both lookups bound to
+    /// the element's values (decision 0014). Sessions are inserted with `ON CONFLICT (id) DO
+    /// NOTHING`: an element whose session id (its identity token's replay key, decision 0018)
+    /// is taken returns its row with `opened` false and writes nothing, while the others of the
+    /// batch open theirs. An element whose conditions fail returns no row.
+    struct QuietSignInBatchStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
+
+        static let name = "ib_quiet_sign_in_batch"
+
+        /// The posted elements, in batch order; no two with one session id.
+        let requests: [SignInRequest]
+
+        static let sql = """
+            WITH posted AS MATERIALIZED (
+                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
+                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8)
+            ),
+            quiet AS MATERIALIZED (
+                SELECT p.n, p.id AS session_id, a.id AS quiet_account_id, i.id AS quiet_identity_id, a.*, i.*
+                FROM posted p
+                CROSS JOIN LATERAL (
+                    SELECT \(quietIdentityColumns)
+                    FROM identities i
+                    WHERE i.tenant_id = p.t AND i.provider = p.p AND i.provider_scope = p.s AND i.subject = p.u
+                        AND (p.e IS NULL OR (i.email = p.e AND i.email_verified = p.ev AND i.is_private_email = p.pe))
+                        AND (p.gn IS NULL OR i.given_name IS NOT NULL)
+                        AND (p.fn IS NULL OR i.family_name IS NOT NULL)
+                        AND (p.r IS NULL OR i.real_user_status = p.r)
+                        AND (p.a IS NULL OR i.attributes @> p.a::jsonb)
+                    LIMIT 1) i
+                CROSS JOIN LATERAL (
+                    SELECT \(quietAccountColumns)
+                    FROM accounts a
+                    WHERE a.tenant_id = p.t AND a.id = i.account_id AND a.status = 'active'
+                    LIMIT 1) a
+            ),
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
+                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
+                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                FROM quiet q JOIN posted p ON p.n = q.n
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id
+            )
+            SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
+            FROM quiet q
+            """
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(Self.json(requests))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+
+        /// The batch as `[{"n": 0, "t": tenant, "p": provider, …}, …]`.
+        static func json(_ requests: [SignInRequest]) -> String {
+            var writer = JSONWriter(capacity: 512 * requests.count)
+            writer.beginArray()
+            for (n, request) in requests.enumerated() {
+                writer.beginObject()
+                writer.member("n", n)
+                writer.member("t", request.tenantID.lowercasedString)
+                writer.member("p", request.provider)
+                writer.member("s", request.providerScope)
+                writer.member("u", request.subject)
+                writer.member("e", request.email.flatMap { $0.isEmpty ? nil : $0 })
+                writer.member("ev", request.emailVerified)
+                writer.member("pe", request.isPrivateEmail)
+                writer.member("gn", request.name.givenName.flatMap { $0.isEmpty ? nil : $0 })
+                writer.member("fn", request.name.familyName.flatMap { $0.isEmpty ? nil : $0 })
+                writer.member("r", request.realUserStatus)
+                writer.member("a", IdentityAttributes.encode(request.attributes))
+                writer.member("id", request.session.id.lowercasedString)
+                writer.member("c", request.clientID)
+                writer.member("pf", request.platform)
+                writer.member("x", microseconds(request.session.expiresAt))
+                writer.member("h", Hex.encode(request.session.refreshTokenHash))
+                writer.member("hx", microseconds(request.session.refreshTokenExpiresAt))
+                writer.endObject()
+            }
+            writer.endArray()
+            return String(decoding: writer.bytes, as: UTF8.self)
+        }
+
+        private static func microseconds(_ date: Date) -> Int {
+            Int((date.timeIntervalSince1970 * 1_000_000).rounded(.towardZero))
+        }
+    }
+}
+
+/// What a quiet sign-in found: the session it opened, nothing quiet (the full statement
+/// follows), or a session id that is taken (a replayed identity token).
+enum QuietSignInOutcome: Sendable {
+    case opened(SignInResult)
+    case notQuiet
+    case replayed
+}
+
+typealias QuietSignIns = StatementBatcher<SignInRequest, Result<QuietSignInOutcome, any Error>>
+
+extension AccountRepository {
+    static func quietSignIns(client: PostgresClient, logger: Logger, maxRunning: Int, timeout: Duration) -> QuietSignIns? {
+        guard maxRunning > 0 else { return nil }
+        return QuietSignIns(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
+            try await quietSignInsFailingAlone(requests, client: client, logger: logger)
+        }
+    }
+
+    /// A batch whose failure one element caused (a value PostgreSQL cannot store, a row deleted
+    /// under it) runs again element by element, so that element fails alone.
+    static func quietSignInsFailingAlone(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
+        -> [Result<QuietSignInOutcome, any Error>]
+    {
+        do {
+            return try await quietSignIns(requests, client: client, logger: logger).map { .success($0) }
+        } catch let error where requests.count > 1 && error.postgresError.map(isAboutOneElement) == true {
+            logger.debug(
+                "quiet sign-in batch failed; running its elements one by one", metadata: ["sqlstate": "\(error.postgresError?.sqlState ?? "")"])
+            var results: [Result<QuietSignInOutcome, any Error>] = []
+            for request in requests {
+                do { results.append(.success(try await quietSignIns([request], client: client, logger: logger)[0])) } catch {
+                    results.append(.failure(error))
+                }
+            }
+            return results
+        }
+    }
+
+    /// Data exceptions (class 22), integrity violations (23) and transaction rollbacks (40):
+    /// failures one element can cause. Not timeouts, connection failures or shutdowns, which
+    /// would only repeat for each element.
+    static func isAboutOneElement(_ error: PSQLError) -> Bool {
+        guard let state = error.sqlState else { return false }
+        return state.hasPrefix("22") || state.hasPrefix("23") || state.hasPrefix("40")
+    }
+
+    /// One batch: the first request of each session id goes to the statement; a later one with
+    /// the same id (one identity token posted twice at once) is a replay when the first opened
+    /// its session, else not quiet either.
+    static func quietSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
+        -> [QuietSignInOutcome]
+    {
+        var posted: [SignInRequest] = []
+        var postedIndex: [Int] = []
+        var firstOfSession: [UUID: Int] = [:]
+        for request in requests {
+            if let first = firstOfSession[request.session.id] {
+                postedIndex.append(-1 - first)
+            } else {
+                firstOfSession[request.session.id] = posted.count
+                postedIndex.append(posted.count)
+                posted.append(request)
+            }
+        }
+        var outcomes = [QuietSignInOutcome](repeating: .notQuiet, count: posted.count)
+        let rows = try await client.execute(QuietSignInBatchStatement(requests: posted), logger: logger)
+        for try await row in rows {
+            var reader = RowReader(row)
+            let opened: Bool = try reader.next()
+            let n = Int(try reader.next(Int32.self))
+            guard outcomes.indices.contains(n) else { throw BatchMismatch() }
+            _ = try reader.next(UUID.self)  // session id
+            _ = try reader.next(UUID.self)  // account id
+            _ = try reader.next(UUID.self)  // identity id
+            let account = try decodeAccount(&reader)
+            let identity = try decodeIdentity(&reader)
+            outcomes[n] =
+                opened
+                ? .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id))
+                : .replayed
+        }
+        return postedIndex.map { index in
+            guard index < 0 else { return outcomes[index] }
+            if case .opened = outcomes[-1 - index] { return .replayed }
+            return .notQuiet
+        }
+    }
+}
