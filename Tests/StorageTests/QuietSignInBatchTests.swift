@@ -24,7 +24,8 @@ import Testing
     func enroll(_ subjects: [String], tenantID: UUID, _ database: Database) async throws -> [String: SignInResult] {
         var results: [String: SignInResult] = [:]
         for subject in subjects {
-            results[subject] = try #require(try await database.accounts.signIn(request(tenantID: tenantID, subject: subject)))
+            let result = try #require(try await database.accounts.signIn(request(tenantID: tenantID, subject: subject)))
+            results[subject] = result
         }
         return results
     }
