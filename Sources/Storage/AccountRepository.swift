@@ -37,7 +37,7 @@ public struct AccountRepository: Sendable {
     /// identity is unknown and the intent is `sign_in`, or the account is not active.
     ///
     /// An identity this process has signed in before first gets the lean
-    /// ``QuietSignInStatement``; when its conditions do not hold it opens nothing and the full
+    /// ``QuietSignInBatchStatement``; when its conditions do not hold it opens nothing and the full
     /// statement follows.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
@@ -66,41 +66,34 @@ public struct AccountRepository: Sendable {
     }
 
     private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
-        try await firstResult(
-            of: client.execute(SignInStatement(request: request, newIdentityID: .timeOrdered(), newAccountID: .timeOrdered()), logger: logger),
-            session: request.session, withLinkColumns: true)
+        let rows = try await client.execute(
+            SignInStatement(request: request, newIdentityID: .timeOrdered(), newAccountID: .timeOrdered()), logger: logger)
+        var first: PostgresRow?
+        for try await row in rows where first == nil { first = row }
+        guard let row = first else { return nil }
+        // The account's columns, the identity's, whether the identity was created, whether it
+        // joined an existing account, and whether another account has its email.
+        var reader = RowReader(row)
+        let account = try Self.decodeAccount(&reader)
+        let identity = try Self.decodeIdentity(&reader)
+        let (inserted, linked, possibleDuplicate): (Bool, Bool, Bool) = (try reader.next(), try reader.next(), try reader.next())
+        return SignInResult(
+            account: account, identity: identity, isNewAccount: inserted && !linked, sessionID: request.session.id,
+            linkedBy: linked ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate)
     }
 
+    /// The lean quiet statement: in a batch with the sign-ins that arrive with it (decision
+    /// 0030), or alone when batches are off.
     private func signInQuietly(_ request: SignInRequest) async throws -> SignInResult? {
-        guard let quietSignIns else {
-            return try await firstResult(
-                of: client.execute(QuietSignInStatement(request: request), logger: logger), session: request.session,
-                withLinkColumns: false)
-        }
-        switch try await quietSignIns.run(request).get() {
+        let outcome =
+            if let quietSignIns { try await quietSignIns.run(request).get() } else {
+                try await Self.quietSignIns([request], client: client, logger: logger)[0]
+            }
+        switch outcome {
         case .opened(let result): return result
         case .notQuiet: return nil
         case .replayed: throw IdentityTokenReplayed()
         }
-    }
-
-    /// Both sign-in statements return one row: the account's columns, the identity's, then
-    /// whether the identity was created; the full statement then whether it joined an existing
-    /// account and whether another account has its email.
-    private func firstResult<Rows: AsyncSequence>(of rows: Rows, session: NewSession, withLinkColumns: Bool) async throws
-        -> SignInResult?
-    where Rows.Element == PostgresRow {
-        var first: PostgresRow?
-        for try await row in rows where first == nil { first = row }
-        guard let row = first else { return nil }
-        var reader = RowReader(row)
-        let account = try Self.decodeAccount(&reader)
-        let identity = try Self.decodeIdentity(&reader)
-        let inserted: Bool = try reader.next()
-        let (linked, possibleDuplicate): (Bool, Bool) = withLinkColumns ? (try reader.next(), try reader.next()) : (false, false)
-        return SignInResult(
-            account: account, identity: identity, isNewAccount: inserted && !linked, sessionID: session.id,
-            linkedBy: linked ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate)
     }
 
     /// The sign-in statement, prepared once per connection (decision 0014 on its plan: every

@@ -4,8 +4,15 @@ import Logging
 import PostgresNIO
 
 extension AccountRepository {
-    /// The quiet sign-ins of several requests in one statement and one commit (decision 0030):
-    /// for each, exactly what ``QuietSignInStatement`` does for one. The requests travel as one
+    /// The returning sign-in that brings nothing new, as one lean statement, for one request or
+    /// for several in one commit (decision 0030): the identity and its active account when
+    /// nothing posted differs from what is stored, then the session with its first refresh
+    /// token. Exactly the `quiet` path of ``SignInStatement``, without initializing that
+    /// statement's insert, upsert and update plans (measured with pgbench, for one request:
+    /// 8,700–9,200 vs 6,100–6,400 statements/s). An element whose conditions fail returns no
+    /// row and writes nothing; the caller then runs ``SignInStatement`` for it. A posted
+    /// provider refresh token is never quiet: the caller does not try this statement then. The
+    /// stamps it returns are this sign-in's (decision 0013). The requests travel as one
     /// JSON array (one parameter, whatever the batch's size: one prepared statement, one generic
     /// plan). Each element's identity is read by its unique key and its account by
     /// `(tenant_id, id)` in a LATERAL subquery with `LIMIT 1`, which the planner cannot flatten
@@ -13,7 +20,7 @@ extension AccountRepository {
     /// the element's values (decision 0014). Sessions are inserted with `ON CONFLICT (id) DO
     /// NOTHING`: an element whose session id (its identity token's replay key, decision 0018)
     /// is taken returns its row with `opened` false and writes nothing, while the others of the
-    /// batch open theirs. An element whose conditions fail returns no row.
+    /// batch open theirs.
     struct QuietSignInBatchStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 

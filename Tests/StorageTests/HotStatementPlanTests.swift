@@ -42,8 +42,7 @@ import Testing
             name: PersonName(givenName: nil, familyName: nil))
         return [
             Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 22),
-            Statement("quiet sign-in", sql: AccountRepository.QuietSignInStatement.sql, parameters: 17),
-            Statement("quiet sign-ins in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1),
+            Statement("quiet sign-in, alone or in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 6),
             Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 5),
             Statement(

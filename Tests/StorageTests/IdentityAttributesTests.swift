@@ -33,7 +33,7 @@ import Testing
                         request: request(tenant.id, subject: subject, attributes: attributes), newIdentityID: .timeOrdered(),
                         newAccountID: .timeOrdered())
                     for try await _ in try await connection.execute(full, logger: TestDatabase.logger) {}
-                    let quiet = AccountRepository.QuietSignInStatement(request: request(tenant.id, subject: subject, attributes: attributes))
+                    let quiet = AccountRepository.QuietSignInBatchStatement(requests: [request(tenant.id, subject: subject, attributes: attributes)])
                     var rows = 0
                     for try await _ in try await connection.execute(quiet, logger: TestDatabase.logger) { rows += 1 }
                     #expect(rows == 1, "\(subject): the same attributes again are quiet")

@@ -25,15 +25,13 @@ import Testing
 
             // The lean statement itself: one row, the stored account and identity, a session.
             let request = statements.request(tenantID: tenant.id, email: "a@example.com")
-            let rows = try await database.client.execute(AccountRepository.QuietSignInStatement(request: request))
+            let outcomes = try await AccountRepository.quietSignIns([request], client: database.client, logger: database.logger)
             var count = 0
-            for try await row in rows {
-                var reader = RowReader(row)
-                let account = try AccountRepository.decodeAccount(&reader)
-                let identity = try AccountRepository.decodeIdentity(&reader)
+            for case .opened(let result) in outcomes {
+                let (account, identity) = (result.account, result.identity)
                 #expect(account.id == first.account.id && account.name.givenName == "Ada")
                 #expect(identity.id == first.identity.id && identity.lastSignInAt ?? .distantPast >= first.identity.lastSignInAt ?? .distantFuture)
-                #expect(try reader.next(Bool.self) == false)
+                #expect(result.isNewAccount == false)
                 count += 1
             }
             #expect(count == 1)
@@ -50,10 +48,9 @@ import Testing
             let tenant = try await TestDatabase.createTenant("lean-miss", in: database)
             let first = try #require(try await database.accounts.signIn(statements.request(tenantID: tenant.id, email: "a@example.com")))
             func lean(_ request: SignInRequest) async throws -> Int {
+                let outcomes = try await AccountRepository.quietSignIns([request], client: database.client, logger: database.logger)
                 var count = 0
-                for try await _ in try await database.client.execute(AccountRepository.QuietSignInStatement(request: request)) {
-                    count += 1
-                }
+                for case .opened in outcomes { count += 1 }
                 return count
             }
             // A new email, a name not stored yet, a disabled account: no row, no session.
