@@ -27,6 +27,20 @@ public enum JSONValue: Sendable, Equatable {
 
     public var isNull: Bool { self == .null }
 
+    /// The number as an `Int` when it is integral and within `range`; nil for anything else (a
+    /// fraction, `1e300`, a string, null). Never traps: a value read off the network is
+    /// converted with this, not with `Int(_:)`, which traps on a Double that does not fit.
+    public func integer(in range: ClosedRange<Int> = Int.min...Int.max) -> Int? {
+        guard case .number(let value) = self, let integer = Int(exactly: value), range.contains(integer) else { return nil }
+        return integer
+    }
+
+    /// The string when it is at most `maxBytes` bytes of UTF-8; nil for anything else.
+    public func string(maxBytes: Int) -> String? {
+        guard case .string(let value) = self, value.utf8.count <= maxBytes else { return nil }
+        return value
+    }
+
     public subscript(member: String) -> JSONValue? { object?[member] }
 }
 
@@ -35,12 +49,16 @@ extension JSONValue {
         public let offset: Int
     }
 
+    /// The deepest nesting any parse accepts, whatever `maxDepth` it is given.
+    public static let depthLimit = 256
+
     /// Parses one JSON text (RFC 8259) strictly: nothing after the value but whitespace, at
-    /// most `maxDepth` nested containers, and **no duplicate member names** in any object
+    /// most `maxDepth` nested containers (never more than ``depthLimit``: the parser recurses
+    /// once per level, so a text of 10,000 nested arrays is refused, not a stack overflow), and **no duplicate member names** in any object
     /// (compared after unescaping). Libraries that keep one of two duplicates let an attacker
     /// make two parsers disagree about a claim or a field; here the text is refused.
     public static func parse<Bytes: Collection<UInt8>>(_ text: Bytes, maxDepth: Int = 32) throws(ParseError) -> JSONValue {
-        var parser = StrictJSONParser(bytes: Array(text), maxDepth: maxDepth)
+        var parser = StrictJSONParser(bytes: Array(text), maxDepth: min(maxDepth, depthLimit))
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()

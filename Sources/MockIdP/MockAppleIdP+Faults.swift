@@ -13,6 +13,10 @@ extension MockAppleIdP {
         case omitIDToken
         /// An `id_token` for another subject than the code's.
         case otherSubject
+        /// Exactly this answer, whatever the request (a mutated body, any status).
+        case answer(status: Int, body: Data)
+        /// The head at once, then a body one byte a second (the whole answer takes minutes).
+        case slowBody
     }
 
     public var tokenFault: TokenFault {

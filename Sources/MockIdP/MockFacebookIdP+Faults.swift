@@ -2,8 +2,8 @@ import Foundation
 import Synchronization
 
 /// Faults the Facebook mock can be told to show: Limited Login's key set down, empty or
-/// malformed; Graph failing, dropping the connection, never answering, or `/me` naming another
-/// user than the token's.
+/// malformed; Graph failing, dropping the connection, never answering, answering slowly or
+/// with any body, or `/me` naming another user than the token's.
 extension MockFacebookIdP {
     /// How a Graph endpoint (`debug_token` or `/me`) answers.
     public enum GraphFault: Sendable, Equatable {
@@ -21,6 +21,11 @@ extension MockFacebookIdP {
         /// The normal answer, but naming another user: `/me`'s `id`, or `debug_token`'s
         /// `user_id`, is "1" followed by the token's user id.
         case otherUser
+        /// Exactly this answer: a mutated body (numbers out of range, wrong types, deep
+        /// nesting, invalid UTF-8) with any status.
+        case answer(status: Int, body: Data)
+        /// The head at once, then a body one byte a second (the whole answer takes minutes).
+        case slowBody
     }
 
     public var debugTokenFault: GraphFault {

@@ -14,6 +14,8 @@ extension MockFacebookIdP {
         case resetConnection
         /// Do not answer (``GraphFault/hang``).
         case noAnswer
+        /// The head at once, then the body one byte a second (``GraphFault/slowBody``).
+        case slowBody(status: Int, body: Data)
     }
 
     /// Registers an app; `debug_token` accepts `"\(appID)|\(secret)"` as its access token and
@@ -153,6 +155,11 @@ extension MockFacebookIdP {
             return .resetConnection
         case .hang:
             return .noAnswer
+        case .answer(let status, let body):
+            return .response(status: status, body: body)
+        case .slowBody:
+            // What a valid token's answer starts with; the client never sees its end in time.
+            return .slowBody(status: 200, body: Data(#"{"data":{"is_valid":true,"app_id":"0","user_id":"0","expires_at":0}}"#.utf8))
         }
     }
 

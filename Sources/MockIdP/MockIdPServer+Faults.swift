@@ -4,21 +4,22 @@ import Hummingbird
 /// `POST /mock/faults` (served by ``MockIdPServer/router(apple:google:facebook:)`` only): sets
 /// faults of a running mock, e.g. `{"facebook.me": "other_user", "google.keys": "unavailable"}`,
 /// and answers every provider's current faults. Names: `apple.keys`, `google.keys`,
-/// `facebook.keys` (none, unavailable, empty_set, malformed); `apple.token` (none,
-/// omit_id_token, other_subject); `facebook.debug_token`, `facebook.me` (none, internal_error,
-/// unavailable, reset_connection, hang, other_user).
+/// `facebook.keys` (none, unavailable, empty_set, malformed, slow_body); `apple.token` (none,
+/// omit_id_token, other_subject, slow_body); `facebook.debug_token`, `facebook.me` (none,
+/// internal_error, unavailable, reset_connection, hang, other_user, slow_body). The faults
+/// that serve an arbitrary body (`.answer(status:body:)`) are set in process only.
 extension MockIdPServer {
     public static let faultsPath = "/mock/faults"
 
     static let keysFaults: [String: MockKeysFault] = [
-        "none": .none, "unavailable": .unavailable, "empty_set": .emptySet, "malformed": .malformed,
+        "none": .none, "unavailable": .unavailable, "empty_set": .emptySet, "malformed": .malformed, "slow_body": .slowBody,
     ]
     static let tokenFaults: [String: MockAppleIdP.TokenFault] = [
-        "none": .none, "omit_id_token": .omitIDToken, "other_subject": .otherSubject,
+        "none": .none, "omit_id_token": .omitIDToken, "other_subject": .otherSubject, "slow_body": .slowBody,
     ]
     static let graphFaults: [String: MockFacebookIdP.GraphFault] = [
         "none": .none, "internal_error": .internalError, "unavailable": .unavailable, "reset_connection": .resetConnection,
-        "hang": .hang, "other_user": .otherUser,
+        "hang": .hang, "other_user": .otherUser, "slow_body": .slowBody,
     ]
 
     static func addFaultRoute(to router: Router<Context>, apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?) {

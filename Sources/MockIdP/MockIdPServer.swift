@@ -34,7 +34,7 @@ public enum MockIdPServer {
         let router = Router(context: Context.self)
         if let apple { addAppleRoutes(to: router, apple: apple) }
         if let google {
-            router.get(RouterPath(MockGoogleIdP.jwksPath)) { _, _ -> Response in try keysResponse(google.keysAnswer()) }
+            router.get(RouterPath(MockGoogleIdP.jwksPath)) { _, _ -> Response in try keysResponse(google.keys) }
         }
         if let facebook { addFacebookRoutes(to: router, facebook: facebook) }
         addFaultRoute(to: router, apple: apple, google: google, facebook: facebook)
@@ -66,9 +66,19 @@ public enum MockIdPServer {
     }
 
     static func addAppleRoutes<C: RequestContext>(to router: Router<C>, apple: MockAppleIdP) {
-        router.get("/auth/keys") { _, _ -> Response in try keysResponse(apple.keysAnswer()) }
+        router.get("/auth/keys") { _, _ -> Response in try keysResponse(apple.keys) }
         router.post("/auth/token") { request, _ -> Response in
             let form = String(buffer: try await request.body.collect(upTo: 65_536))
+            switch apple.tokenFault {
+            case .answer(let status, let body):
+                apple.countCodeExchange()
+                return json(.init(code: status), body)
+            case .slowBody:
+                apple.countCodeExchange()
+                return slowResponse(200, Data(#"{"access_token":"a","token_type":"Bearer","expires_in":3600}"#.utf8))
+            case .none, .omitIDToken, .otherSubject:
+                break
+            }
             let tokenRequest = try URLEncodedFormDecoder().decode(MockAppleIdP.TokenRequest.self, from: form)
             switch apple.answer(tokenRequest) {
             case .success(let body):
@@ -86,7 +96,7 @@ public enum MockIdPServer {
     }
 
     static func addFacebookRoutes(to router: Router<Context>, facebook: MockFacebookIdP) {
-        router.get(RouterPath(MockFacebookIdP.jwksPath)) { _, _ -> Response in try keysResponse(facebook.keysAnswer()) }
+        router.get(RouterPath(MockFacebookIdP.jwksPath)) { _, _ -> Response in try keysResponse(facebook.keys) }
         // Graph with or without a version segment (`/facebook/graph/v24.0/me`).
         for base in [MockFacebookIdP.graphPath, MockFacebookIdP.graphPath + "/{version}"] {
             router.get(RouterPath(base + "/debug_token")) { request, context -> Response in
@@ -134,6 +144,8 @@ public enum MockIdPServer {
             switch answer(first) {
             case .response(let status, let body):
                 return json(.init(code: status), body)
+            case .slowBody(let status, let body):
+                return slowResponse(status, body)
             case .resetConnection:
                 await reset(context.channel)
                 throw ConnectionDropped()
@@ -180,8 +192,23 @@ public enum MockIdPServer {
         var token_type_hint: String?
     }
 
-    static func keysResponse(_ answer: (status: Int, body: Data)) -> Response {
-        json(.init(code: answer.status), answer.body)
+    static func keysResponse(_ keys: MockKeyRing) throws -> Response {
+        let answer = try keys.keysServed()
+        return answer.slow ? slowResponse(answer.status, answer.body) : json(.init(code: answer.status), answer.body)
+    }
+
+    /// The head (with the body's length) at once, then the body one byte a second: a provider
+    /// whose answer trickles in. Ends when the client goes away.
+    static func slowResponse(_ status: Int, _ body: Data) -> Response {
+        Response(
+            status: .init(code: status), headers: [.contentType: "application/json"],
+            body: ResponseBody(contentLength: body.count) { writer in
+                for byte in body {
+                    try await writer.write(ByteBuffer(bytes: [byte]))
+                    try await Task.sleep(for: .seconds(1))
+                }
+                try await writer.finish(nil)
+            })
     }
 
     static func graphError(_ status: Int, _ message: String, code: Int) -> Response {

@@ -14,6 +14,10 @@ public enum MockKeysFault: Sendable, Equatable {
     case emptySet
     /// 200 with a body that is not a key set.
     case malformed
+    /// Exactly this answer (a mutated key set: odd members, wrong types, huge arrays).
+    case answer(status: Int, body: Data)
+    /// The published keys, the head at once and then the body one byte a second.
+    case slowBody
 }
 
 /// The signing keys of one mock provider: the signing key, the published kids, a never-published
@@ -79,15 +83,23 @@ public final class MockKeyRing: Sendable {
 
     /// The key set endpoint's answer (counts the fetch).
     func keysAnswer() throws -> (status: Int, body: Data) {
+        let served = try keysServed()
+        return (served.status, served.body)
+    }
+
+    /// The key set endpoint's answer, and whether it is sent one byte a second (counts the fetch).
+    func keysServed() throws -> (status: Int, body: Data, slow: Bool) {
         let fault = state.withLock { state in
             state.fetches += 1
             return state.fault
         }
         switch fault {
-        case .none: return (200, try jwksJSON())
-        case .unavailable: return (503, Data())
-        case .emptySet: return (200, Data(#"{"keys":[]}"#.utf8))
-        case .malformed: return (200, Data(#"<html>maintenance</html>"#.utf8))
+        case .none: return (200, try jwksJSON(), false)
+        case .unavailable: return (503, Data(), false)
+        case .emptySet: return (200, Data(#"{"keys":[]}"#.utf8), false)
+        case .malformed: return (200, Data(#"<html>maintenance</html>"#.utf8), false)
+        case .answer(let status, let body): return (status, body, false)
+        case .slowBody: return (200, try jwksJSON(), true)
         }
     }
 

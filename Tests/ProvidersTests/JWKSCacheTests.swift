@@ -12,8 +12,13 @@ import Testing
 @Suite struct JWKSCacheTests {
     typealias F = VerifierFixture
 
+    /// A cache on MockIdP's keys. These tests are about when the cache fetches, not how long a
+    /// fetch may take: the fetch timeout is generous, so that a fetch slowed by the whole test
+    /// suite on two cores does not fail (KeySetAnswerTests covers the timeout).
     static func liveCache(_ baseURL: String, minimumRefetchInterval: Duration = .zero) -> JWKSCache {
-        JWKSCache(source: .url(baseURL + "/auth/keys"), logger: F.logger, minimumRefetchInterval: minimumRefetchInterval)
+        JWKSCache(
+            source: .url(baseURL + "/auth/keys"), logger: F.logger, minimumRefetchInterval: minimumRefetchInterval,
+            fetchTimeout: .seconds(60))
     }
 
     @Test func aTokenSignedWithAnUnpublishedKeyIsAcceptedOnceTheKeyIsPublished() async throws {

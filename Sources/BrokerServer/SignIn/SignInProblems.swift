@@ -1,4 +1,5 @@
 import BrokerCore
+import Logging
 import Providers
 
 /// Sign-in failures in words: the problem details (title, detail, hint) of each meaning the
@@ -14,6 +15,7 @@ enum SignInProblems {
 
     static func problem(_ failure: ProviderFailure, tenant: Tenant) -> BrokerError {
         let slug = tenant.slug.rawValue
+        logIfProviderFailed(failure, tenant: tenant)
         switch failure {
         case .notEnabled(let provider):
             return BrokerError(
@@ -110,6 +112,24 @@ enum SignInProblems {
                 detail: "This identity token (or another with the same jti) has already signed in; each is accepted once.",
                 hint: "Get a fresh identity token from the provider (a new sign-in on the device) and send it once.")
         }
+    }
+
+    /// A provider that could not be reached, or answered what the broker cannot read (an
+    /// odd body, a number out of range), is the provider misbehaving: the request's log says
+    /// which, at warning level (never the proof or the answer itself).
+    private static func logIfProviderFailed(_ failure: ProviderFailure, tenant: Tenant) {
+        let (provider, service, what): (ProviderName, ProviderFailure.Service, String)
+        switch failure {
+        case .unavailable(let name, let part): (provider, service, what) = (name, part, "provider unreachable or too slow")
+        case .unreadableAnswer(let name, let part): (provider, service, what) = (name, part, "provider answered with a body that does not fit")
+        default: return
+        }
+        RequestInfo.current?.logger.warning(
+            "\(what)",
+            metadata: [
+                "provider": "\(provider.rawValue)", "service": "\(service.rawValue)", "code": "\(failure.code)",
+                "tenant": "\(tenant.slug.rawValue)",
+            ])
     }
 
     private static func enableHint(_ provider: ProviderName, slug: String) -> String {

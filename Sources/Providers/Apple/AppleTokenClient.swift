@@ -7,25 +7,47 @@ import NIOHTTP1
 /// Apple's token endpoint: exchanges authorization codes and revokes refresh tokens. Apple's
 /// errors become ``ProviderFailure``s (the problem mapping tells the operator what to fix).
 public struct AppleTokenClient: Sendable {
-    public struct TokenResponse: Decodable, Sendable {
+    /// Apple's answer to a code exchange, every member read with its type and range checked.
+    public struct TokenResponse: Sendable, Equatable {
         public let accessToken: String?
         public let idToken: String?
         public let refreshToken: String?
         public let expiresIn: Int?
-        enum CodingKeys: String, CodingKey {
-            case accessToken = "access_token"
-            case idToken = "id_token"
-            case refreshToken = "refresh_token"
-            case expiresIn = "expires_in"
+
+        /// The longest token taken from Apple, and the longest lifetime (ten years).
+        static let maxTokenBytes = 16_384
+        static let lifetimes = 0...315_360_000
+
+        /// Reads Apple's JSON answer; nil when it is not a JSON object whose members have their
+        /// types (a string token, a whole `expires_in` within ten years) or are absent (Apple
+        /// leaves out what it does not send: a null is as odd as a wrong type).
+        init?(json bytes: some Collection<UInt8>) {
+            guard let object = (try? JSONValue.parse(bytes))?.object else { return nil }
+            func member<T>(_ name: String, _ read: (JSONValue) -> T?) -> T?? {
+                guard let value = object[name] else { return .some(nil) }
+                return read(value).map { .some($0) }
+            }
+            guard let accessToken = member("access_token", { $0.string(maxBytes: Self.maxTokenBytes) }),
+                let idToken = member("id_token", { $0.string(maxBytes: Self.maxTokenBytes) }),
+                let refreshToken = member("refresh_token", { $0.string(maxBytes: Self.maxTokenBytes) }),
+                let expiresIn = member("expires_in", { $0.integer(in: Self.lifetimes) })
+            else { return nil }
+            self.accessToken = accessToken
+            self.idToken = idToken
+            self.refreshToken = refreshToken
+            self.expiresIn = expiresIn
         }
     }
 
     let baseURL: String
     let httpClient: HTTPClient
+    let timeout: Duration
 
-    public init(baseURL: String, httpClient: HTTPClient = .providers) {
+    /// `timeout` bounds each call as a whole: connecting, the head and the whole body.
+    public init(baseURL: String, httpClient: HTTPClient = .providers, timeout: Duration = .seconds(10)) {
         self.baseURL = baseURL
         self.httpClient = httpClient
+        self.timeout = timeout
     }
 
     public func exchange(code: String, clientID: String, clientSecret: String, redirectURI: String? = nil)
@@ -40,24 +62,20 @@ public struct AppleTokenClient: Sendable {
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "Accept", value: "application/json")
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
-        let response: HTTPClientResponse
-        let body: ByteBuffer
+        let answer: ProviderAnswer
         do {
-            response = try await httpClient.execute(request, timeout: .seconds(10))
-            body = try await response.body.collect(upTo: 1 << 20)
+            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout)
         } catch {
             throw .unavailable(.apple, .tokenEndpoint)
         }
-        let data = Data(body.readableBytesView)
-        guard response.status == .ok else {
-            let error = (try? JSONDecoder().decode([String: String].self, from: data))?["error"] ?? "http_\(response.status.code)"
+        // A 5xx is Apple being down, not refusing the code.
+        guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
+        guard answer.status == 200 else {
+            let error = (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
             throw Self.translate(error, clientID: clientID)
         }
-        do {
-            return try JSONDecoder().decode(TokenResponse.self, from: data)
-        } catch {
-            throw .unreadableAnswer(.apple, .tokenEndpoint)
-        }
+        guard let tokens = TokenResponse(json: answer.body.readableBytesView) else { throw .unreadableAnswer(.apple, .tokenEndpoint) }
+        return tokens
     }
 
     /// Revokes a refresh token at Apple (`/auth/revoke`). Apple answers 200 with an empty
@@ -72,18 +90,18 @@ public struct AppleTokenClient: Sendable {
                     ("client_id", clientID), ("client_secret", clientSecret), ("token", refreshToken),
                     ("token_type_hint", "refresh_token"),
                 ])))
-        let response: HTTPClientResponse
+        let answer: ProviderAnswer
         do {
-            response = try await httpClient.execute(request, timeout: .seconds(10))
-            _ = try await response.body.collect(upTo: 65_536)
+            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout, maxBytes: 65_536)
         } catch {
             throw .unavailable(.apple, .tokenEndpoint)
         }
-        guard response.status == .ok else { throw Self.translate("http_\(response.status.code)", clientID: clientID) }
+        guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
+        guard answer.status == 200 else { throw Self.translate("http_\(answer.status)", clientID: clientID) }
     }
 
     /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
     static func translate(_ error: String, clientID: String) -> ProviderFailure {
-        .codeExchangeRefused(reason: String(error.prefix(60)), clientID: clientID)
+        .codeExchangeRefused(reason: ProviderAnswer.shown(error, 60), clientID: clientID)
     }
 }

@@ -38,7 +38,8 @@ public struct IdentityClaims: Sendable, Equatable {
         isPrivateEmail = Self.flag(object["is_private_email"])
         nonce = object["nonce"]?.string
         nonceSupported = Self.flag(object["nonce_supported"])
-        realUserStatus = object["real_user_status"]?.number.flatMap { Int(exactly: $0.rounded(.towardZero)) }
+        // Apple's 0, 1 or 2; kept in a smallint, so anything outside its range is left out.
+        realUserStatus = object["real_user_status"]?.integer(in: 0...Int(Int16.max))
         transferSubject = object["transfer_sub"]?.string
         authorizedParty = object["azp"]?.string
         hostedDomain = object["hd"]?.string

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BrokerCore
 import Foundation
 import JWTKit
 import Logging
@@ -39,6 +40,13 @@ public actor JWKSCache {
     let minimumRefetchInterval: Duration
     let refreshInterval: Duration
     let unavailableRetryInterval: Duration
+    /// How long one fetch may take as a whole: connecting, the head and the whole body.
+    let fetchTimeout: Duration
+    /// At most one failure line per this interval (a provider down for an hour is retried
+    /// every second while nothing is cached).
+    let failureLogInterval: Duration
+    /// The clock of the failure log's interval (a test moves it).
+    let now: @Sendable () -> ContinuousClock.Instant
 
     /// The kids of the current set and the collection holding their keys. Read without
     /// entering the actor: a known kid (every sign-in but the first after a rotation) costs
@@ -57,6 +65,9 @@ public actor JWKSCache {
     private var lastAttempt: ContinuousClock.Instant?
     private var inFlight: Task<Void, any Error>?
     public private(set) var lastError: String?
+    /// When a failure was last logged, and the failures since that were not.
+    private var lastFailureLog: ContinuousClock.Instant?
+    private var unloggedFailures = 0
 
     /// - Parameters:
     ///   - minimumRefetchInterval: at most one request-path refetch per interval while a set
@@ -64,9 +75,14 @@ public actor JWKSCache {
     ///   - refreshInterval: how often the background loop refetches a good set.
     ///   - unavailableRetryInterval: how often fetches are retried (background loop and request
     ///     path) while no usable set is cached.
+    ///   - fetchTimeout: how long one fetch may take as a whole (connect, head and body).
+    ///   - failureLogInterval: at most one logged fetch failure per interval.
+    ///   - now: the clock of the failure log's interval.
     public init(
         source: Source, httpClient: HTTPClient = .providers, logger: Logger, minimumRefetchInterval: Duration = .seconds(30),
-        refreshInterval: Duration = .seconds(3_600), unavailableRetryInterval: Duration = .seconds(1)
+        refreshInterval: Duration = .seconds(3_600), unavailableRetryInterval: Duration = .seconds(1),
+        fetchTimeout: Duration = .seconds(5), failureLogInterval: Duration = .seconds(60),
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
         self.source = source
         self.httpClient = httpClient
@@ -74,6 +90,9 @@ public actor JWKSCache {
         self.minimumRefetchInterval = minimumRefetchInterval
         self.refreshInterval = refreshInterval
         self.unavailableRetryInterval = unavailableRetryInterval
+        self.fetchTimeout = fetchTimeout
+        self.failureLogInterval = failureLogInterval
+        self.now = now
     }
 
     /// Whether a usable key set is cached (it may be stale while the provider is down).
@@ -130,9 +149,36 @@ public actor JWKSCache {
             lastError = nil
         } catch {
             lastError = "\(error)"
-            let count = current.withLock { $0.kids.count }
-            logger.warning("JWKS fetch failed; serving cached keys", metadata: ["error": "\(error)", "keys": "\(count)"])
+            logFailure(error)
             throw error
+        }
+    }
+
+    /// Logs a failed fetch at most once per `failureLogInterval`, saying whether cached keys
+    /// still serve and how many failures the interval left unlogged.
+    private func logFailure(_ error: any Error) {
+        let time = now()
+        if let lastFailureLog, time - lastFailureLog < failureLogInterval {
+            unloggedFailures += 1
+            return
+        }
+        lastFailureLog = time
+        let count = current.withLock { $0.kids.count }
+        var metadata: Logger.Metadata = [
+            "key_set": "\(sourceDescription)", "error": "\(error)", "cached_keys": "\(count)",
+            "failures_not_logged": "\(unloggedFailures)",
+        ]
+        if count == 0 { metadata["hint"] = "sign-ins with this provider answer 503 provider_unavailable until a fetch succeeds" }
+        unloggedFailures = 0
+        logger.warning(
+            count > 0 ? "key set fetch failed; serving the \(count) cached keys" : "key set fetch failed; no keys are cached",
+            metadata: metadata)
+    }
+
+    private var sourceDescription: String {
+        switch source {
+        case .url(let url): url
+        case .fixed: "fixed key set"
         }
     }
 
@@ -158,6 +204,9 @@ public actor JWKSCache {
 
     public var knownKeyIDs: [String] { current.withLock { $0.kids.sorted() } }
 
+    /// The most keys a set may list (providers publish two or three).
+    static let maxKeys = 100
+
     private func load() async throws {
         let data: Data
         switch source {
@@ -166,11 +215,18 @@ public actor JWKSCache {
         case .url(let url):
             var request = HTTPClientRequest(url: url)
             request.headers.add(name: "Accept", value: "application/json")
-            let response = try await httpClient.execute(request, timeout: .seconds(5))
-            guard response.status == .ok else {
-                throw TokenVerificationError("jwks_unavailable", "GET \(url) answered \(response.status.code).")
+            let answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: fetchTimeout)
+            guard answer.status == 200 else {
+                throw TokenVerificationError("jwks_unavailable", "GET \(url) answered \(answer.status).")
             }
-            data = Data(try await response.body.collect(upTo: 1 << 20).readableBytesView)
+            data = Data(answer.body.readableBytesView)
+        }
+        // The strict parser first: well-formed UTF-8 JSON, shallow (a JWK nests three levels
+        // deep), no duplicate members, and a bounded number of keys; only then jwt-kit's
+        // decoding of each key.
+        guard let entries = (try? JSONValue.parse(data, maxDepth: 8))?["keys"]?.array, entries.count <= Self.maxKeys else {
+            throw TokenVerificationError(
+                "jwks_malformed", "The key set is not a JSON object with a `keys` array of at most \(Self.maxKeys) keys.")
         }
         let jwks: LenientJWKS
         do {
@@ -181,7 +237,7 @@ public actor JWKSCache {
         let fresh = JWTKeyCollection()
         var kids: Set<String> = []
         for key in jwks.keys.compactMap(\.key) {
-            guard let kid = key.keyIdentifier?.string else { continue }
+            guard let kid = key.keyIdentifier?.string, kid.utf8.count <= 256 else { continue }
             // Keys of a type or algorithm we do not verify with are skipped, not fatal.
             do {
                 try await fresh.add(jwk: key)

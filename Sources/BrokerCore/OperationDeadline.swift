@@ -1,0 +1,131 @@
+import Synchronization
+
+/// Thrown by ``withDeadline(_:executorPreference:_:)`` when the operation did not finish in time.
+public struct DeadlineExceeded: Error, Sendable, Equatable {
+    public let timeout: Duration
+
+    public init(timeout: Duration) { self.timeout = timeout }
+}
+
+/// Runs `operation` and returns its result, or throws ``DeadlineExceeded`` once `timeout` has
+/// passed, whichever comes first. The caller is answered by its deadline even when the
+/// operation does not end when cancelled (a query written on a connection that died without
+/// telling the client, a provider's body trickling in on a loaded machine): the operation runs
+/// in a task of its own, cancelled when the deadline wins, and finishes in the background.
+/// Deadlines are kept by one ``DeadlineWheel`` (one task for the process, not one per call).
+/// `executorPreference`: where that task runs (an unstructured task does not inherit the
+/// caller's preference). Bounds a database call (Storage's `withDatabaseDeadline`), a whole
+/// request, and an outbound call to a provider as a whole (connect, head and body), which
+/// AsyncHTTPClient's own deadline does not: it covers the head only.
+public func withDeadline<T: Sendable>(
+    _ timeout: Duration, executorPreference: (any TaskExecutor)? = nil, _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let gate = ResumeOnce<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            let work = Task(executorPreference: executorPreference) {
+                do { gate.resume(.success(try await operation())) } catch { gate.resume(.failure(error)) }
+            }
+            let entry = DeadlineWheel.shared.add(after: timeout) {
+                if gate.resume(.failure(DeadlineExceeded(timeout: timeout))) { work.cancel() }
+            }
+            gate.install(continuation, onResume: { DeadlineWheel.shared.remove(entry) })
+        }
+    } onCancel: {
+        gate.resume(.failure(CancellationError()))
+    }
+}
+
+/// The process's pending deadlines, checked every 50 ms by one task that runs while any are
+/// pending. A deadline fires within 50 ms after it passes.
+final class DeadlineWheel: Sendable {
+    static let shared = DeadlineWheel()
+
+    private struct State {
+        var entries: [UInt64: (deadline: ContinuousClock.Instant, fire: @Sendable () -> Void)] = [:]
+        var nextID: UInt64 = 0
+        var ticking = false
+    }
+
+    private let state = Mutex(State())
+
+    func add(after timeout: Duration, fire: @escaping @Sendable () -> Void) -> UInt64 {
+        let (id, start) = state.withLock { state -> (UInt64, Bool) in
+            state.nextID &+= 1
+            state.entries[state.nextID] = (ContinuousClock.now.advanced(by: timeout), fire)
+            let start = !state.ticking
+            state.ticking = true
+            return (state.nextID, start)
+        }
+        if start { Task.detached { await self.tick() } }
+        return id
+    }
+
+    func remove(_ id: UInt64) {
+        _ = state.withLock { $0.entries.removeValue(forKey: id) }
+    }
+
+    private func tick() async {
+        while true {
+            try? await Task.sleep(for: .milliseconds(50))
+            let now = ContinuousClock.now
+            let (due, idle) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
+                let expired = state.entries.filter { $0.value.deadline <= now }
+                for id in expired.keys { state.entries.removeValue(forKey: id) }
+                if state.entries.isEmpty { state.ticking = false }
+                return (expired.values.map(\.fire), state.entries.isEmpty)
+            }
+            for fire in due { fire() }
+            if idle { return }
+        }
+    }
+}
+
+/// Resumes a continuation exactly once, from whichever side gets there first; a result that
+/// arrives before the continuation is installed waits for it.
+final class ResumeOnce<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var onResume: (@Sendable () -> Void)?
+        var result: Result<T, any Error>?
+        var resumed = false
+    }
+
+    private let state = Mutex(State())
+
+    func install(_ continuation: CheckedContinuation<T, any Error>, onResume: @escaping @Sendable () -> Void) {
+        let pending: (Result<T, any Error>, @Sendable () -> Void)? = state.withLock { state in
+            if let result = state.result, !state.resumed {
+                state.resumed = true
+                return (result, onResume)
+            }
+            state.continuation = continuation
+            state.onResume = onResume
+            return nil
+        }
+        if let (result, callback) = pending {
+            callback()
+            continuation.resume(with: result)
+        }
+    }
+
+    /// True when this call decided the outcome.
+    @discardableResult
+    func resume(_ result: Result<T, any Error>) -> Bool {
+        let (won, ready): (Bool, (CheckedContinuation<T, any Error>, (@Sendable () -> Void)?)?) = state.withLock { state in
+            guard !state.resumed, state.result == nil else { return (false, nil) }
+            guard let continuation = state.continuation else {
+                state.result = result
+                return (true, nil)
+            }
+            state.resumed = true
+            state.continuation = nil
+            return (true, (continuation, state.onResume))
+        }
+        if let (continuation, callback) = ready {
+            callback?()
+            continuation.resume(with: result)
+        }
+        return won
+    }
+}

@@ -1,0 +1,42 @@
+import AsyncHTTPClient
+import BrokerCore
+import NIOCore
+import NIOHTTP1
+
+/// A provider's whole answer, status and body, fetched within one time limit.
+struct ProviderAnswer: Sendable {
+    let status: UInt
+    let body: ByteBuffer
+
+    /// Sends `request` and collects the answer, at most `maxBytes` of body, all within
+    /// `timeout`: connecting, the head and the whole body (AsyncHTTPClient's own deadline ends
+    /// at the head, so a provider sending one byte a second would hold the caller for as long as
+    /// it liked). Throws ``DeadlineExceeded`` when the time is up; the request is cancelled and
+    /// its connection closed.
+    static func fetch(_ request: HTTPClientRequest, with client: HTTPClient, timeout: Duration, maxBytes: Int = 1 << 20)
+        async throws -> ProviderAnswer
+    {
+        let headDeadline = NIODeadline.now() + timeAmount(timeout)
+        return try await withDeadline(timeout) {
+            let response = try await client.execute(request, deadline: headDeadline)
+            let body = try await response.body.collect(upTo: maxBytes)
+            return ProviderAnswer(status: response.status.code, body: body)
+        }
+    }
+
+    /// `duration` as NIO's time amount, clamped to a day (no overflow whatever it says).
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return .zero }
+        guard seconds < 86_400 else { return .seconds(86_400) }
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// At most `maxScalars` Unicode scalars of a text a provider sent, for a message: bounded
+    /// by scalars, not characters (one character can hold any number of combining marks).
+    static func shown(_ text: String, _ maxScalars: Int) -> String {
+        var scalars = String.UnicodeScalarView()
+        scalars.append(contentsOf: text.unicodeScalars.prefix(maxScalars))
+        return String(scalars)
+    }
+}
