@@ -14,7 +14,7 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
     router.add(middleware: RequestMetricsMiddleware())
-    router.add(middleware: ProblemMiddleware())
+    router.add(middleware: ProblemMiddleware(database: services.database))
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
@@ -37,12 +37,20 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(IdentityLinkRoute.unlinkPath), method: .delete) { request, context in
         try await links.unlink(request, context: context)
     }
+    let accountStatus = AccountStatusRoute(handlers: handlers)
+    router.on(RouterPath(AccountStatusRoute.disablePath), method: .post) { request, context in
+        try await accountStatus.disable(request, context: context)
+    }
+    router.on(RouterPath(AccountStatusRoute.enablePath), method: .post) { request, context in
+        try await accountStatus.enable(request, context: context)
+    }
     let loginOptions = LoginOptionsRoute(handlers: handlers)
     router.on(RouterPath(LoginOptionsRoute.operation.path), method: LoginOptionsRoute.operation.method) { request, context in
         try await loginOptions.respond(request, context: context)
     }
     let servedDirectly =
         SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation] + IdentityLinkRoute.operations
+        + AccountStatusRoute.operations
     try handlers.registerHandlers(
         on: GeneratedRoutes(router: router, servedDirectly: Set(servedDirectly), routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))

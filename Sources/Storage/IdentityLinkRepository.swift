@@ -32,10 +32,29 @@ public struct IdentityLinkRepository: Sendable {
         case unlinked(Identity, revokedSessions: Int)
         /// The tenant has no such account.
         case accountNotFound
+        /// The account is disabled or deleted: nothing changed.
+        case accountNotActive
         /// The account has no such identity.
         case identityNotFound
         /// It is the account's only way in.
         case lastIdentity
+    }
+
+    /// The identity token a link presented as its proof, spent by the link (decision 0031): the
+    /// session id a sign-in with that token would take (its replay key, decision 0018).
+    public struct SpentProof: Sendable, Equatable {
+        /// The session id of the token's replay key (`NewSession.identify(byReplayKey:issuedAt:)`).
+        public var sessionID: UUID
+        /// The client the token was issued to (its `aud`), as a sign-in's session records it.
+        public var clientID: String
+        /// As long as a session the token opened would last: the key outlives the token.
+        public var expiresAt: Date
+
+        public init(sessionID: UUID, clientID: String, expiresAt: Date) {
+            self.sessionID = sessionID
+            self.clientID = clientID
+            self.expiresAt = expiresAt
+        }
     }
 
     /// Links the identity to the account, in one transaction: the account row is locked for
@@ -43,8 +62,29 @@ public struct IdentityLinkRepository: Sendable {
     /// exists, and then the owner of that key decides the answer. Of two links of one identity
     /// racing, or a link racing a first sign-in, the second to reach the unique index waits for
     /// the first to commit and then sees its row: one account holds the identity, never two.
+    ///
+    /// A link that succeeds (linked now, or linked already) spends `proof`: it inserts, in the
+    /// same transaction, the session row a sign-in with that token would have opened, revoked
+    /// at once (`revoke_reason = 'link_proof'`, no identity, no refresh token). The sessions'
+    /// primary key then refuses the token everywhere, at sign-in and at a second link (decision
+    /// 0031); a token that already opened a session, or spent itself on a link, makes this link
+    /// throw ``IdentityTokenReplayed`` and roll back: nothing of it is written.
     public func link(
-        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, actor: String
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, actor: String,
+        spending proof: SpentProof? = nil
+    ) async throws -> LinkOutcome {
+        do {
+            return try await linkInTransaction(
+                tenantID: tenantID, accountID: accountID, identity: identity, sealedProviderRefreshToken: sealedProviderRefreshToken,
+                actor: actor, spending: proof)
+        } catch let error as PostgresTransactionError where error.closureError is IdentityTokenReplayed && error.rollbackError == nil {
+            throw IdentityTokenReplayed()  // rolled back: nothing of the link was written
+        }
+    }
+
+    private func linkInTransaction(
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, actor: String,
+        spending proof: SpentProof?
     ) async throws -> LinkOutcome {
         try await client.withTransaction(logger: logger) { connection in
             let status = try await connection.query(
@@ -61,6 +101,9 @@ public struct IdentityLinkRepository: Sendable {
             if let row = inserted {
                 var reader = RowReader(row)
                 let linked = try AccountRepository.decodeIdentity(&reader)
+                if let proof {
+                    try await Self.spend(proof, tenantID: tenantID, accountID: accountID, identity: identity, on: connection, logger: logger)
+                }
                 try await AuditLogRepository.append(
                     tenantID: tenantID, actor: actor, action: "identity.linked", target: linked.id.lowercasedString,
                     details: [
@@ -80,8 +123,54 @@ public struct IdentityLinkRepository: Sendable {
             }
             var reader = RowReader(row)
             let existing = try AccountRepository.decodeIdentity(&reader)
-            return existing.accountID == accountID ? .alreadyLinked(existing) : .linkedElsewhere(accountID: existing.accountID)
+            guard existing.accountID == accountID else {
+                // Refused, so nothing is spent; but a spent proof is no proof at all: it is
+                // refused as such rather than told which account holds the identity.
+                if let proof, try await Self.isSpent(proof, tenantID: tenantID, on: connection, logger: logger) {
+                    throw IdentityTokenReplayed()
+                }
+                return .linkedElsewhere(accountID: existing.accountID)
+            }
+            if let proof {
+                try await Self.spend(proof, tenantID: tenantID, accountID: accountID, identity: identity, on: connection, logger: logger)
+            }
+            return .alreadyLinked(existing)
         }
+    }
+
+    /// Inserts the revoked marker session of a spent proof; throws ``IdentityTokenReplayed``
+    /// (rolling the link back) when the token's session id is taken. `ON CONFLICT DO NOTHING`
+    /// waits, like the primary key, for a concurrent writer of the same id (a sign-in or a link
+    /// with the same token) and then sees its row.
+    static func spend(
+        _ proof: SpentProof, tenantID: UUID, accountID: UUID, identity: ProviderIdentity, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        let rows = try await connection.query(
+            spendQuery(proof, tenantID: tenantID, accountID: accountID, provider: identity.provider.rawValue), logger: logger
+        ).collect()
+        guard !rows.isEmpty else { throw IdentityTokenReplayed() }
+    }
+
+    /// Whether the proof's session id is taken: it opened a session or was spent on a link.
+    static func isSpent(_ proof: SpentProof, tenantID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        try await !connection.query(
+            "SELECT 1 FROM sessions WHERE tenant_id = \(tenantID) AND id = \(proof.sessionID)", logger: logger
+        ).collect().isEmpty
+    }
+
+    /// The statement of `spend` (its plan is asserted by HotStatementPlanTests). No identity:
+    /// the row is no sign-in, so it must not move the identity's `last_sign_in_at` (read from
+    /// its sessions, decision 0013); it stays with the account (an unlink does not free the
+    /// token) and goes with it.
+    static func spendQuery(_ proof: SpentProof, tenantID: UUID, accountID: UUID, provider: String) -> PostgresQuery {
+        """
+            INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, idp, expires_at, revoked_at, revoke_reason)
+            VALUES (\(proof.sessionID), \(tenantID), \(accountID), NULL, \(proof.clientID), \(provider), \(proof.expiresAt),
+                now(), \(SessionRepository.linkProofReason))
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+            """
     }
 
     /// The insert of `link` (its plan is asserted by HotStatementPlanTests).
@@ -123,10 +212,11 @@ public struct IdentityLinkRepository: Sendable {
     /// its identities read, the sessions opened through this one revoked, the identity deleted.
     public func unlink(tenantID: UUID, accountID: UUID, identityID: UUID, actor: String) async throws -> UnlinkOutcome {
         try await client.withTransaction(logger: logger) { connection in
-            let found = try await connection.query(
-                "SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
-            ).collect()
-            guard !found.isEmpty else { return .accountNotFound }
+            let status = try await connection.query(
+                "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
+            ).collect().first?.decode(String.self)
+            guard let status else { return .accountNotFound }
+            guard status == AccountStatus.active.rawValue else { return .accountNotActive }
             let owned = try await connection.query(
                 "SELECT i.id FROM identities i WHERE i.account_id = \(accountID) AND i.tenant_id = \(tenantID)", logger: logger
             ).collect().map { try $0.decode(UUID.self) }

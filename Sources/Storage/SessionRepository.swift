@@ -9,6 +9,12 @@ public struct SessionRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
 
+    /// The `revoke_reason` of the marker row a link writes for the identity token it spent
+    /// (decision 0031): a session that never was, revoked from the start.
+    public static let linkProofReason = "link_proof"
+    /// The `revoke_reason` of the sessions an account's disabling ended.
+    public static let accountDisabledReason = "account_disabled"
+
     /// A live session as the token endpoints see it.
     public struct SessionInfo: Sendable, Equatable {
         public let sessionID: UUID
@@ -203,7 +209,10 @@ public struct SessionRepository: Sendable {
 
     /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func introspectRefreshTokenQuery(tenantID: UUID, tokenHash: Data, sessionID: UUID?) throws -> PostgresQuery {
-        let live = "s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()"
+        let live = """
+            s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
+                AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+            """
         guard let sessionID else {
             return try """
                 SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
@@ -218,7 +227,9 @@ public struct SessionRepository: Sendable {
             """
     }
 
-    /// The session of a refresh token, when the token is its live one.
+    /// The session of a refresh token, when the token is its live one and its account is active.
+    /// The account is checked, not only the session's revocation: a session opened in a race
+    /// with the account's disabling escapes that revocation, never this check.
     public func introspectRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?) async throws -> SessionInfo? {
         let rows = try await client.query(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
@@ -235,10 +246,11 @@ public struct SessionRepository: Sendable {
             SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
             FROM sessions s
             WHERE s.tenant_id = \(tenantID) AND s.id = \(sessionID) AND s.revoked_at IS NULL AND s.expires_at > now()
+                AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
             """
     }
 
-    /// A session that is neither revoked nor expired.
+    /// A session that is neither revoked nor expired, of an active account.
     public func liveSession(tenantID: UUID, sessionID: UUID) async throws -> SessionInfo? {
         let rows = try await client.query(Self.liveSessionQuery(tenantID: tenantID, sessionID: sessionID), logger: logger)
         guard let row = try await rows.collect().first else { return nil }

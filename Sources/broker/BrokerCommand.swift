@@ -12,7 +12,7 @@ struct BrokerCommand: AsyncParsableCommand {
             Exit status: 0 success, 1 failure (the message says what to do), 64 bad usage.
             """,
         subcommands: [
-            ServeCommand.self, DBCommand.self, TenantCommand.self, APIKeyCommand.self, KeysCommand.self,
+            ServeCommand.self, DBCommand.self, TenantCommand.self, AccountCommand.self, APIKeyCommand.self, KeysCommand.self,
             AppleCommand.self, ProviderCommand.self, PolicyCommand.self, TokenCommand.self, AuditCommand.self, DemoCommand.self,
         ]
     )

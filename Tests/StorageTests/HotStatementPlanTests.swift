@@ -77,6 +77,15 @@ import Testing
             Statement(
                 "link", try IdentityLinkRepository.insertQuery(tenantID: tenant, accountID: id, identity: identity, sealedProviderRefreshToken: nil)),
             Statement("identity owner", IdentityLinkRepository.ownerQuery(tenantID: tenant, identity: identity)),
+            Statement(
+                "link proof spent",
+                IdentityLinkRepository.spendQuery(
+                    .init(sessionID: id, clientID: "c", expiresAt: Date()), tenantID: tenant, accountID: id, provider: "google")),
+            Statement("account status lock", AccountStatusRepository.lockQuery(tenantID: tenant, accountID: id)),
+            Statement("account status change", AccountStatusRepository.updateQuery(tenantID: tenant, accountID: id, .disabled)),
+            Statement(
+                "account status sessions", AccountStatusRepository.revokeQuery(tenantID: tenant, accountID: id),
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
         ]
     }
 

@@ -14,18 +14,29 @@ struct IdentityLinkService: Sendable {
     let providers: ProviderRegistry
     let store: ProviderSettingsStore
     let tokens: SessionTokens
+    /// Records a proof presented again (401 token_replayed), as sign-in does.
+    let events: SecurityEventRecorder?
 
     /// The account of the path, once `X-Account-Token` proves it: a well-signed, unexpired
-    /// access token of this tenant whose `sub` is that account and whose session is live.
+    /// access token of this tenant whose `sub` is that account and whose session is live (and
+    /// whose account is active). A well-signed token of a disabled account is 403
+    /// `account_disabled` rather than 401, whether or not its session was revoked with the
+    /// disabling: the caller showed the account's token and gets to know why it is refused.
     func requireAccountToken(_ header: String?, tenant: Tenant, accountID rawID: String) async throws -> UUID {
         guard let token = header?.trimmingCharacters(in: .whitespaces), !token.isEmpty,
             let accountID = UUID(uuidString: rawID),
             let claims = await tokens.verifyAccessToken(token, tenant: tenant),
             claims.sub.value == accountID.lowercasedString,
-            let sessionID = UUID(uuidString: claims.sid),
-            let session = try await database.sessions.liveSession(tenantID: tenant.id, sessionID: sessionID),
-            session.accountID == accountID
+            let sessionID = UUID(uuidString: claims.sid)
         else { throw LinkFailure.invalidAccountToken }
+        guard let session = try await database.sessions.liveSession(tenantID: tenant.id, sessionID: sessionID),
+            session.accountID == accountID
+        else {
+            switch try await database.accountStatuses.status(tenantID: tenant.id, accountID: accountID) {
+            case .disabled?, .deleted?: throw LinkFailure.accountDisabled
+            case .active?, nil: throw LinkFailure.invalidAccountToken
+            }
+        }
         return accountID
     }
 
@@ -49,11 +60,27 @@ struct IdentityLinkService: Sendable {
             case let other?: throw LinkFailure.identityAlreadyLinked(accountID: other)
             }
         }
+        // The proof is spent by the link (decision 0031): the session id a sign-in with this
+        // token would take, so that the token is accepted once across sign-in and linking.
+        var spent: IdentityLinkRepository.SpentProof?
+        if let replayKey = verification.verified.replayKey {
+            var session = tokens.newSession(for: tenant, now: now)
+            session.identify(
+                byReplayKey: replayKey,
+                issuedAt: verification.verified.replayKeyCoversIssueTime ? verification.verified.issuedAt : nil)
+            spent = .init(sessionID: session.id, clientID: verification.verified.clientID, expiresAt: session.expiresAt)
+        }
         let outcome: IdentityLinkRepository.LinkOutcome
         do {
             outcome = try await links.link(
                 tenantID: tenant.id, accountID: accountID, identity: identity, sealedProviderRefreshToken: kept?.sealed,
-                actor: "account:\(accountID.lowercasedString)")
+                actor: "account:\(accountID.lowercasedString)", spending: spent)
+        } catch is IdentityTokenReplayed {
+            if let kept, let revoke = verification.revokeLater { revoke(kept, "the link did not complete") }
+            events?.tokenReplayed(
+                tenantID: tenant.id, provider: identity.provider.rawValue, clientID: verification.verified.clientID,
+                subject: identity.subject, remoteAddress: RequestInfo.current?.remoteAddress)
+            throw SignInFailure.tokenReplayed
         } catch {
             if let kept, let revoke = verification.revokeLater { revoke(kept, "the link did not complete") }
             throw error
@@ -91,6 +118,7 @@ struct IdentityLinkService: Sendable {
                 metadata: ["provider": "\(identity.provider)", "account_id": "\(accountID.lowercasedString)", "revoked_sessions": "\(revoked)"])
             return (try await account(tenant: tenant, id: accountID), identity, revoked)
         case .accountNotFound: throw LinkFailure.accountNotFound
+        case .accountNotActive: throw LinkFailure.accountDisabled
         case .identityNotFound: throw LinkFailure.identityNotFound
         case .lastIdentity: throw LinkFailure.lastIdentity
         }
