@@ -186,8 +186,11 @@ public struct ProviderIdentity: Sendable, Equatable {
     /// The domain of Apple's private-relay addresses ("Hide My Email").
     public static let appleRelayDomain = "privaterelay.appleid.com"
 
+    /// Control characters, line breaks and bidirectional overrides are dropped rather than
+    /// refused (``FreeText/sanitized(_:)``): the name comes from the person's device or provider.
     static func clean(_ value: String?) -> String? {
-        guard let trimmed = value?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty else { return nil }
+        guard let trimmed = value.map(FreeText.sanitized)?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty
+        else { return nil }
         return String(trimmed.prefix(200))
     }
 }

@@ -43,7 +43,8 @@ public struct BrokerServices: Sendable {
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
         appleBaseURL: String? = nil, endpoints: ProviderEndpoints = ProviderEndpoints(), appleKeys: JWKSCache? = nil,
         httpClient: HTTPClient = .providers,
-        refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil
+        refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil,
+        securityEventSampling: SecurityEventSampling = SecurityEventSampling()
     ) {
         var endpoints = endpoints
         if let appleBaseURL { endpoints.appleBaseURL = appleBaseURL }
@@ -71,7 +72,7 @@ public struct BrokerServices: Sendable {
                 secrets: secrets))
         self.providers = providers
         self.signingKeys = TenantSigningKeys(database: database, secrets: secrets)
-        self.securityEvents = SecurityEventRecorder(database: database)
+        self.securityEvents = SecurityEventRecorder(database: database, sampling: securityEventSampling)
         self.loginCatalogs = LoginCatalogStore(database: database)
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
@@ -92,7 +93,8 @@ public struct BrokerServices: Sendable {
     }
 
     var identityLinks: IdentityLinkService {
-        IdentityLinkService(database: database, providers: providers, store: providerSettings, tokens: sessionTokens)
+        IdentityLinkService(
+            database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents)
     }
 
     var sessions: SessionService {

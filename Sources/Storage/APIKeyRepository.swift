@@ -48,22 +48,31 @@ public struct APIKeyRepository: Sendable {
         }
     }
 
-    /// The statement of `authenticate` (its plan is asserted by HotStatementPlanTests, decision 0014).
+    /// The statement of `lookup` and `authenticate` (its plan is asserted by HotStatementPlanTests,
+    /// decision 0014). Revoked keys match too: the caller tells their use from an unknown key's.
     static func authenticateQuery(hash: Data) throws -> PostgresQuery {
         try """
             SELECT \(unescaped: Self.columns), \(unescaped: TenantRepository.columns(alias: "t"))
             FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
-            WHERE k.key_hash = \(hash) AND k.revoked_at IS NULL
+            WHERE k.key_hash = \(hash)
             """
     }
 
-    /// The live key with this hash and its tenant, in one round trip. Revoked keys do not match.
-    public func authenticate(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
+    /// The key with this hash, live or revoked (``APIKeyRecord/revokedAt``), and its tenant, in
+    /// one round trip; nil when no key has this hash. The use of a revoked key is a security
+    /// event of its own (issue 20 §6), so it is told apart from an unknown key.
+    public func lookup(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
         let rows = try await client.query(try Self.authenticateQuery(hash: hash), logger: logger)
         guard let row = try await rows.collect().first else { return nil }
         var reader = RowReader(row)
         let key = try Self.decode(&reader)
         let tenant = try TenantRepository.decode(&reader)
+        return (key, tenant)
+    }
+
+    /// The live key with this hash and its tenant, in one round trip. Revoked keys do not match.
+    public func authenticate(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
+        guard let (key, tenant) = try await lookup(hash: hash), key.revokedAt == nil else { return nil }
         return (key, tenant)
     }
 

@@ -305,7 +305,7 @@ struct AppleShowJSON: Encodable {
                 var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  platforms \(client.platforms.joined(separator: ","))  nonce \(client.nonce)\(client.nonce_required ? " (required)" : "")"
                 if !client.redirect_uris.isEmpty { line += "  redirect \(client.redirect_uris.joined(separator: ","))" }
                 if !client.return_urls.isEmpty { line += "  return \(client.return_urls.joined(separator: ","))" }
-                print(line)
+                print(Output.text(line))
             }
         }
     }

@@ -12,7 +12,9 @@ enum Output {
         print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
 
+    /// Aligned columns. Every cell is escaped (``text(_:)``): a stored value cannot break its row.
     static func table(_ header: [String], _ rows: [[String]]) {
+        let rows = rows.map { $0.map(text) }
         let widths = header.indices.map { column in
             ([header[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0
         }
@@ -22,6 +24,12 @@ enum Output {
         }
         print(line(header))
         for row in rows { print(line(row)) }
+    }
+
+    /// Stored text as printed: control characters, line breaks and bidirectional overrides
+    /// written as escapes (`\n`, `\u{1B}`), so no stored value can forge output (issue 20 §8).
+    static func text(_ value: String) -> String {
+        FreeText.escaped(value)
     }
 
     static func date(_ date: Date?) -> String {
@@ -39,6 +47,10 @@ func runReporting(json: Bool, _ body: () async throws -> Void) async throws {
         try await body()
     } catch let error as BrokerError {
         report(code: error.code, message: error.detail, hint: error.hint, json: json)
+        throw ExitCode.failure
+    } catch let error as DatabaseConnectFailure {
+        let explained = DatabaseConnectExplanation(error)
+        report(code: explained.code, message: explained.message, hint: explained.hint, json: json)
         throw ExitCode.failure
     } catch let error as StorageError {
         report(code: "storage_error", message: error.description, hint: nil, json: json)

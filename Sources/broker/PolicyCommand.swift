@@ -154,7 +154,7 @@ struct PolicyCommand: AsyncParsableCommand {
                         tenant: tenant, reason: parsed, note: note ?? "")
                 }
                 if options.json { try Output.json(SettingsJSON(updated)) } else {
-                    print("Tenant '\(tenant)' is exempt from guideline 4.8 (\(parsed.rawValue)): \(updated.policy.exemption?.note ?? "")")
+                    print("Tenant '\(tenant)' is exempt from guideline 4.8 (\(parsed.rawValue)): \(Output.text(updated.policy.exemption?.note ?? ""))")
                 }
             }
         }
@@ -214,7 +214,7 @@ struct PolicyCommand: AsyncParsableCommand {
             for report in reports {
                 if let exemption = report.exemption {
                     print(
-                        "\(report.tenant) \(report.platform.rawValue): exempt (\(exemption.reason.rawValue), since \(Output.date(exemption.since))): \(exemption.note)")
+                        "\(report.tenant) \(report.platform.rawValue): exempt (\(exemption.reason.rawValue), since \(Output.date(exemption.since))): \(Output.text(exemption.note))")
                 }
                 if let fix = report.fix {
                     print(

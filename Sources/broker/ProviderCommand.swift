@@ -39,12 +39,31 @@ struct ProviderCommand: AsyncParsableCommand {
         Swift.print("\(status.provider): \(status.enabled ? "enabled" : "not enabled")")
         guard status.enabled else { return }
         if !status.platforms.isEmpty { Swift.print("  platforms:     \(status.platforms.joined(separator: ","))") }
-        if !status.clientIDs.isEmpty { Swift.print("  client ids:    \(status.clientIDs.joined(separator: ", "))") }
-        if let domain = status.hostedDomain { Swift.print("  hosted domain: \(domain)") }
+        if !status.clientIDs.isEmpty { Swift.print("  client ids:    \(Output.text(status.clientIDs.joined(separator: ", ")))") }
+        if let domain = status.hostedDomain { Swift.print("  hosted domain: \(Output.text(domain))") }
         if let appID = status.appID { Swift.print("  app id:        \(appID)") }
         if status.hasAppSecret { Swift.print("  app secret:    set (encrypted; never shown)") }
         if let limited = status.limitedLogin { Swift.print("  limited login: \(limited ? "on" : "off")") }
         if let attested = status.attested { Swift.print("  attested:      \(attested ? "yes (guideline 4.8 criteria)" : "no")") }
+    }
+
+    /// Says on stderr that a change withdrew the provider's guideline 4.8 attestation, and how
+    /// to give it again.
+    static func noteWithdrawal(_ withdrawal: AttestationWithdrawal?, tenant: String) {
+        guard let withdrawal else { return }
+        let name = withdrawal.provider.rawValue
+        let why: String
+        switch withdrawal.reason {
+        case .providerDisabled: why = "\(name) was disabled"
+        case .configurationChanged:
+            let changed = withdrawal.changed.map { $0.replacingOccurrences(of: "_", with: " ") }.joined(separator: " and ")
+            why = "its \(changed) changed"
+        }
+        Output.stderr(
+            "note: the guideline 4.8 attestation of \(name) (given by \(Output.text(withdrawal.attestation.attestedBy)) on "
+                + "\(Output.date(withdrawal.attestation.attestedAt))) was withdrawn: \(why); it covered the provider as it was configured. "
+                + "If \(name) as configured now meets the three criteria: broker provider attest --tenant \(tenant) --provider \(name) "
+                + "--limits-data-to-name-email --private-email --no-ad-tracking")
     }
 
     struct Enable: AsyncParsableCommand {
@@ -122,6 +141,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 if options.json { try Output.json(status) } else {
                     Swift.print("\(status.provider) is enabled for tenant '\(tenant)'.")
                     ProviderCommand.print(status)
+                    ProviderCommand.noteWithdrawal(status.attestationWithdrawn, tenant: tenant)
                 }
             }
         }
@@ -144,9 +164,11 @@ struct ProviderCommand: AsyncParsableCommand {
             try await runReporting(json: options.json) {
                 let name = try ProviderCommand.provider(provider)
                 let context = try CLIContext()
-                try await context.withDatabase { database in
-                    try await ProviderAdmin(database: database, actor: context.actor).disable(tenant: tenant, provider: name, force: force)
+                let withdrawn = try await context.withDatabase { database in
+                    let withdrawn = try await ProviderAdmin(database: database, actor: context.actor).disable(
+                        tenant: tenant, provider: name, force: force)
                     if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
+                    return withdrawn
                 }
                 struct Disabled: Encodable {
                     let provider: String
@@ -154,6 +176,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 }
                 if options.json { try Output.json(Disabled(provider: name.rawValue, enabled: false)) } else {
                     Swift.print("\(name.rawValue) is disabled for tenant '\(tenant)'; its settings were deleted.")
+                    ProviderCommand.noteWithdrawal(withdrawn, tenant: tenant)
                 }
             }
         }
@@ -214,6 +237,12 @@ struct ProviderCommand: AsyncParsableCommand {
                 (--private-email), and collects no interactions for advertising without consent \
                 (--no-ad-tracking). An attestation may be given before or after the provider is enabled; \
                 it is recorded with who gave it and when, and in the audit log.
+
+                It covers the provider as the tenant configured it: disabling the provider, or enabling \
+                it again with other client ids or hosted domain (Google), another app id or Limited Login \
+                turned on or off (Facebook), withdraws it in the same change (audited as \
+                provider.attestation_withdrawn), and that change is judged without it. Changing only \
+                --platforms, or Facebook's app secret, keeps it.
 
                 --revoke withdraws it. Refused, with nothing changed, when the attestation is what keeps a \
                 platform compliant; --force withdraws it anyway and records the violation in the audit log.
@@ -285,7 +314,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 } else {
                     Swift.print(
                         "\(name.rawValue) is attested for tenant '\(tenant)' as meeting App Store Review Guideline 4.8's three criteria "
-                            + "(by \(attestation.attestedBy), \(Output.date(attestation.attestedAt))). It qualifies under the privacy-equivalent mode.")
+                            + "(by \(Output.text(attestation.attestedBy)), \(Output.date(attestation.attestedAt))). It qualifies under the privacy-equivalent mode.")
                 }
             }
         }

@@ -79,7 +79,7 @@ struct TenantCommand: AsyncParsableCommand {
         func printText() {
             print("""
                 slug:        \(slug)
-                name:        \(name)
+                name:        \(Output.text(name))
                 status:      \(status)
                 id:          \(id.lowercasedString)
                 issuer:      \(issuer)

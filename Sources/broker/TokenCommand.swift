@@ -110,12 +110,12 @@ struct TokenCommand: AsyncParsableCommand {
                 return
             }
             for check in report.checks {
-                Swift.print("\(check.passed ? "ok  " : "FAIL") \(check.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(check.detail)")
+                Swift.print("\(check.passed ? "ok  " : "FAIL") \(check.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(Output.text(check.detail))")
             }
             if let failure = report.failure {
                 Swift.print("invalid: \(failure.code)")
             } else {
-                Swift.print("valid: sub \(report.claims?.subject ?? "-")")
+                Swift.print("valid: sub \(Output.text(report.claims?.subject ?? "-"))")
             }
         }
     }

@@ -27,11 +27,12 @@ struct AppleTestSetup {
 
     /// `prepare` runs before the broker starts (to start it against a misbehaving Apple).
     static func run(
-        prepare: @Sendable (MockAppleIdP) -> Void = { _ in }, _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
+        prepare: @Sendable (MockAppleIdP) -> Void = { _ in }, securityEvents: SecurityEventSampling = SecurityEventSampling(),
+        _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
     ) async throws {
         try await MockAppleServer.with { apple, baseURL in
             prepare(apple)
-            try await TestApp.run(appleBaseURL: baseURL) { app, client in
+            try await TestApp.run(appleBaseURL: baseURL, securityEvents: securityEvents) { app, client in
                 let tenant = try await app.createTenant("acme")
                 let apiKey = try await app.createKey("acme")
                 let p8 = P256.Signing.PrivateKey()

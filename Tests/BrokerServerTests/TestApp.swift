@@ -15,12 +15,15 @@ struct TestApp {
 
     let database: Database
     let databaseURL: String
+    /// The services the application runs on (its security event recorder, for tests that wait on it).
+    let services: BrokerServices
     var secrets: SecretBox { TestDatabase.secrets }
 
     /// `mode`: `.router` calls the router directly; `.live` serves on a loopback port (for what
     /// happens below the router: HTTP parsing, connection handling).
     static func run(
         appleBaseURL: String = "http://127.0.0.1:9", endpoints: ProviderEndpoints? = nil, mode: TestingSetup = .router,
+        securityEvents: SecurityEventSampling = SecurityEventSampling(),
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
         try await TestDatabase.withFresh { database, url in
@@ -30,9 +33,10 @@ struct TestApp {
                 endpoints: endpoints
                     ?? ProviderEndpoints(
                         appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
-                        facebookKeysURL: "http://127.0.0.1:9/facebook"))
+                        facebookKeysURL: "http://127.0.0.1:9/facebook"),
+                securityEventSampling: securityEvents)
             let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
-            let testApp = TestApp(database: database, databaseURL: url)
+            let testApp = TestApp(database: database, databaseURL: url, services: services)
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
             let background = Task { await services.backgroundTasks() }
             defer { background.cancel() }

@@ -21,6 +21,7 @@ public struct APIKeyAdmin: Sendable {
         guard (1...100).contains(name.count) else {
             throw BrokerError.invalidArgument("The key name must be 1 to 100 characters.")
         }
+        try FreeText.require(name, option: "--name")
         let token = APIKeyToken.generate()
         let record = APIKeyRecord(
             id: UUID(), tenantID: tenant.id, name: name, prefix: token.prefix, scopes: scopes,

@@ -166,6 +166,7 @@ public struct AppleAdmin: Sendable {
     }
 
     static func validateURL(_ value: String) throws(BrokerError) {
+        try FreeText.require(value, option: "--redirect-uri/--return-url")
         guard let url = URL(string: value), let scheme = url.scheme, ["https", "http"].contains(scheme), url.host != nil,
             url.fragment == nil
         else {

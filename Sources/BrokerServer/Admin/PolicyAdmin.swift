@@ -32,6 +32,9 @@ public struct PolicyAdmin: Sendable {
                 note.isEmpty ? "An exemption needs a --note saying why it applies." : "--note is longer than 1000 characters.",
                 hint: "For example: broker policy exempt --tenant \(slug) --reason \(reason.rawValue) --note \"Staff app; sign-in with existing company accounts only\"")
         }
+        try FreeText.require(
+            note, option: "--note",
+            hint: "Write the note as plain text on one line, without escape sequences (it is printed by 'broker policy check').")
         return try await database.loginPolicy.setExemption(tenantID: tenant.id, reason: reason, note: note, actor: actor)
     }
 

@@ -27,6 +27,9 @@ public struct ProviderAdmin: Sendable {
         /// Google and Facebook: attested as meeting guideline 4.8's three criteria
         /// (`broker provider attest`). Apple: null (it qualifies built in).
         public var attested: Bool?
+        /// After `enable`: the attestation this change withdrew (its app, client ids or login
+        /// mode changed). Not part of the JSON shape: the CLI says it on stderr.
+        public var attestationWithdrawn: AttestationWithdrawal?
 
         enum CodingKeys: String, CodingKey {
             case provider, enabled, platforms
@@ -69,12 +72,14 @@ public struct ProviderAdmin: Sendable {
                     "--hosted-domain '\(hostedDomain.prefix(80))' is not a domain name.", hint: "Pass the Workspace domain, e.g. example.com.")
             }
         }
-        let saved = try await database.providerConfigs.save(
+        let (saved, withdrawn) = try await database.providerConfigs.save(
             ProviderConfiguration(
                 tenantID: tenant.id, provider: .google, platforms: platforms, clientIDs: ids, hostedDomain: hostedDomain?.lowercased()),
             actor: actor,
             guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: "broker provider enable google", force: force))
-        return try await attested(Self.status(saved), tenantID: tenant.id)
+        var status = try await attested(Self.status(saved), tenantID: tenant.id)
+        status.attestationWithdrawn = withdrawn
+        return status
     }
 
     /// Enables Facebook (or replaces its settings); the app secret is sealed at rest. Guarded
@@ -95,18 +100,22 @@ public struct ProviderAdmin: Sendable {
         }
         let sealed = try secrets.seal(
             Data(appSecret.utf8), context: ProviderConfiguration.secretContext(tenantID: tenant.id, provider: .facebook, clientID: appID))
-        let saved = try await database.providerConfigs.save(
+        let (saved, withdrawn) = try await database.providerConfigs.save(
             ProviderConfiguration(
                 tenantID: tenant.id, provider: .facebook, platforms: platforms, clientIDs: [appID], sealedSecret: sealed,
                 limitedLogin: limitedLogin),
             actor: actor,
             guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: "broker provider enable facebook", force: force))
-        return try await attested(Self.status(saved), tenantID: tenant.id)
+        var status = try await attested(Self.status(saved), tenantID: tenant.id)
+        status.attestationWithdrawn = withdrawn
+        return status
     }
 
-    /// Disables Google or Facebook; its settings (and secret) are deleted. Refused when an
-    /// attested provider is the qualifying option guideline 4.8 relies on, unless `force`.
-    public func disable(tenant slug: String, provider: ProviderName, force: Bool = false) async throws {
+    /// Disables Google or Facebook; its settings (and secret) are deleted and its attestation
+    /// withdrawn (returned, when it had one). Refused when an attested provider is the
+    /// qualifying option guideline 4.8 relies on, unless `force`.
+    @discardableResult
+    public func disable(tenant slug: String, provider: ProviderName, force: Bool = false) async throws -> AttestationWithdrawal? {
         let tenant = try await TenantAdmin.find(slug, in: database)
         guard provider != .apple else {
             throw BrokerError.invalidArgument(
@@ -114,11 +123,14 @@ public struct ProviderAdmin: Sendable {
         }
         let policyGuard = PolicyAdmin.guard(
             tenant: slug, action: "provider.disable", command: "broker provider disable \(provider.rawValue)", force: force)
-        guard try await database.providerConfigs.delete(tenantID: tenant.id, provider: provider, actor: actor, guard: policyGuard) else {
+        let (deleted, withdrawn) = try await database.providerConfigs.delete(
+            tenantID: tenant.id, provider: provider, actor: actor, guard: policyGuard)
+        guard deleted else {
             throw BrokerError(
                 code: "provider_not_enabled", kind: .notFound, title: "Provider not enabled",
                 detail: "Tenant '\(slug)' has not enabled \(provider.rawValue).", hint: "See 'broker provider list --tenant \(slug)'.")
         }
+        return withdrawn
     }
 
     /// Every provider of the tenant, enabled or not, Apple first.
@@ -169,6 +181,7 @@ public struct ProviderAdmin: Sendable {
         var ids: [String] = []
         for value in values {
             let id = value.trimmingCharacters(in: .whitespaces)
+            try FreeText.require(id, option: option)
             guard !id.isEmpty, id.count <= 255, !id.contains(where: { $0.isWhitespace || $0.isNewline }) else {
                 throw BrokerError.invalidArgument("\(option) '\(value.prefix(80))' is not a client id.", hint: "Pass the OAuth client id as the console shows it.")
             }

@@ -20,6 +20,7 @@ public struct TenantAdmin: Sendable {
         guard displayName.count <= 200 else {
             throw BrokerError.invalidArgument("The tenant name is longer than 200 characters.")
         }
+        try FreeText.require(displayName, option: "--name")
         let tenant = Tenant(
             id: UUID(), slug: slug, displayName: displayName, status: .active, session: .default, linking: .default,
             keyActivationDelay: 600, createdAt: now, updatedAt: now)

@@ -10,11 +10,12 @@ public struct AuthenticatedCaller: Sendable {
 }
 
 /// Checks API keys: shape first (junk never reaches the database), then one lookup by hash
-/// that also loads the tenant.
+/// that also loads the tenant. The lookup finds revoked keys too, so that their use is recorded
+/// as such (issue 20 §6); they are refused as unknown keys are (`invalid_api_key`).
 struct APIKeyAuthenticator: Sendable {
     let database: Database
-    /// Key hash → key and tenant. Revocations and tenant changes clear it through
-    /// LISTEN/NOTIFY on every instance; entries live at most 5 s regardless.
+    /// Key hash → key and tenant (revoked keys too: they stay refused). Revocations and tenant
+    /// changes clear it through LISTEN/NOTIFY on every instance; entries live at most 5 s regardless.
     let cache: ExpiringCache<Data, AuthenticatedCaller>
     /// Refused keys reach the audit log, sampled (decision 0020).
     let events: SecurityEventRecorder?
@@ -25,38 +26,52 @@ struct APIKeyAuthenticator: Sendable {
         self.events = events
     }
 
-    func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
+    /// What a refusal knew of the key, for its audit row.
+    private struct Refusal {
+        var reason: APIKeyRefusalReason = .missing
         var token: APIKeyToken?
-        var tenantID: UUID?
+        var key: APIKeyRecord?
+    }
+
+    func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
+        var refusal = Refusal()
         do {
-            return try await authenticate(headers, requiring: scope, token: &token, tenantID: &tenantID)
+            return try await authenticate(headers, requiring: scope, refusal: &refusal)
         } catch let error as BrokerError {
             events?.apiKeyRefused(
-                code: error.code, keyPrefix: token?.prefix, tenantID: tenantID, remoteAddress: RequestInfo.current?.remoteAddress)
+                refusal.reason, code: error.code, keyPrefix: refusal.token?.prefix, keyID: refusal.key?.id,
+                tenantID: refusal.key?.tenantID, remoteAddress: RequestInfo.current?.remoteAddress)
             throw error
         }
     }
 
-    private func authenticate(
-        _ headers: HTTPFields?, requiring scope: APIKeyScope, token parsed: inout APIKeyToken?, tenantID: inout UUID?
-    ) async throws -> AuthenticatedCaller {
+    private func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope, refusal: inout Refusal) async throws
+        -> AuthenticatedCaller
+    {
         guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
+        refusal.reason = .malformed
         guard let token = Self.bearerToken(header).flatMap(APIKeyToken.init(parsing:)) else { throw BrokerError.malformedAPIKey }
-        parsed = token
+        refusal.token = token
+        refusal.reason = .unknown
         let hash = token.hash
         let key: APIKeyRecord
         let tenant: Tenant
         if let cached = cache.value(for: hash) {
             (key, tenant) = (cached.apiKey, cached.tenant)
         } else {
-            guard let (found, owner) = try await database.apiKeys.authenticate(hash: hash) else {
+            guard let (found, owner) = try await database.apiKeys.lookup(hash: hash) else {
                 throw BrokerError.invalidAPIKey
             }
             cache.set(AuthenticatedCaller(tenant: owner, apiKey: found), for: hash)
             (key, tenant) = (found, owner)
         }
-        tenantID = tenant.id
+        refusal.key = key
+        refusal.reason = .revoked
+        // A revoked key answers as an unknown one; only the audit log tells them apart.
+        guard key.revokedAt == nil else { throw BrokerError.invalidAPIKey }
+        refusal.reason = .tenantDisabled
         guard tenant.status == .active else { throw BrokerError.tenantDisabled }
+        refusal.reason = .insufficientScope
         guard key.scopes.contains(scope) else { throw BrokerError.insufficientScope(scope) }
         return AuthenticatedCaller(tenant: tenant, apiKey: key)
     }
