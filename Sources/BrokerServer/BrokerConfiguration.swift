@@ -44,6 +44,9 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_DB_STATEMENT_TIMEOUT`: seconds a statement may run before PostgreSQL cancels it
     /// (default 5).
     public var databaseStatementTimeout: Int
+    /// `BROKER_DB_CONNECT_TIMEOUT`: seconds within which a connection to PostgreSQL must be made
+    /// (default 10): commands and `broker serve` that cannot connect fail within it, naming the cause.
+    public var databaseConnectTimeout: Int
     /// `BROKER_DB_SIGN_IN_BATCHES`: returning sign-ins are written in batches, at most this many
     /// batch statements at once (default 2; 0 writes each in a statement of its own; decision 0030).
     public var databaseSignInBatches: Int
@@ -59,6 +62,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_PUBLIC_URL", "external base URL used in issuer URLs (default http://HOST:PORT)"),
         ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default three times the CPU cores, at least 4)"),
         ("BROKER_DB_STATEMENT_TIMEOUT", "seconds a database statement may run; one that runs out answers 503 database_unavailable (default 5)"),
+        ("BROKER_DB_CONNECT_TIMEOUT", "seconds to connect to PostgreSQL; commands and serve that cannot connect fail within it, naming the cause (default 10)"),
         ("BROKER_DB_SIGN_IN_BATCHES", "returning sign-ins arriving together are written in one statement; at most this many such statements at once (default 2; 0 = one statement per sign-in)"),
         ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
         ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
@@ -101,6 +105,7 @@ public struct BrokerConfiguration: Sendable {
         self.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
         databasePoolSize = try integer("BROKER_DB_POOL_SIZE", default: Self.defaultPoolSize, range: 1...500)
         databaseStatementTimeout = try integer("BROKER_DB_STATEMENT_TIMEOUT", default: 5, range: 1...600)
+        databaseConnectTimeout = try integer("BROKER_DB_CONNECT_TIMEOUT", default: 10, range: 1...600)
         databaseSignInBatches = try integer("BROKER_DB_SIGN_IN_BATCHES", default: 2, range: 0...64)
         httpLimits = HTTPLimits(
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),

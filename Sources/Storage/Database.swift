@@ -1,14 +1,18 @@
 import Logging
-import NIOPosix
 import PostgresNIO
 
 /// The broker's PostgreSQL: a connection pool (`PostgresClient`) and the repositories on it.
-/// The pool runs while `run()` runs; start it in a task group or as a service.
+/// The pool runs while `run()` runs; start it in a task group or as a service. After an outage
+/// the pool is replaced once the database accepts connections again (``DatabasePool``,
+/// decision 0032); `client` is always the one in use.
 public struct Database: Sendable {
-    public let client: PostgresClient
+    public var client: PostgresClient { pool.client }
     public let logger: Logger
+    /// What this process has seen of the database lately (outages are reported here).
+    public let health: DatabaseHealth
     /// Where the pool connects; the LISTEN connection opens its own from it.
     let configuration: DatabaseConfiguration
+    let pool: DatabasePool
     /// Identities whose sign-in stamp this process saw written lately (quiet-path hint).
     let recentSignIns: RecentSignIns
     /// Quiet sign-ins written in batches (decision 0030); nil when batching is off.
@@ -19,14 +23,15 @@ public struct Database: Sendable {
         // error level unless debugging.
         var backgroundLogger = logger
         if backgroundLogger.logLevel > .debug { backgroundLogger.logLevel = .error }
-        self.client = PostgresClient(
-            configuration: try configuration.clientConfiguration(), eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-            backgroundLogger: backgroundLogger)
+        let health = DatabaseHealth()
+        let pool = try DatabasePool(configuration: configuration, health: health, logger: logger, backgroundLogger: backgroundLogger)
+        self.pool = pool
+        self.health = health
         self.logger = logger
         self.configuration = configuration
         self.recentSignIns = RecentSignIns()
         self.quietSignIns = AccountRepository.quietSignIns(
-            client: client, logger: logger, maxRunning: configuration.quietSignInBatches,
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
     }
 
@@ -34,11 +39,9 @@ public struct Database: Sendable {
     /// scheduled when a connection is parked and cancelled when it is leased again, for every
     /// statement) runs on one of NIO's event loops, beside the connections, instead of on the
     /// cooperative pool, where each of those events woke a thread of its own (decision 0022).
+    /// After an outage a new pool takes over once the database is back (decision 0032).
     public func run() async {
-        let client = client
-        await withTaskExecutorPreference(EventLoopTaskExecutor.executor(for: MultiThreadedEventLoopGroup.singleton.next())) {
-            await client.run()
-        }
+        await pool.run()
     }
 
     public var tenants: TenantRepository { TenantRepository(client: client, logger: logger) }
@@ -57,7 +60,8 @@ public struct Database: Sendable {
         Migrator(client: client, migrations: try Migration.bundled(), logger: logger)
     }
 
-    /// `SELECT 1`: is the database reachable? False when it does not answer within `timeout`.
+    /// `SELECT 1`: is the database reachable? False when it does not answer within `timeout`
+    /// (reported to ``health``).
     public func ping(timeout: Duration = .milliseconds(800)) async -> Bool {
         let client = client
         let logger = logger
@@ -65,6 +69,7 @@ public struct Database: Sendable {
             try await withDatabaseDeadline(timeout) { _ = try await client.query("SELECT 1", logger: logger).collect() }
             return true
         } catch {
+            health.reportUnavailable()
             return false
         }
     }

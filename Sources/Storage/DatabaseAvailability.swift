@@ -1,4 +1,5 @@
 import PostgresNIO
+import _ConnectionPoolModule
 
 extension Error {
     /// Whether this failure means the database cannot serve now (down, restarting, dropping
@@ -6,6 +7,12 @@ extension Error {
     /// fault in what was asked. Such failures are answered 503 `database_unavailable` with
     /// `Retry-After` (decision 0015), never 500.
     public var isDatabaseUnavailable: Bool {
+        // The pool's own failures: its circuit breaker (a minute of failed connection
+        // attempts), a pool shut down while replaced, a cancelled wait for a connection.
+        if self is ConnectionPoolError || (self as? PostgresTransactionError)?.closureError is ConnectionPoolError {
+            return true
+        }
+        if self is DatabaseConnectFailure { return true }
         guard let error = postgresError else { return self is DatabaseDeadlineExceeded }
         switch error.code {
         case .server:

@@ -26,6 +26,8 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// `BROKER_DB_STATEMENT_TIMEOUT`). A statement that runs out fails, and the broker answers
     /// 503 `database_unavailable`.
     public var statementTimeout: Duration = .seconds(5)
+    /// The longest opening a connection may take (`BROKER_DB_CONNECT_TIMEOUT`).
+    public var connectTimeout: Duration = .seconds(10)
     /// Returning sign-ins are written in batches, at most this many batch statements at once
     /// (`BROKER_DB_SIGN_IN_BATCHES`, decision 0030); 0 writes each in a statement of its own.
     public var quietSignInBatches: Int = 2
@@ -123,6 +125,7 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
             configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         configuration.options.additionalStartupParameters = startupParameters
+        configuration.options.connectTimeout = .nanoseconds(Int64(connectTimeout.components.seconds) * 1_000_000_000)
         return configuration
     }
 
@@ -145,6 +148,7 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
         }
         configuration.options.maximumConnections = maxConnections
         configuration.options.minimumConnections = 0
+        configuration.options.connectTimeout = connectTimeout
         configuration.options.additionalStartupParameters = startupParameters
         return configuration
     }

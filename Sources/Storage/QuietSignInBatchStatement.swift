@@ -121,10 +121,11 @@ enum QuietSignInOutcome: Sendable {
 typealias QuietSignIns = StatementBatcher<SignInRequest, Result<QuietSignInOutcome, any Error>>
 
 extension AccountRepository {
-    static func quietSignIns(client: PostgresClient, logger: Logger, maxRunning: Int, timeout: Duration) -> QuietSignIns? {
+    /// Each batch runs on the pool in use when it starts (``DatabasePool``).
+    static func quietSignIns(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> QuietSignIns? {
         guard maxRunning > 0 else { return nil }
         return QuietSignIns(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
-            try await quietSignInsFailingAlone(requests, client: client, logger: logger)
+            try await quietSignInsFailingAlone(requests, client: pool.client, logger: logger)
         }
     }
 

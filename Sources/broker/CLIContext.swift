@@ -48,6 +48,7 @@ struct CLIContext {
             var urlConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
             urlConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
             urlConfiguration.quietSignInBatches = configuration.databaseSignInBatches
+            urlConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
             databaseConfiguration = urlConfiguration
             lease = nil
         } else {
@@ -59,9 +60,14 @@ struct CLIContext {
             embeddedConfiguration.maxConnections = configuration.databasePoolSize
             embeddedConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
             embeddedConfiguration.quietSignInBatches = configuration.databaseSignInBatches
+            embeddedConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
             databaseConfiguration = embeddedConfiguration
         }
         defer { lease?.release() }
+        // Fail within BROKER_DB_CONNECT_TIMEOUT, naming the cause, rather than wait on a pool
+        // that retries a database that is down, missing or refusing us.
+        try await DatabaseConnectCheck.check(
+            databaseConfiguration, timeout: .seconds(configuration.databaseConnectTimeout), logger: logger)
         let database = try Database(configuration: databaseConfiguration, logger: logger)
         let isEmbedded = lease != nil
         return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in

@@ -9,19 +9,20 @@ import Darwin
 /// an oversized header block, and to see exactly what goes over the wire.
 public enum RawHTTP {
     public static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) throws -> [UInt8] {
+        try converse(port: port, request, timeoutSeconds: timeoutSeconds).answer
+    }
+
+    /// ``exchange(port:_:timeoutSeconds:)``, and whether the server closed the connection
+    /// (false: it was still open when `timeoutSeconds` passed with nothing more to read).
+    public static func converse(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) throws
+        -> (answer: [UInt8], closedByServer: Bool)
+    {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(step: "socket") }
         defer { close(fd) }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw Failure(step: "connect") }
+        try connectLoopback(fd, port: port)
         var sent = 0
         while sent < request.count {
             let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -32,10 +33,32 @@ public enum RawHTTP {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { break }
+            guard count > 0 else { return (answer, count == 0) }
             answer.append(contentsOf: buffer[..<count])
         }
-        return answer
+    }
+
+    /// Sends `request` and resets the connection without reading: a client that goes away
+    /// mid-request.
+    public static func sendAndReset(port: Int, _ request: [UInt8]) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(step: "socket") }
+        defer { close(fd) }
+        try connectLoopback(fd, port: port)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+    }
+
+    private static func connectLoopback(_ fd: Int32, port: Int) throws {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw Failure(step: "connect") }
     }
 
     public struct Failure: Error {
@@ -43,12 +66,14 @@ public enum RawHTTP {
     }
 }
 
-/// A TCP port on 127.0.0.1 held open (listening) until `close()`: a port some other process uses.
+/// A TCP port on 127.0.0.1 held until `close()`: listening, a port some other process uses
+/// (connections wait in its backlog, unanswered); not listening, a port that refuses
+/// connections and that no one else can take meanwhile.
 public final class HeldPort: @unchecked Sendable {
     public let port: Int
     private let fd: Int32
 
-    public init() throws {
+    public init(listening: Bool = true) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RawHTTP.Failure(step: "socket") }
         self.fd = fd
@@ -59,7 +84,7 @@ public final class HeldPort: @unchecked Sendable {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, raw, &length) == 0
+                bind(fd, raw, length) == 0 && (!listening || listen(fd, 1) == 0) && getsockname(fd, raw, &length) == 0
             }
         }
         guard bound else { throw RawHTTP.Failure(step: "bind") }

@@ -11,6 +11,8 @@ import NIOCore
 /// is called on every app launch, so each tenant's body per platform is kept rendered
 /// (``LoginCatalogStore``) until an operator change clears it.
 struct LoginOptionsRoute: Sendable {
+    /// How long a client may keep an answer (`Cache-Control: private, max-age=…`).
+    static let clientCacheSeconds = 60
     static let operation = GeneratedRoutes.Operation(method: .get, path: "/v1/login-options")
 
     let handlers: APIHandlers
@@ -25,7 +27,7 @@ struct LoginOptionsRoute: Sendable {
         let body = try await handlers.loginOptionsJSON(platform: platform)
         return Response(
             status: .ok,
-            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "private, max-age=60"],
+            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "private, max-age=\(Self.clientCacheSeconds)"],
             body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

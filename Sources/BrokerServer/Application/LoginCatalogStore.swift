@@ -10,10 +10,12 @@ import Synchronization
 /// entry when its tenant row, Apple clients, provider settings or attestations change; entries
 /// live at most 30 s regardless.
 final class LoginCatalogStore: Sendable {
+    /// The longest an entry lives when no change notice clears it.
+    static let ttlSeconds = 30
     let database: Database
-    private let catalogs = ExpiringCache<UUID, LoginCatalog>(ttl: .seconds(30))
+    private let catalogs = ExpiringCache<UUID, LoginCatalog>(ttl: .seconds(ttlSeconds))
     /// Rendered `GET /v1/login-options` bodies by tenant and platform.
-    let renderedOptions = ExpiringCache<String, [UInt8]>(ttl: .seconds(30))
+    let renderedOptions = ExpiringCache<String, [UInt8]>(ttl: .seconds(ttlSeconds))
     /// When each tenant's violating sign-ins were last logged.
     private let lastLogged = Mutex<[UUID: ContinuousClock.Instant]>([:])
 

@@ -2,14 +2,19 @@ import BrokerCore
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 import OpenAPIRuntime
 import Storage
 
 /// Turns every error into an RFC 9457 problem with a stable `code`: domain errors keep their
 /// code, requests that do not match the contract get `invalid_request`, unknown routes
-/// `not_found`, and anything unexpected `internal_error` (logged, never shown).
+/// `not_found`, and anything unexpected `internal_error` (logged, never shown). While the
+/// database cannot be reached every failure is 503 `database_unavailable`, whatever error the
+/// pool reported (decision 0032).
 struct ProblemMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
+
+    let database: Database
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -17,7 +22,24 @@ struct ProblemMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
+            if error.isCancellation || Task.isCancelled {
+                // The request's deadline passed and its work was cancelled: the client has its
+                // 503 from RequestDeadlineResponder already; this answer goes nowhere.
+                context.logger.debug("request work cancelled after its deadline")
+                return Problem.requestTimeout.response(headers: [.requestID: context.id, .retryAfter: "1"])
+            }
+            if error.isClientGone {
+                // The client went away before it sent the whole request: nobody reads this.
+                DroppedRequestLog.shared.log(context.logger, error: error)
+                return Problem(status: .badRequest, code: "invalid_request", title: "Invalid request", detail: nil).response()
+            }
             var problem = Self.problem(for: error, logger: context.logger)
+            if problem.code == Problem.databaseUnavailable.code {
+                database.health.reportUnavailable()
+            } else if problem.status == 500, await !database.ping(timeout: .milliseconds(300)) {
+                // An error no rule knows, while the database does not answer: the outage, not a bug.
+                problem = Problem.databaseUnavailable
+            }
             problem.instance = request.uri.path
             problem.requestID = context.id
             var headers: HTTPFields = [.requestID: context.id]
@@ -60,7 +82,8 @@ struct ProblemMiddleware: RouterMiddleware {
                     status: .badRequest, code: "invalid_request", title: "Invalid request",
                     detail: "The request does not match the API contract (\(error.causeDescription)).")
             }
-            logger.error("handler failed", metadata: ["operation": "\(error.operationID)", "error": "\(error.underlyingError)"])
+            logger.error(
+                "handler failed", metadata: ["operation": "\(error.operationID)", "error": "\(String(describing: type(of: error.underlyingError)))"])
             return Problem(status: .internalServerError, code: "internal_error", title: "Internal error", detail: nil)
         case let error as any HTTPResponseError:
             let (code, title) =
@@ -76,5 +99,20 @@ struct ProblemMiddleware: RouterMiddleware {
             logger.error("request failed", metadata: ["error": "\(String(describing: type(of: error)))"])
             return Problem(status: .internalServerError, code: "internal_error", title: "Internal error", detail: nil)
         }
+    }
+}
+
+extension Error {
+    /// The connection failed under the request (reset, closed) while its body was read.
+    var isClientGone: Bool {
+        let error = (self as? ServerError)?.underlyingError ?? self
+        return error is IOError || error is ChannelError
+    }
+
+    /// A cancelled task's error (its request ran out of time), also inside the generated code's wrapper.
+    var isCancellation: Bool {
+        if self is CancellationError { return true }
+        if let error = self as? ServerError { return error.underlyingError is CancellationError }
+        return false
     }
 }

@@ -1,16 +1,23 @@
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTPTypesHTTP1
 import Storage
 
 /// A server child channel that handles each connection with its event loop as task executor
-/// preference (see ``EventLoopTaskExecutor``); setup and handling are the wrapped channel's.
+/// preference (see ``EventLoopTaskExecutor``); setup and handling are the wrapped channel's,
+/// with ``HTTP1KeepAliveHandler`` put before the conversion to HTTP types.
 struct EventLoopPinnedChannel<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let inner: Inner
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        inner.setup(channel: channel, logger: logger)
+        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+            try pipeline.addHandler(HTTP1KeepAliveHandler(), position: .before(codec))
+            return value
+        }
     }
 
     func handle(value: Value, logger: Logger) async {

@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -6,8 +7,9 @@ import Storage
 
 /// Answers every request by its deadline (decision 0015). The router runs in a task of its own;
 /// when the deadline passes first the client gets a 503 problem with `Retry-After` at once:
-/// `database_unavailable` when the database does not answer a ping either, else
-/// `request_timeout`. Nothing the request waits on (a pool connection, a statement on a
+/// `database_unavailable` when the database does not answer a ping, or was seen unreachable
+/// while the request ran (it waited on the outage, even if the database is back by now;
+/// decision 0032), else `request_timeout`. Nothing the request waits on (a pool connection, a statement on a
 /// connection that died without a word, a provider) can hold the client or graceful shutdown.
 struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == BrokerRequestContext {
     typealias Context = BrokerRequestContext
@@ -18,18 +20,14 @@ struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner
 
     @Sendable func respond(to request: Request, context: Context) async throws -> Response {
         let inner = inner
+        let started = ContinuousClock.now
         do {
-            return try await withDatabaseDeadline(timeout, executorPreference: EventLoopTaskExecutor.executor(for: context.eventLoop)) {
+            return try await withDeadline(timeout, executorPreference: EventLoopTaskExecutor.executor(for: context.eventLoop)) {
                 try await inner.respond(to: request, context: context)
             }
-        } catch is DatabaseDeadlineExceeded {
-            let databaseUp = await database.ping(timeout: .milliseconds(300))
-            var problem =
-                databaseUp
-                ? Problem(
-                    status: .serviceUnavailable, code: "request_timeout", title: "Request timed out",
-                    detail: "The broker could not answer within its request deadline.")
-                : Problem.databaseUnavailable
+        } catch is DeadlineExceeded {
+            let databaseUp = await database.ping(timeout: .milliseconds(300)) && !database.health.wasUnavailable(since: started)
+            var problem = databaseUp ? Problem.requestTimeout : Problem.databaseUnavailable
             problem.instance = request.uri.path
             problem.requestID = context.id
             context.logger.warning("request deadline passed", metadata: ["code": "\(problem.code)"])
@@ -39,6 +37,13 @@ struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner
 }
 
 extension Problem {
+    /// 503 `request_timeout` (sent with `Retry-After`): the request's deadline passed.
+    static var requestTimeout: Problem {
+        Problem(
+            status: .serviceUnavailable, code: "request_timeout", title: "Request timed out",
+            detail: "The broker could not answer within its request deadline.")
+    }
+
     /// 503 `database_unavailable` (sent with `Retry-After`).
     static var databaseUnavailable: Problem {
         Problem(

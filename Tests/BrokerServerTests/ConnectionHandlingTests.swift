@@ -1,0 +1,70 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import TestSupport
+import Testing
+
+@testable import BrokerServer
+
+/// How connections end (issue 20 §9): an HTTP/1.0 request without keep-alive is answered and its
+/// connection closed (it stayed open until the 60 s idle timeout), and clients that drop a
+/// request half-sent are logged as a periodic count, not a line each at error level.
+@Suite struct ConnectionHandlingTests {
+    /// The 200s the server sends for `requests` (sent at once on one connection) before it
+    /// closes the connection; false when it was still open after 30 s. No clock decides a
+    /// pass: a server that closes answers at once, and one that keeps the connection open
+    /// serves a second request on it.
+    static func answers(port: Int, _ requests: String...) throws -> (count: Int, closedByServer: Bool) {
+        let exchange = try RawHTTP.converse(port: port, Array(requests.joined().utf8), timeoutSeconds: 30)
+        let text = String(decoding: exchange.answer, as: UTF8.self)
+        return (text.components(separatedBy: "HTTP/1.1 200 ").count - 1, exchange.closedByServer)
+    }
+
+    @Test func anHTTP10RequestWithoutKeepAliveIsClosedAfterItsAnswer() async throws {
+        try await TestApp.run(mode: .live) { _, client in
+            let port = try #require(client.port)
+            // HTTP/1.0 without keep-alive, and HTTP/1.1 with Connection: close: answered, then closed.
+            let plain = try Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(plain.count == 1 && plain.closedByServer, "\(plain)")
+            let closing = try Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            #expect(closing.count == 1 && closing.closedByServer, "\(closing)")
+            // HTTP/1.0 with keep-alive, and HTTP/1.1: the connection serves the next request too
+            // (the last one asks to close).
+            let last = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            let kept = try Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", last)
+            #expect(kept.count == 2 && kept.closedByServer, "\(kept)")
+            let persistent = try Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", last)
+            #expect(persistent.count == 2 && persistent.closedByServer, "\(persistent)")
+        }
+    }
+
+    @Test func requestsDroppedMidBodyLeaveTheServerServing() async throws {
+        try await TestApp.run(mode: .live) { _, client in
+            let port = try #require(client.port)
+            for _ in 0..<50 {
+                // The body is announced as 100 bytes and cut short: the client closes.
+                try RawHTTP.sendAndReset(
+                    port: port,
+                    Array("POST /v1/sessions/refresh HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\"".utf8))
+            }
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+        }
+    }
+
+    @Test func droppedRequestsAreCountedAtMostOncePerPeriod() {
+        let log = DroppedRequestLog(period: .seconds(60))
+        let start = ContinuousClock.now
+        #expect(log.record(at: start) == 1, "the first drop after a quiet period is reported at once")
+        for second in 1...149 { #expect(log.record(at: start + .milliseconds(second * 100)) == nil) }
+        #expect(log.record(at: start + .seconds(61)) == 150, "the next report counts every drop since the last")
+        #expect(log.record(at: start + .seconds(62)) == nil)
+    }
+
+    @Test func aConnectionFailingUnderTheRequestIsAClientThatWentAway() {
+        #expect(IOError(errnoCode: ECONNRESET, reason: "read").isClientGone)
+        #expect(ChannelError.eof.isClientGone)
+        #expect(!CancellationError().isClientGone)
+        #expect(CancellationError().isCancellation)
+    }
+}

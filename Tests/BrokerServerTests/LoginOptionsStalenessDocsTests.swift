@@ -1,0 +1,28 @@
+import Foundation
+import Testing
+
+@testable import BrokerServer
+
+/// README and the operator guide say the same about how stale `GET /v1/login-options` can be,
+/// and it is what the code does (issue 20 §9: they disagreed).
+@Suite struct LoginOptionsStalenessDocsTests {
+    static func document(_ path: String) throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+            .replacingOccurrences(of: "\n", with: " ")
+    }
+
+    @Test func readmeAndTheOperatorGuideStateTheCodesBounds() throws {
+        let server = LoginCatalogStore.ttlSeconds
+        let client = LoginOptionsRoute.clientCacheSeconds
+        let statement = [
+            "lives at most \(server) s if that notice is lost",
+            "`Cache-Control: private, max-age=\(client)`",
+            "up to \(client) s old, and up to \(server + client) s in the worst case",
+        ]
+        for path in ["README.md", "docs/operator-guide.md"] {
+            let text = try Self.document(path)
+            for part in statement { #expect(text.contains(part), "\(path) lacks: \(part)") }
+        }
+    }
+}

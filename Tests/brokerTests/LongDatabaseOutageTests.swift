@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// PostgreSQL stopped for 90 s under light sign-in load against the real `broker serve`
+/// (decision 0032). PostgresNIO's pool trips its circuit breaker after a minute of failed
+/// connection attempts and then backs off for up to a minute: before the fix every answer
+/// from then on was 500 `internal_error` without `Retry-After`, and the first 200 after
+/// PostgreSQL came back took 10–30 s. Now every answer during the outage, a flood included, is
+/// 503 `database_unavailable` with `Retry-After`, an admin command fails within
+/// `BROKER_DB_CONNECT_TIMEOUT` naming the cause, and the first sign-in after PostgreSQL accepts
+/// connections again succeeds within 5 s.
+@Suite struct LongDatabaseOutageTests {
+    typealias Outage = DatabaseOutageTests
+
+    @Test func ninetySecondOutageAnswers503ThroughoutAndRecoversWithinFiveSeconds() async throws {
+        let cluster = try Outage.Cluster.create()
+        defer { cluster.destroy() }
+        try cluster.start()
+        try await Outage.withBroker(
+            cluster,
+            extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_STATEMENT_TIMEOUT": "2", "BROKER_DB_CONNECT_TIMEOUT": "3"]
+        ) { broker, cli in
+            let recorder = Outage.Recorder()
+            // A steady trickle of sign-ins, about the report's (the outage's length is what matters).
+            async let loading: Void = Outage.load(broker, workers: 2, pause: .milliseconds(250), recorder)
+            let warmUp = ContinuousClock.now
+            while !recorder.answers.contains(where: { $0.status == 200 }), ContinuousClock.now - warmUp < .seconds(30) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+
+            cluster.stop(mode: "fast")
+            let stopped = ContinuousClock.now
+            // Past the pool's one-minute circuit breaker: a flood, and an admin command.
+            try await Task.sleep(for: .seconds(70))
+            let flood = await withTaskGroup(of: Outage.Answer.self, returning: [Outage.Answer].self) { group in
+                for n in 0..<300 { group.addTask { await broker.signIn("flood.\(n)") } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let commandStart = ContinuousClock.now
+            let command = try cli.run("tenant", "list")
+            let commandSeconds = (ContinuousClock.now - commandStart).seconds
+            try await Task.sleep(until: stopped + .seconds(90))
+
+            try cluster.start()
+            let restarted = ContinuousClock.now
+            var recoveredAfter: Double?
+            while recoveredAfter == nil, ContinuousClock.now - restarted < .seconds(40) {
+                try await Task.sleep(for: .milliseconds(50))
+                recoveredAfter = recorder.answers.first { $0.status == 200 && $0.at > restarted }.map { ($0.at - restarted).seconds }
+            }
+            recorder.stop()
+            await loading
+
+            let all = recorder.answers + flood
+            let during = recorder.answers.filter { $0.at > stopped + .seconds(1) && $0.at < restarted } + flood
+            let counts = Dictionary(grouping: all, by: \.status).mapValues(\.count)
+            let duringCodes = Dictionary(grouping: during, by: { "\($0.status) \($0.code ?? "-")" }).mapValues(\.count)
+            print(
+                "90 s outage: \(all.count) sign-ins, statuses \(counts); during the outage \(duringCodes); admin command \(command.status) in \(commandSeconds) s; first 200 \(recoveredAfter ?? -1) s after PostgreSQL started; slowest \(all.map(\.seconds).max() ?? 0) s"
+            )
+            #expect(counts[500] == nil, "500s: \(all.filter { $0.status == 500 }.count)")
+            #expect(during.count > 300, "the outage was seen (\(during.count) answers)")
+            for answer in during {
+                #expect(answer.status == 503 && answer.code == "database_unavailable", "\(answer.status) \(answer.code ?? "-")")
+                #expect(answer.retryAfter != nil)
+            }
+            Outage.checkAnswers(all, bound: Outage.answerBound)
+            #expect((recoveredAfter ?? 99) < 5, "recovery took \(recoveredAfter ?? -1) s")
+            // The admin command names the cause, within BROKER_DB_CONNECT_TIMEOUT (3 s) and slack.
+            #expect(command.status == 1)
+            #expect(command.output.contains("Connection refused at \(cluster.directory)"), "\(command.output)")
+            #expect(commandSeconds < 3 + 4, "admin command took \(commandSeconds) s")
+            try await Outage.checkDatabase(cluster, succeeded: Set(all.filter { $0.status == 200 }.map(\.subject)))
+        }
+    }
+}
