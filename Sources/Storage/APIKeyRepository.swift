@@ -24,10 +24,10 @@ public struct APIKeyRepository: Sendable {
     }
 
     public func list(tenantID: UUID) async throws -> [APIKeyRecord] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.columns) FROM api_keys k WHERE k.tenant_id = \(tenantID) ORDER BY k.created_at, k.id",
             logger: logger)
-        return try await rows.collect().map(Self.decode)
+        return try rows.map(Self.decode)
     }
 
     /// Revokes the key; returns it, or nil when the tenant has no such key. Idempotent.
@@ -62,8 +62,8 @@ public struct APIKeyRepository: Sendable {
     /// one round trip; nil when no key has this hash. The use of a revoked key is a security
     /// event of its own (issue 20 §6), so it is told apart from an unknown key.
     public func lookup(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
-        let rows = try await client.query(try Self.authenticateQuery(hash: hash), logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
+        let rows = try await client.rows(try Self.authenticateQuery(hash: hash), logger: logger)
+        guard let row = rows.first else { return nil }
         var reader = RowReader(row)
         let key = try Self.decode(&reader)
         let tenant = try TenantRepository.decode(&reader)

@@ -66,10 +66,10 @@ public struct AccountRepository: Sendable {
     }
 
     private func signInOnce(_ request: SignInRequest) async throws -> SignInResult? {
-        let rows = try await client.execute(
+        let rows = try await client.rows(
             SignInStatement(request: request, newIdentityID: .timeOrdered(), newAccountID: .timeOrdered()), logger: logger)
         var first: PostgresRow?
-        for try await row in rows where first == nil { first = row }
+        for row in rows where first == nil { first = row }
         guard let row = first else { return nil }
         // The account's columns, the identity's, whether the identity was created, whether it
         // joined an existing account, and whether another account has its email.
@@ -249,10 +249,10 @@ public struct AccountRepository: Sendable {
     /// start when that is later than the stored stamp, and the account's `last_seen_at` the
     /// latest of its own stamp and its identities' (decision 0013).
     public func find(tenantID: UUID, accountID: UUID) async throws -> (Account, [Identity])? {
-        let rows = try await client.query(Self.findQuery(tenantID: tenantID, accountID: accountID), logger: logger)
+        let rows = try await client.rows(Self.findQuery(tenantID: tenantID, accountID: accountID), logger: logger)
         var account: Account?
         var identities: [Identity] = []
-        for try await row in rows {
+        for row in rows {
             var reader = RowReader(row)
             let decoded = try Self.decodeAccount(&reader)
             account = account ?? decoded
@@ -271,10 +271,10 @@ public struct AccountRepository: Sendable {
     public func accountStatus(tenantID: UUID, provider: String, providerScope: String, subject: String) async throws
         -> AccountStatus?
     {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             Self.accountStatusQuery(tenantID: tenantID, provider: provider, providerScope: providerScope, subject: subject),
             logger: logger)
-        for try await status in rows.decode(String.self) { return AccountStatus(rawValue: status) ?? .disabled }
+        for row in rows { return AccountStatus(rawValue: try row.decode(String.self)) ?? .disabled }
         return nil
     }
 

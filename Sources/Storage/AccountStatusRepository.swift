@@ -57,9 +57,9 @@ public struct AccountStatusRepository: Sendable {
 
     /// The account's status; nil when the tenant has no such account.
     public func status(tenantID: UUID, accountID: UUID) async throws -> AccountStatus? {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID)", logger: logger)
-        for try await status in rows.decode(String.self) { return AccountStatus(rawValue: status) ?? .disabled }
+        for row in rows { return AccountStatus(rawValue: try row.decode(String.self)) ?? .disabled }
         return nil
     }
 

@@ -35,10 +35,10 @@ public struct AppleRepository: Sendable {
     }
 
     public func teams(tenantID: UUID) async throws -> [AppleTeam] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.teamColumns) FROM apple_teams t WHERE t.tenant_id = \(tenantID) ORDER BY t.created_at",
             logger: logger)
-        return try await rows.collect().map { row in
+        return try rows.map { row in
             var reader = RowReader(row)
             return try Self.decodeTeam(&reader)
         }
@@ -90,20 +90,20 @@ public struct AppleRepository: Sendable {
     }
 
     public func groups(tenantID: UUID) async throws -> [AppleAppGroup] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.groupColumns) FROM apple_app_groups g WHERE g.tenant_id = \(tenantID) ORDER BY g.created_at",
             logger: logger)
-        return try await rows.collect().map { row in
+        return try rows.map { row in
             var reader = RowReader(row)
             return try Self.decodeGroup(&reader)
         }
     }
 
     public func clients(tenantID: UUID) async throws -> [AppleClient] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.clientColumns) FROM apple_clients c WHERE c.tenant_id = \(tenantID) ORDER BY c.created_at",
             logger: logger)
-        return try await rows.collect().map { row in
+        return try rows.map { row in
             var reader = RowReader(row)
             return try Self.decodeClient(&reader)
         }
@@ -123,8 +123,8 @@ public struct AppleRepository: Sendable {
     /// The client with its group and team, in one query; nil when the tenant has no such client
     /// (or its group has no team).
     public func resolve(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
-        let rows = try await client.query(Self.resolveQuery(tenantID: tenantID, clientID: clientID), logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
+        let rows = try await client.rows(Self.resolveQuery(tenantID: tenantID, clientID: clientID), logger: logger)
+        guard let row = rows.first else { return nil }
         var reader = RowReader(row)
         return ResolvedAppleClient(
             client: try Self.decodeClient(&reader), group: try Self.decodeGroup(&reader), team: try Self.decodeTeam(&reader))

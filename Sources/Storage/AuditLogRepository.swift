@@ -39,11 +39,12 @@ public struct AuditLogRepository: Sendable {
     }
 
     public func entries(tenantID: UUID) async throws -> [Entry] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT actor, action, target, created_at FROM audit_log WHERE tenant_id = \(tenantID) ORDER BY id",
             logger: logger)
         var result: [Entry] = []
-        for try await (actor, action, target, created) in rows.decode((String, String, String?, Date).self) {
+        for row in rows {
+            let (actor, action, target, created) = try row.decode((String, String, String?, Date).self)
             result.append(Entry(actor: actor, action: action, target: target, createdAt: created))
         }
         return result
@@ -69,7 +70,7 @@ extension AuditLogRepository {
     /// replayed token, a refused API key). `details` must be a JSON object's text; an
     /// `account_id` or `session_id` member in it is shown as the event's own.
     public func record(tenantID: UUID?, actor: String, action: String, target: String?, details: String) async throws {
-        try await client.query(
+        _ = try await client.rows(
             """
             INSERT INTO audit_log (tenant_id, actor, action, target, details)
             VALUES (\(tenantID), \(actor), \(action), \(target), \(details)::jsonb)
@@ -80,7 +81,7 @@ extension AuditLogRepository {
     /// The newest events first. `tenantID` nil: every tenant's and those of no tenant (API-key
     /// failures). `accountID` narrows to one account (through the sessions' account index).
     public func securityEvents(tenantID: UUID?, accountID: UUID?, action: String?, limit: Int) async throws -> [SecurityEvent] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             """
             SELECT tenant_id, occurred_at, action, account_id, session_id, actor, target, details::text
             FROM security_events
@@ -92,9 +93,9 @@ extension AuditLogRepository {
             """,
             logger: logger)
         var events: [SecurityEvent] = []
-        for try await (tenant, at, action, account, session, actor, target, details) in rows.decode(
-            (UUID?, Date, String, UUID?, UUID?, String, String?, String).self)
-        {
+        for row in rows {
+            let (tenant, at, action, account, session, actor, target, details) = try row.decode(
+                (UUID?, Date, String, UUID?, UUID?, String, String?, String).self)
             events.append(
                 SecurityEvent(
                     tenantID: tenant, occurredAt: at, action: action, accountID: account, sessionID: session, actor: actor,

@@ -66,7 +66,7 @@ public struct Database: Sendable {
         let client = client
         let logger = logger
         do {
-            try await withDatabaseDeadline(timeout) { _ = try await client.query("SELECT 1", logger: logger).collect() }
+            try await withDatabaseDeadline(timeout) { _ = try await client.rows("SELECT 1", logger: logger) }
             return true
         } catch {
             health.reportUnavailable()

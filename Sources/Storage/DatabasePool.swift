@@ -85,7 +85,7 @@ final class DatabasePool: Sendable {
     private func ping(_ client: PostgresClient, timeout: Duration) async -> Bool {
         let logger = logger
         do {
-            try await withDatabaseDeadline(timeout) { _ = try await client.query("SELECT 1", logger: logger).collect() }
+            try await withDatabaseDeadline(timeout) { _ = try await client.rows("SELECT 1", logger: logger) }
             return true
         } catch {
             return false

@@ -201,7 +201,7 @@ public struct IdentityLinkRepository: Sendable {
 
     /// The account that holds the identity, if any.
     public func owner(tenantID: UUID, identity: ProviderIdentity) async throws -> UUID? {
-        let rows = try await client.query(Self.ownerQuery(tenantID: tenantID, identity: identity), logger: logger).collect()
+        let rows = try await client.rows(Self.ownerQuery(tenantID: tenantID, identity: identity), logger: logger)
         guard let row = rows.first else { return nil }
         var reader = RowReader(row)
         return try AccountRepository.decodeIdentity(&reader).accountID

@@ -14,8 +14,8 @@ public struct LoginPolicyRepository: Sendable {
     /// Google and Facebook on their `platforms` (an empty list: every platform), each attested
     /// or not. Providers in ``ProviderName`` order (Apple first).
     public func loginPolicy(for tenant: Tenant) async throws -> LoginPolicy {
-        let rows = try await client.query(Self.offeredQuery(tenantID: tenant.id), logger: logger)
-        return LoginPolicy(settings: tenant.policy, offered: try await Self.decodeOffered(rows))
+        let rows = try await client.rows(Self.offeredQuery(tenantID: tenant.id), logger: logger)
+        return LoginPolicy(settings: tenant.policy, offered: try Self.decodeOffered(rows))
     }
 
     /// Sets the tenant's mode; refused by `policyGuard` (nothing written) when it breaks the rule.
@@ -73,13 +73,14 @@ public struct LoginPolicyRepository: Sendable {
 
     /// The tenant's attestations, by provider.
     public func attestations(tenantID: UUID) async throws -> [ProviderAttestation] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             """
             SELECT provider, attested_at, attested_by FROM provider_attestations
             WHERE tenant_id = \(tenantID) ORDER BY provider
             """, logger: logger)
         var found: [ProviderAttestation] = []
-        for try await (provider, at, by) in rows.decode((String, Date, String).self) {
+        for row in rows {
+            let (provider, at, by) = try row.decode((String, Date, String).self)
             guard let name = ProviderName(rawValue: provider) else { continue }
             found.append(ProviderAttestation(provider: name, attestedAt: at, attestedBy: by))
         }
@@ -206,8 +207,8 @@ extension LoginPolicyRepository {
     }
 
     static func snapshot(of tenant: Tenant, on connection: PostgresConnection, logger: Logger) async throws -> LoginPolicy {
-        let rows = try await connection.query(offeredQuery(tenantID: tenant.id), logger: logger)
-        return LoginPolicy(settings: tenant.policy, offered: try await decodeOffered(rows))
+        let rows = try await connection.query(offeredQuery(tenantID: tenant.id), logger: logger).collect()
+        return LoginPolicy(settings: tenant.policy, offered: try decodeOffered(rows))
     }
 
     /// One row per offered provider: Apple (when it has clients) with the union of its clients'
@@ -226,9 +227,10 @@ extension LoginPolicyRepository {
         """
     }
 
-    static func decodeOffered(_ rows: PostgresRowSequence) async throws -> [OfferedProvider] {
+    static func decodeOffered(_ rows: [PostgresRow]) throws -> [OfferedProvider] {
         var offered: [OfferedProvider] = []
-        for try await (name, platformNames, attested) in rows.decode((String, [String], Bool).self) {
+        for row in rows {
+            let (name, platformNames, attested) = try row.decode((String, [String], Bool).self)
             guard let provider = ProviderName(rawValue: name) else { continue }
             var platforms = Set(platformNames.compactMap(ProviderPlatform.init(rawValue:)))
             // Google or Facebook with no --platforms: offered everywhere, as far as the rule goes.

@@ -114,17 +114,17 @@ public struct ProviderConfigRepository: Sendable {
 
     /// The tenant's settings of the provider; nil when it is not enabled.
     public func find(tenantID: UUID, provider: ProviderName) async throws -> ProviderConfiguration? {
-        let rows = try await client.query(Self.findQuery(tenantID: tenantID, provider: provider), logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
+        let rows = try await client.rows(Self.findQuery(tenantID: tenantID, provider: provider), logger: logger)
+        guard let row = rows.first else { return nil }
         return try Self.decode(row)
     }
 
     /// Every configured provider of the tenant, by name.
     public func list(tenantID: UUID) async throws -> [ProviderConfiguration] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.columns) FROM provider_configs p WHERE p.tenant_id = \(tenantID) ORDER BY p.provider",
             logger: logger)
-        return try await rows.collect().map(Self.decode)
+        return try rows.map(Self.decode)
     }
 
     static func decode(_ row: PostgresRow) throws -> ProviderConfiguration {

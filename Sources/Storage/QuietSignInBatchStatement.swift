@@ -176,8 +176,8 @@ extension AccountRepository {
             }
         }
         var outcomes = [QuietSignInOutcome](repeating: .notQuiet, count: posted.count)
-        let rows = try await client.execute(QuietSignInBatchStatement(requests: posted), logger: logger)
-        for try await row in rows {
+        let rows = try await client.rows(QuietSignInBatchStatement(requests: posted), logger: logger)
+        for row in rows {
             var reader = RowReader(row)
             let opened: Bool = try reader.next()
             let n = Int(try reader.next(Int32.self))

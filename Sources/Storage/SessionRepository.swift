@@ -66,10 +66,10 @@ public struct SessionRepository: Sendable {
         var rotated: SessionInfo?
         if let sessionID {
             let statement = RotateStatement(rotation: rotation, sessionID: sessionID)
-            for try await info in try await client.execute(statement, logger: logger) where rotated == nil { rotated = info }
+            for info in try await client.rows(statement, logger: logger) where rotated == nil { rotated = info }
         } else {
             let statement = LegacyRotateStatement(rotation: rotation)
-            for try await info in try await client.execute(statement, logger: logger) where rotated == nil { rotated = info }
+            for info in try await client.rows(statement, logger: logger) where rotated == nil { rotated = info }
         }
         if let rotated { return .rotated(rotated) }
         if reuseInterval > 0, let repeated = try await repeatedRotation(
@@ -78,8 +78,8 @@ public struct SessionRepository: Sendable {
             return .repeated(repeated)
         }
         // A token spent longer ago than the reuse interval is a replay: end the family.
-        let revoked = try await client.query(try Self.reuseRevocationQuery(tenantID: tenantID, tokenHash: tokenHash, reuseInterval: reuseInterval), logger: logger)
-        return try await revoked.collect().isEmpty ? .invalid : .reused
+        let revoked = try await client.rows(try Self.reuseRevocationQuery(tenantID: tenantID, tokenHash: tokenHash, reuseInterval: reuseInterval), logger: logger)
+        return revoked.isEmpty ? .invalid : .reused
     }
 
     /// The statement of `private repeatedRotation` (its plan is asserted by HotStatementPlanTests, decision 0014).
@@ -103,9 +103,9 @@ public struct SessionRepository: Sendable {
     private func repeatedRotation(
         tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval
     ) async throws -> SessionInfo? {
-        let rows = try await client.query(try Self.repeatedRotationQuery(tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
+        let rows = try await client.rows(try Self.repeatedRotationQuery(tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
         var session: SessionInfo?
-        for try await row in rows where session == nil { session = try RotateStatement.decodeSession(row) }
+        for row in rows where session == nil { session = try RotateStatement.decodeSession(row) }
         return session
     }
 
@@ -231,8 +231,8 @@ public struct SessionRepository: Sendable {
     /// The account is checked, not only the session's revocation: a session opened in a race
     /// with the account's disabling escapes that revocation, never this check.
     public func introspectRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?) async throws -> SessionInfo? {
-        let rows = try await client.query(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID), logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
+        let rows = try await client.rows(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID), logger: logger)
+        guard let row = rows.first else { return nil }
         let (sessionID, accountID, clientID, idp, createdAt, tokenExpiresAt) =
             try row.decode((UUID, UUID, String?, String, Date, Date).self)
         return SessionInfo(
@@ -252,8 +252,8 @@ public struct SessionRepository: Sendable {
 
     /// A session that is neither revoked nor expired, of an active account.
     public func liveSession(tenantID: UUID, sessionID: UUID) async throws -> SessionInfo? {
-        let rows = try await client.query(Self.liveSessionQuery(tenantID: tenantID, sessionID: sessionID), logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
+        let rows = try await client.rows(Self.liveSessionQuery(tenantID: tenantID, sessionID: sessionID), logger: logger)
+        guard let row = rows.first else { return nil }
         let (id, accountID, clientID, idp, expiresAt, createdAt) = try row.decode((UUID, UUID, String?, String, Date, Date).self)
         return SessionInfo(
             sessionID: id, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt, createdAt: createdAt)
@@ -288,8 +288,8 @@ public struct SessionRepository: Sendable {
     /// one or already spent; returns whether a live family was found.
     @discardableResult
     public func revokeByRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?, reason: String) async throws -> Bool {
-        let rows = try await client.query(try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID, reason: reason), logger: logger)
-        return try await !rows.collect().isEmpty
+        let rows = try await client.rows(try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID, reason: reason), logger: logger)
+        return !rows.isEmpty
     }
 
     /// The statement of `revoke` (its plan is asserted by HotStatementPlanTests, decision 0014).
@@ -303,8 +303,8 @@ public struct SessionRepository: Sendable {
 
     @discardableResult
     public func revoke(tenantID: UUID, sessionID: UUID, reason: String) async throws -> Bool {
-        let rows = try await client.query(Self.revokeQuery(tenantID: tenantID, sessionID: sessionID, reason: reason), logger: logger)
-        return try await !rows.collect().isEmpty
+        let rows = try await client.rows(Self.revokeQuery(tenantID: tenantID, sessionID: sessionID, reason: reason), logger: logger)
+        return !rows.isEmpty
     }
 
     /// The statement of `revokeAll` (its plan is asserted by HotStatementPlanTests, decision 0014).
@@ -323,8 +323,8 @@ public struct SessionRepository: Sendable {
     /// Ends every live session of an account; returns how many, or nil when the tenant has no
     /// such account.
     public func revokeAll(tenantID: UUID, accountID: UUID, reason: String) async throws -> Int? {
-        let rows = try await client.query(Self.revokeAllQuery(tenantID: tenantID, accountID: accountID, reason: reason), logger: logger)
-        guard let row = try await rows.collect().first else { return nil }
+        let rows = try await client.rows(Self.revokeAllQuery(tenantID: tenantID, accountID: accountID, reason: reason), logger: logger)
+        guard let row = rows.first else { return nil }
         let (found, ended) = try row.decode((Int, Int).self)
         return found == 0 ? nil : ended
     }

@@ -30,15 +30,15 @@ public struct SigningKeyRepository: Sendable {
     }
 
     public func list(tenantID: UUID) async throws -> [SigningKeyRecord] {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.columns) FROM signing_keys WHERE tenant_id = \(tenantID) ORDER BY activates_at, created_at",
             logger: logger)
-        return try await rows.collect().map(Self.decode)
+        return try rows.map(Self.decode)
     }
 
     /// Keys of a tenant looked up by slug, in one round trip (JWKS and metadata paths).
     public func list(tenantSlug: String) async throws -> (tenant: Tenant, keys: [SigningKeyRecord])? {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             """
             SELECT \(unescaped: TenantRepository.columns(alias: "t")), \(unescaped: Self.columns(alias: "k"))
             FROM tenants t LEFT JOIN signing_keys k ON k.tenant_id = t.id
@@ -47,7 +47,7 @@ public struct SigningKeyRepository: Sendable {
             """, logger: logger)
         var tenant: Tenant?
         var keys: [SigningKeyRecord] = []
-        for try await row in rows {
+        for row in rows {
             var reader = RowReader(row)
             if tenant == nil { tenant = try TenantRepository.decode(&reader) } else { _ = try TenantRepository.decode(&reader) }
             var probe = reader

@@ -42,14 +42,14 @@ public struct TenantRepository: Sendable {
     }
 
     public func list() async throws -> [Tenant] {
-        let rows = try await client.query("SELECT \(unescaped: Self.columns) FROM tenants ORDER BY slug", logger: logger)
-        return try await rows.collect().map(Self.decode)
+        let rows = try await client.rows("SELECT \(unescaped: Self.columns) FROM tenants ORDER BY slug", logger: logger)
+        return try rows.map(Self.decode)
     }
 
     public func find(slug: String) async throws -> Tenant? {
-        let rows = try await client.query(
+        let rows = try await client.rows(
             "SELECT \(unescaped: Self.columns) FROM tenants WHERE slug = \(slug)", logger: logger)
-        return try await rows.collect().first.map(Self.decode)
+        return try rows.first.map(Self.decode)
     }
 
     public func setStatus(slug: String, _ status: TenantStatus, actor: String) async throws -> Tenant? {

@@ -1,0 +1,31 @@
+import Logging
+import PostgresNIO
+
+/// Statements on the pool, each on a connection leased for it alone and given back when its
+/// rows are read or it fails (decision 0033). PostgresNIO 1.33's `PostgresClient.query` and
+/// `execute` give the connection back when the row stream finishes; a statement that fails
+/// after PostgreSQL described its rows (a unique violation in an INSERT … RETURNING: a replayed
+/// sign-in; a statement timeout), with the failure arriving before the caller has attached to
+/// the stream (its thread preempted between sending and awaiting, under load), finishes a
+/// stream nobody listens to, and the connection is never given back. Eight of those and the
+/// pool has nothing left: seen under the whole test suite with 2,000 replays of one token.
+/// `withConnection` gives the connection back when its closure returns or throws, whatever the
+/// stream did.
+extension PostgresClient {
+    /// The rows of `query`, read in full.
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await withConnection { connection in
+            try await connection.query(query, logger: logger).collect()
+        }
+    }
+
+    /// The rows of the prepared `statement` (prepared once per connection), read in full.
+    func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws -> [Statement.Row]
+    where Statement.Row: Sendable {
+        try await withConnection { connection in
+            var rows: [Statement.Row] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        }
+    }
+}
