@@ -154,16 +154,41 @@ import TestSupport
 
     /// The answers of a load run, and whether it should stop.
     final class Recorder: Sendable {
-        private let state = Mutex<(stopped: Bool, answers: [Answer])>((false, []))
+        private struct State {
+            var stopped = false
+            var answers: [Answer] = []
+            var waiters: [(matches: @Sendable (Answer) -> Bool, continuation: CheckedContinuation<Answer, Never>)] = []
+        }
+        private let state = Mutex(State())
         var stopped: Bool { state.withLock { $0.stopped } }
         var answers: [Answer] { state.withLock { $0.answers } }
         func stop() { state.withLock { $0.stopped = true } }
-        func record(_ answer: Answer) { state.withLock { $0.answers.append(answer) } }
+
+        func record(_ answer: Answer) {
+            let woken = state.withLock { state in
+                state.answers.append(answer)
+                let woken = state.waiters.filter { $0.matches(answer) }.map(\.continuation)
+                state.waiters.removeAll { $0.matches(answer) }
+                return woken
+            }
+            for continuation in woken { continuation.resume(returning: answer) }
+        }
+
+        /// The first answer recorded (already, or from now on) that `matches`: an event, no polling.
+        func first(where matches: @escaping @Sendable (Answer) -> Bool) async -> Answer {
+            await withCheckedContinuation { continuation in
+                let found = state.withLock { state -> Answer? in
+                    if let answer = state.answers.first(where: matches) { return answer }
+                    state.waiters.append((matches, continuation))
+                    return nil
+                }
+                if let found { continuation.resume(returning: found) }
+            }
+        }
     }
 
-    /// Sign-in load from `workers` loops until the recorder is stopped; each sign-in a new person,
-    /// `pause` between one answer and the next request of a loop.
-    static func load(_ broker: Broker, workers: Int, pause: Duration? = nil, _ recorder: Recorder) async {
+    /// Sign-in load from `workers` loops until the recorder is stopped; each sign-in a new person.
+    static func load(_ broker: Broker, workers: Int, _ recorder: Recorder) async {
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
                 group.addTask {
@@ -171,7 +196,6 @@ import TestSupport
                     while !recorder.stopped {
                         recorder.record(await broker.signIn("outage.\(worker).\(n)"))
                         n += 1
-                        if let pause { try? await Task.sleep(for: pause) }
                     }
                 }
             }
@@ -258,11 +282,8 @@ import TestSupport
             try await Task.sleep(for: .seconds(3))
             try cluster.start()
             let restarted = ContinuousClock.now
-            var recoveredAfter: Double?
-            while recoveredAfter == nil, ContinuousClock.now - restarted < .seconds(30) {
-                try await Task.sleep(for: .milliseconds(50))
-                recoveredAfter = recorder.answers.first { $0.status == 200 && $0.at > restarted }.map { ($0.at - restarted).seconds }
-            }
+            let recovered = await recorder.first { $0.status == 200 && $0.at > restarted }
+            let recoveredAfter: Double? = (recovered.at - restarted).seconds
             try await Task.sleep(for: .seconds(2))
             recorder.stop()
             await loading
