@@ -63,15 +63,9 @@ public struct Database: Sendable {
     /// `SELECT 1`: is the database reachable? False when it does not answer within `timeout`
     /// (reported to ``health``).
     public func ping(timeout: Duration = .milliseconds(800)) async -> Bool {
-        let client = client
-        let logger = logger
-        do {
-            try await withDatabaseDeadline(timeout) { _ = try await client.rows("SELECT 1", logger: logger) }
-            return true
-        } catch {
-            health.reportUnavailable()
-            return false
-        }
+        if await DatabasePool.ping(client, timeout: timeout, logger: logger) { return true }
+        health.reportUnavailable()
+        return false
     }
 }
 

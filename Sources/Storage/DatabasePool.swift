@@ -59,7 +59,7 @@ final class DatabasePool: Sendable {
     private func recover(_ running: RunningPools) async {
         var sawOutage = false
         while !Task.isCancelled {
-            if await ping(client, timeout: .seconds(1)) { return }
+            if await Self.ping(client, timeout: .seconds(1), logger: logger) { return }
             health.note()
             switch await connectFailure() {
             case nil where sawOutage:
@@ -82,8 +82,8 @@ final class DatabasePool: Sendable {
         }
     }
 
-    private func ping(_ client: PostgresClient, timeout: Duration) async -> Bool {
-        let logger = logger
+    /// `SELECT 1` on `client` within `timeout`.
+    static func ping(_ client: PostgresClient, timeout: Duration, logger: Logger) async -> Bool {
         do {
             try await withDatabaseDeadline(timeout) { _ = try await client.rows("SELECT 1", logger: logger) }
             return true
