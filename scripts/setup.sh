@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build, run and test the broker: the PostgreSQL server
-# and the C libraries of DESIGN.md. Safe to run again; does nothing when all is there.
+# and the C libraries the packages link (libssl, libpq, libcurl). Safe to run again; does nothing when all is there.
 set -euo pipefail
 
 packages=(postgresql libssl-dev libpq-dev libcurl4-openssl-dev)

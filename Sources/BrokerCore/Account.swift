@@ -175,7 +175,7 @@ public struct ProviderIdentity: Sendable, Equatable {
         self.attributes = attributes
     }
 
-    /// Whether this identity's email may join it to an existing account (DESIGN.md "Linking"):
+    /// Whether this identity's email may join it to an existing account (decision 0025):
     /// verified by its provider, not an Apple private-relay address, and not Facebook's (Graph
     /// does not say that an email is verified; decision 0024).
     public var mayAutoLinkByEmail: Bool {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Which text of App Store guideline 4.8 a tenant is held to (DESIGN.md "Guideline 4.8 policy").
+/// Which text of App Store guideline 4.8 a tenant is held to (decision 0026).
 public enum LoginPolicyMode: String, Sendable, CaseIterable, Codable {
     /// The text since January 2024: an equivalent login option that limits data to name and
     /// email, lets people keep their email private and collects no interactions for advertising

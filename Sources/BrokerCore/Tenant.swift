@@ -5,7 +5,7 @@ public enum TenantStatus: String, Sendable, Codable {
     case disabled
 }
 
-/// Session settings a tenant can tune; defaults follow DESIGN.md.
+/// Session settings a tenant can tune: access and refresh token lifetimes and audiences.
 public struct SessionSettings: Sendable, Equatable, Codable {
     /// Lifetime of an access token, in seconds (default 15 minutes).
     public var accessTokenTTL: Int

@@ -8,7 +8,7 @@ extension Database {
 }
 
 /// Linking a provider identity to an account on the person's say-so, and unlinking it
-/// (DESIGN.md "Linking"; decision 0025). Nothing is ever merged or moved: an identity belongs to
+/// (decision 0025). Nothing is ever merged or moved: an identity belongs to
 /// one account, and the identities' unique key decides every race.
 public struct IdentityLinkRepository: Sendable {
     let client: PostgresClient

@@ -5,7 +5,7 @@ import Logging
 import Providers
 import Storage
 
-/// Linking and unlinking provider identities (DESIGN.md "Linking"; decision 0025): only with
+/// Linking and unlinking provider identities (decision 0025): only with
 /// proof of both sides, the account's live session (`X-Account-Token`) and a fresh provider
 /// proof verified exactly as that provider's sign-in verifies it. Never a merge: an identity
 /// another account holds is a conflict naming that account.

@@ -21,7 +21,7 @@ struct IssuedSession: Sendable {
     let refreshToken: RefreshToken
 }
 
-/// The one sign-in of every provider and route (DESIGN.md "Core flows"): resolve the client
+/// The one sign-in of every provider and route (decision 0024): resolve the client
 /// and verify the proof (the provider), redeem an authorization code when the provider can,
 /// find or create the account and identity, open the session, sign the access token. Used by
 /// `POST /v1/sign-in/{provider}`; later by the web callback, notifications and imports.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Sign in with Apple facts (DESIGN.md "Provider facts").
+/// Sign in with Apple facts (docs/operator-guide.md, decision 0024).
 public enum Apple {
     /// The `iss` of Apple identity tokens; also the `aud` of client secrets. It stays this
     /// value when the base URL points at a MockIdP.

@@ -3,7 +3,7 @@ import BrokerCore
 import Foundation
 import Logging
 
-/// Sign in with Apple (DESIGN.md "Native Apple sign-in", "Provider facts"): identity tokens
+/// Sign in with Apple (decisions 0006 and 0019): identity tokens
 /// for a client of the tenant's app groups, `sub` scoped to the team; the authorization code is
 /// exchanged for Apple's refresh token, which is kept sealed and revoked when not kept.
 public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, TokenRevoking, ServerNotifying {

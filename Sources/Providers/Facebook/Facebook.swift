@@ -1,4 +1,4 @@
-/// Facebook Login facts (DESIGN.md "Provider facts").
+/// Facebook Login facts (docs/operator-guide.md, decision 0024).
 public enum Facebook {
     /// The `iss` of Limited Login tokens.
     public static let issuer = "https://www.facebook.com"

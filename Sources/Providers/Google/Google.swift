@@ -1,4 +1,4 @@
-/// Google Sign-In facts (DESIGN.md "Provider facts").
+/// Google Sign-In facts (docs/operator-guide.md, decision 0024).
 public enum Google {
     /// Google writes `iss` in either form.
     public static let issuers: Set<String> = ["accounts.google.com", "https://accounts.google.com"]

@@ -33,7 +33,7 @@ public struct VerificationReport: Sendable {
     }
 }
 
-/// The one verifier every provider uses (DESIGN.md "Verifier rules", RFC 8725): header rules
+/// The one verifier every provider uses (decision 0008, RFC 8725): header rules
 /// before any key is touched, the signature through jwt-kit with the provider's cached JWKS,
 /// then every claim with our own clock.
 public struct IdentityTokenVerifier: Sendable {

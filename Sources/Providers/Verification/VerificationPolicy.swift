@@ -1,7 +1,7 @@
 import BrokerCore
 import Foundation
 
-/// What a provider's identity tokens must satisfy (DESIGN.md "Verifier rules").
+/// What a provider's identity tokens must satisfy (decision 0008).
 public struct VerificationPolicy: Sendable {
     /// `iss` must be one of these exactly.
     public var issuers: Set<String>
