@@ -58,7 +58,7 @@ struct ConformanceCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-/// The RFC 8725 / OpenID RP verifier cases (DESIGN.md "Verifier rules"), run for Apple, Google
+/// The RFC 8725 / OpenID RP verifier cases (decision 0008), run for Apple, Google
 /// and Facebook Limited Login through each provider's own policy. A signer from MockIdP signs
 /// every token (the keys are RSA keys like the providers'; the claims are each provider's).
 @Suite struct ProviderConformanceTests {
