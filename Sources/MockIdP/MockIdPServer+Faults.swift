@@ -1,13 +1,15 @@
 import Foundation
 import Hummingbird
 
-/// `POST /mock/faults` (served by ``MockIdPServer/router(apple:google:facebook:)`` only): sets
-/// faults of a running mock, e.g. `{"facebook.me": "other_user", "google.keys": "unavailable"}`,
+/// `POST /mock/faults` (served by ``MockIdPServer/router(apple:google:facebook:oidc:)`` only):
+/// sets faults of a running mock, e.g. `{"facebook.me": "other_user", "google.keys": "unavailable"}`,
 /// and answers every provider's current faults. Names: `apple.keys`, `google.keys`,
 /// `facebook.keys` (none, unavailable, empty_set, malformed, slow_body); `apple.token` (none,
 /// omit_id_token, other_subject, slow_body); `facebook.debug_token`, `facebook.me` (none,
-/// internal_error, unavailable, reset_connection, hang, other_user, slow_body). The faults
-/// that serve an arbitrary body (`.answer(status:body:)`) are set in process only.
+/// internal_error, unavailable, reset_connection, hang, other_user, slow_body); for each OpenID
+/// Connect issuer `oidc.<name>.discovery` (none, unavailable, hang, wrong_issuer, malformed) and
+/// `oidc.<name>.keys` (none, unavailable, hang, empty_set, malformed). The faults that serve an
+/// arbitrary body (`.answer(status:body:)`) are set in process only.
 extension MockIdPServer {
     public static let faultsPath = "/mock/faults"
 
@@ -21,8 +23,18 @@ extension MockIdPServer {
         "none": .none, "internal_error": .internalError, "unavailable": .unavailable, "reset_connection": .resetConnection,
         "hang": .hang, "other_user": .otherUser, "slow_body": .slowBody,
     ]
+    static let oidcDiscoveryFaults: [String: MockOIDCIssuer.DiscoveryFault] = [
+        "none": .none, "unavailable": .unavailable, "hang": .hang, "wrong_issuer": .wrongIssuer, "malformed": .malformed,
+    ]
+    static let oidcKeysFaults: [String: MockOIDCIssuer.KeysFault] = [
+        "none": .none, "unavailable": .unavailable, "hang": .hang, "empty_set": .emptySet, "malformed": .malformed,
+    ]
 
-    static func addFaultRoute(to router: Router<Context>, apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?) {
+    static func addFaultRoute(
+        to router: Router<Context>, apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?,
+        oidc: [MockOIDCIssuer] = []
+    ) {
+        let issuers = Dictionary(oidc.map { ($0.name, $0) }) { first, _ in first }
         router.post(RouterPath(faultsPath)) { request, _ -> Response in
             let body = try await request.body.collect(upTo: 65_536)
             guard let settings = try? JSONDecoder().decode([String: String].self, from: Data(body.readableBytesView)) else {
@@ -41,7 +53,8 @@ extension MockIdPServer {
                     if let facebook, let fault = graphFaults[value] { changes.append { facebook.debugTokenFault = fault }; continue }
                 case "facebook.me":
                     if let facebook, let fault = graphFaults[value] { changes.append { facebook.meFault = fault }; continue }
-                default: break
+                default:
+                    if let change = oidcFaultChange(name, value, issuers) { changes.append(change); continue }
                 }
                 return faultError("Unknown fault \(name.prefix(40)): \(value.prefix(40)).")
             }
@@ -57,7 +70,31 @@ extension MockIdPServer {
                 current["facebook.debug_token"] = name(facebook.debugTokenFault, in: graphFaults)
                 current["facebook.me"] = name(facebook.meFault, in: graphFaults)
             }
+            for (issuerName, issuer) in issuers {
+                current["oidc.\(issuerName).discovery"] = name(issuer.discoveryFault, in: oidcDiscoveryFaults)
+                current["oidc.\(issuerName).keys"] = name(issuer.keysFault, in: oidcKeysFaults)
+            }
             return json(.ok, try JSONSerialization.data(withJSONObject: current, options: [.sortedKeys]))
+        }
+    }
+
+    /// The change `oidc.<name>.discovery` or `oidc.<name>.keys` set to `value` asks for, or nil
+    /// when the name or the value is unknown.
+    private static func oidcFaultChange(_ name: String, _ value: String, _ issuers: [String: MockOIDCIssuer])
+        -> (@Sendable () -> Void)?
+    {
+        guard name.hasPrefix("oidc."), let dot = name.lastIndex(of: ".") else { return nil }
+        let issuerName = String(name[name.index(name.startIndex, offsetBy: 5)..<dot])
+        guard let issuer = issuers[issuerName] else { return nil }
+        switch name[name.index(after: dot)...] {
+        case "discovery":
+            guard let fault = oidcDiscoveryFaults[value] else { return nil }
+            return { issuer.discoveryFault = fault }
+        case "keys":
+            guard let fault = oidcKeysFaults[value] else { return nil }
+            return { issuer.keysFault = fault }
+        default:
+            return nil
         }
     }
 

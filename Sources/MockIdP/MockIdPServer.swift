@@ -8,10 +8,11 @@ import NIOCore
 /// Routes: Apple at `/auth/keys`, `/auth/token`, `/auth/revoke`; Google's key set at
 /// ``MockGoogleIdP/jwksPath``; Facebook's Limited Login key set at ``MockFacebookIdP/jwksPath``,
 /// Graph (`debug_token`, `me`) under ``MockFacebookIdP/graphPath`` and the test-users admin
-/// route at ``MockFacebookIdP/testUsersPath``; ``faultsPath`` sets faults of a running mock.
+/// route at ``MockFacebookIdP/testUsersPath``; generic OpenID Connect issuers
+/// (``MockOIDCIssuer``) under `/oidc/<name>`; ``faultsPath`` sets faults of a running mock.
 public enum MockIdPServer {
-    /// The request context of ``router(apple:google:facebook:)``: it keeps the connection, so
-    /// that a fault can reset it.
+    /// The request context of ``router(apple:google:facebook:oidc:)``: it keeps the connection,
+    /// so that a fault can reset or close it.
     public struct Context: RequestContext {
         public var coreContext: CoreRequestContextStorage
         let channel: any Channel
@@ -29,15 +30,20 @@ public enum MockIdPServer {
         return router
     }
 
-    /// The routes of every provider given; a nil provider is not served.
-    public static func router(apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?) -> Router<Context> {
+    /// The routes of every provider given; a nil provider is not served. `oidc`: OpenID Connect
+    /// issuers, each under `/oidc/<name>` (names must differ: of issuers sharing one, only the
+    /// first is served).
+    public static func router(
+        apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?, oidc: [MockOIDCIssuer] = []
+    ) -> Router<Context> {
         let router = Router(context: Context.self)
         if let apple { addAppleRoutes(to: router, apple: apple) }
         if let google {
             router.get(RouterPath(MockGoogleIdP.jwksPath)) { _, _ -> Response in try keysResponse(google.keys) }
         }
         if let facebook { addFacebookRoutes(to: router, facebook: facebook) }
-        addFaultRoute(to: router, apple: apple, google: google, facebook: facebook)
+        addOIDCRoutes(to: router, issuers: oidc)
+        addFaultRoute(to: router, apple: apple, google: google, facebook: facebook, oidc: oidc)
         return router
     }
 
@@ -53,13 +59,14 @@ public enum MockIdPServer {
         )
     }
 
-    /// An application listening on 127.0.0.1:`port` serving every provider given.
+    /// An application listening on 127.0.0.1:`port` serving every provider given, and the
+    /// OpenID Connect issuers `oidc` (``router(apple:google:facebook:oidc:)``).
     public static func application(
-        apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?, port: Int,
+        apple: MockAppleIdP?, google: MockGoogleIdP?, facebook: MockFacebookIdP?, oidc: [MockOIDCIssuer] = [], port: Int,
         onRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         Application(
-            router: router(apple: apple, google: google, facebook: facebook),
+            router: router(apple: apple, google: google, facebook: facebook, oidc: oidc),
             configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "MockIdP"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }
         )

@@ -5,8 +5,8 @@ import Foundation
 import Hummingbird
 import MockIdP
 
-/// `mock-idp`: Apple-, Google- and Facebook-shaped identity providers on loopback, for demos
-/// and benchmarks.
+/// `mock-idp`: Apple-, Google- and Facebook-shaped identity providers, and generic OpenID Connect
+/// issuers, on loopback, for demos and benchmarks.
 @main
 struct MockIdPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -50,7 +50,13 @@ struct MockIdPCommand: AsyncParsableCommand {
                 with {"app_id", "user_id", "name", "email", "expires_in"} (all but app_id optional) answers \
                 {"access_token", "user_id", "app_id", "expires_at"} (see the facebook-token subcommand); \
                 POST /mock/faults with e.g. {"facebook.me": "hang"} sets faults (names: apple.keys, apple.token, \
-                google.keys, facebook.keys, facebook.debug_token, facebook.me).
+                google.keys, facebook.keys, facebook.debug_token, facebook.me, and per OpenID Connect issuer \
+                oidc.<name>.discovery and oidc.<name>.keys). Each --oidc NAME serves a generic OpenID Connect \
+                issuer (RS256 and ES256 keys, fresh each run) at /oidc/NAME: discovery at \
+                /oidc/NAME/.well-known/openid-configuration, keys at /oidc/NAME/keys. --oidc NAME:multi-tenant \
+                serves Microsoft Entra ID's shape instead: tokens of tenant T are issued by /oidc/NAME/T/v2.0, \
+                discovery at /oidc/NAME/common/v2.0/.well-known/openid-configuration (issuer \
+                /oidc/NAME/{tenantid}/v2.0), keys at /oidc/NAME/common/discovery/v2.0/keys.
                 """)
         @Option(help: "Port on 127.0.0.1.") var port: Int = 9100
         @OptionGroup var key: KeyOptions
@@ -58,11 +64,33 @@ struct MockIdPCommand: AsyncParsableCommand {
         var facebookAppID: [String] = ["1000000000001"]
         @Option(help: "The secret of each --facebook-app-id, in order (appsecret_proof is keyed with it).")
         var facebookAppSecret: [String] = ["mock-facebook-app-secret"]
+        @Option(
+            name: .customLong("oidc"),
+            help: ArgumentHelp(
+                "Serve a generic OpenID Connect issuer at /oidc/NAME (e.g. line); NAME:multi-tenant for Microsoft "
+                    + "Entra ID's shape (e.g. entra:multi-tenant). Repeat for more issuers.",
+                valueName: "name[:multi-tenant]"))
+        var oidc: [String] = []
 
         func validate() throws {
             guard facebookAppID.count == facebookAppSecret.count else {
                 throw ValidationError("Give one --facebook-app-secret per --facebook-app-id.")
             }
+            let names = try oidc.map { try Self.oidcIssuer($0).name }
+            guard Set(names).count == names.count else { throw ValidationError("Give each --oidc issuer a different name.") }
+        }
+
+        /// `NAME` or `NAME:multi-tenant`.
+        static func oidcIssuer(_ value: String) throws -> (name: String, multiTenant: Bool) {
+            let parts = value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            guard parts.count == 1 || parts[1] == "multi-tenant" else {
+                throw ValidationError("--oidc takes NAME or NAME:multi-tenant, not \(value).")
+            }
+            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }),
+                name != ".", name != ".."
+            else { throw ValidationError("An --oidc name holds letters, digits, '-', '_' and '.' only, not \(name).") }
+            return (name, parts.count == 2)
         }
 
         func run() async throws {
@@ -71,15 +99,24 @@ struct MockIdPCommand: AsyncParsableCommand {
             let facebook = try MockFacebookIdP(keyFile: key.facebookURL)
             for (appID, secret) in zip(facebookAppID, facebookAppSecret) { facebook.registerApp(appID: appID, secret: secret) }
             let appIDs = facebookAppID.joined(separator: ", ")
-            let app = MockIdPServer.application(apple: apple, google: google, facebook: facebook, port: port) { port in
+            let issuers = try oidc.map { value in
+                let (name, multiTenant) = try Self.oidcIssuer(value)
+                return try MockOIDCIssuer(name: name, multiTenant: multiTenant)
+            }
+            let app = MockIdPServer.application(apple: apple, google: google, facebook: facebook, oidc: issuers, port: port) { port in
                 let base = "http://127.0.0.1:\(port)"
+                let oidcLines = issuers.map { issuer in
+                    let shape = issuer.isMultiTenant ? " (multi-tenant; discovery names {tenantid})" : ""
+                    return "OpenID Connect issuer \(issuer.name)\(shape): \(issuer.issuer(base: base)) "
+                        + "discovery \(issuer.discoveryURL(base: base)) keys \(issuer.jwksURL(base: base))\n"
+                }
                 let banner = """
                     mock-idp listening on \(base) (BROKER_APPLE_BASE_URL)
                     BROKER_GOOGLE_JWKS_URL=\(MockGoogleIdP.jwksURL(base: base))
                     BROKER_FACEBOOK_JWKS_URL=\(MockFacebookIdP.jwksURL(base: base))
                     BROKER_FACEBOOK_GRAPH_URL=\(MockFacebookIdP.graphURL(base: base))
                     Facebook apps registered: \(appIDs); classic access tokens: POST \(MockFacebookIdP.testUsersURL(base: base))
-
+                    \(oidcLines.joined())
                     """
                 FileHandle.standardOutput.write(Data(banner.utf8))
             }
