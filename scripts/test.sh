@@ -43,7 +43,7 @@ else
     # cores (under that load a task waiting on a deadline is resumed seconds late): a provider
     # answer trickling in is cut off within its timeout plus a second; readiness turns 503
     # within 2.5 s of PostgreSQL stopping, the first sign-in succeeds within 5 s of its return.
-    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests"
+    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests"
     outage_suites="DatabaseOutageTests|LongDatabaseOutageTests"
     swift test --skip-build --skip "$timing_suites|$outage_suites"
     swift test --skip-build --filter "$timing_suites"

@@ -18,20 +18,14 @@ extension APIHandlers {
             problem.requestID = RequestInfo.current?.requestID
             return .serviceUnavailable(.init(body: .applicationProblemJson(problem.schema)))
         }
-        // A cold instance that has never fetched Apple's keys cannot check any Apple sign-in
-        // (decision 0019); once fetched, cached keys keep it ready while Apple is down.
-        guard services.appleKeys.isUsable else {
-            var problem = Problem(
-                status: .serviceUnavailable, code: "provider_unavailable", title: "Apple keys unavailable",
-                detail: "The broker has not fetched Apple's signing keys yet (it retries every second).")
-            problem.requestID = RequestInfo.current?.requestID
-            return .serviceUnavailable(.init(body: .applicationProblemJson(problem.schema)))
-        }
-        return .ok(.init(body: .json(.init(status: .ok))))
+        // Readiness is this instance's own health: a provider's key state is reported, never a
+        // reason to take the instance out of a load balancer (decision 0036).
+        let providers = services.keySets.states().compactMapValues { Components.Schemas.ProviderKeySetState(rawValue: $0.rawValue) }
+        return .ok(.init(body: .json(.init(status: .ok, providers: .init(additionalProperties: providers)))))
     }
 
     func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
-        .ok(.init(body: .plainText(HTTPBody(BrokerMetrics.render()))))
+        .ok(.init(body: .plainText(HTTPBody(BrokerMetrics.render(keySets: services.keySets.states())))))
     }
 }
 

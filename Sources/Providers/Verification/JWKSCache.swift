@@ -15,6 +15,10 @@ import Synchronization
 /// (decision 0019). While no usable set has ever been fetched, lookups answer
 /// ``KeyLookup/unavailable`` (the provider is down, not the token wrong) and fetches are
 /// retried every `unavailableRetryInterval`, so the first good fetch ends the outage.
+///
+/// A set is fetched only once it is needed: the first lookup marks it needed (and fetches on
+/// the request path); ``runRefreshLoopOnceNeeded()`` waits for that before its first fetch, so
+/// a provider no tenant uses is never fetched (decision 0036).
 public actor JWKSCache {
     /// What a lookup of (kid, alg) found.
     public enum KeyLookup: Sendable {
@@ -45,7 +49,8 @@ public actor JWKSCache {
     /// At most one failure line per this interval (a provider down for an hour is retried
     /// every second while nothing is cached).
     let failureLogInterval: Duration
-    /// The clock of the failure log's interval (a test moves it).
+    /// The clock of the failure log's interval, the request path's refetch intervals and the
+    /// refresh loop's view of how fresh the set is (a test moves it).
     let now: @Sendable () -> ContinuousClock.Instant
 
     /// The kids of the current set and the collection holding their keys. Read without
@@ -62,7 +67,14 @@ public actor JWKSCache {
         var byKey: [Key: any JWTAlgorithm] = [:]
     }
     private nonisolated let algorithms = Mutex(Algorithms())
+    /// Whether a lookup has needed the set (read lock-free on every lookup).
+    private nonisolated let needed = Atomic<Bool>(false)
+    /// Tasks waiting for the first need (``waitUntilNeeded()``), by waiter id.
+    private nonisolated let needWaiters = Mutex<(needed: Bool, nextID: Int, waiting: [Int: CheckedContinuation<Void, Never>])>(
+        (false, 0, [:]))
     private var lastAttempt: ContinuousClock.Instant?
+    /// When the set was last fetched successfully.
+    private var lastSuccess: ContinuousClock.Instant?
     private var inFlight: Task<Void, any Error>?
     public private(set) var lastError: String?
     /// When a failure was last logged, and the failures since that were not.
@@ -77,7 +89,7 @@ public actor JWKSCache {
     ///     path) while no usable set is cached.
     ///   - fetchTimeout: how long one fetch may take as a whole (connect, head and body).
     ///   - failureLogInterval: at most one logged fetch failure per interval.
-    ///   - now: the clock of the failure log's interval.
+    ///   - now: the clock of the failure log's interval and of the refetch intervals.
     public init(
         source: Source, httpClient: HTTPClient = .providers, logger: Logger, minimumRefetchInterval: Duration = .seconds(30),
         refreshInterval: Duration = .seconds(3_600), unavailableRetryInterval: Duration = .seconds(1),
@@ -98,9 +110,46 @@ public actor JWKSCache {
     /// Whether a usable key set is cached (it may be stale while the provider is down).
     public nonisolated var isUsable: Bool { current.withLock { !$0.kids.isEmpty } }
 
+    /// Whether a lookup has needed the set since the cache was made.
+    public nonisolated var isNeeded: Bool { needed.load(ordering: .acquiring) }
+
+    /// Marks the set needed and wakes ``waitUntilNeeded()``'s waiters (once; later calls cost
+    /// one atomic load).
+    nonisolated func markNeeded() {
+        guard !needed.load(ordering: .acquiring) else { return }
+        let waiting = needWaiters.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.needed = true
+            needed.store(true, ordering: .releasing)
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Returns once a lookup has needed the set, or when the task is cancelled.
+    public nonisolated func waitUntilNeeded() async {
+        let id = needWaiters.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = needWaiters.withLock { state -> Bool in
+                    if state.needed || Task.isCancelled { return true }
+                    state.waiting[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            needWaiters.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
+        }
+    }
+
     /// The key collection holding `kid`, or nil when the provider does not publish it
     /// (after at most one rate-limited refetch).
     nonisolated func collection(for kid: String) async -> JWTKeyCollection? {
+        markNeeded()
         if let known = published(kid) { return known }
         return await refetchingCollection(for: kid)
     }
@@ -115,6 +164,7 @@ public actor JWKSCache {
     /// cost one lock. The caller still compares the algorithm's name with the token's `alg`:
     /// a JWK that names its own algorithm keeps it.
     nonisolated func lookup(kid: String, alg: String) async -> KeyLookup {
+        markNeeded()
         let key = Algorithms.Key(kid: kid, alg: alg)
         if let known = algorithms.withLock({ $0.byKey[key] }) { return .key(known) }
         guard let collection = await collection(for: kid) else { return isUsable ? .unknown : .unavailable }
@@ -131,7 +181,7 @@ public actor JWKSCache {
         let interval = isUsable ? minimumRefetchInterval : unavailableRetryInterval
         if let inFlight {
             _ = try? await inFlight.value
-        } else if lastAttempt.map({ ContinuousClock.now - $0 >= interval }) ?? true {
+        } else if lastAttempt.map({ now() - $0 >= interval }) ?? true {
             _ = try? await refresh()
         }
         return published(kid)
@@ -140,13 +190,14 @@ public actor JWKSCache {
     /// Fetches the key set now (joins a fetch already under way).
     public func refresh() async throws {
         if let inFlight { return try await inFlight.value }
-        lastAttempt = .now
+        lastAttempt = now()
         let task = Task { try await self.load() }
         inFlight = task
         defer { inFlight = nil }
         do {
             try await task.value
             lastError = nil
+            lastSuccess = now()
         } catch {
             lastError = "\(error)"
             logFailure(error)
@@ -187,6 +238,10 @@ public actor JWKSCache {
     /// backoff from that interval doubling up to `refreshInterval`.
     public func runRefreshLoop() async {
         var failures = 0
+        // A set fetched a moment ago (at first need, on the request path) is not fetched again.
+        if let lastSuccess, isUsable, now() - lastSuccess < refreshInterval {
+            try? await Task.sleep(for: refreshInterval - (now() - lastSuccess))
+        }
         while !Task.isCancelled {
             let pause: Duration
             do {
@@ -200,6 +255,14 @@ public actor JWKSCache {
             }
             try? await Task.sleep(for: pause)
         }
+    }
+
+    /// ``runRefreshLoop()`` from the first need on: nothing is fetched before a lookup needs
+    /// the set. Returns when cancelled.
+    public func runRefreshLoopOnceNeeded() async {
+        await waitUntilNeeded()
+        guard !Task.isCancelled else { return }
+        await runRefreshLoop()
     }
 
     public var knownKeyIDs: [String] { current.withLock { $0.kids.sorted() } }
