@@ -141,9 +141,18 @@ public struct SignInRequest: Sendable {
     public var attributes: [String: String] { identity.attributes }
 }
 
+/// How far a provider's `email_verified` is trusted for joining accounts by email
+/// (`--email-trust`).
+public enum EmailTrust: String, Sendable, CaseIterable, Codable {
+    /// Its emails never join accounts (Facebook; an OpenID Connect issuer by default).
+    case never
+    /// An email it marks verified may join accounts (Apple, except relay addresses; Google).
+    case verified
+}
+
 /// A provider identity as the broker records it, whatever the provider.
 public struct ProviderIdentity: Sendable, Equatable {
-    public var provider: ProviderName
+    public var provider: ProviderID
     /// Where `subject` is unique: Apple's team id, Facebook's app id, empty for Google.
     public var providerScope: String
     public var subject: String
@@ -157,11 +166,17 @@ public struct ProviderIdentity: Sendable, Equatable {
     public var realUserStatus: Int?
     /// Provider-specific facts kept with the identity, e.g. Google's `hd`.
     public var attributes: [String: String]
+    /// How far the provider's `email_verified` is trusted (its type's, or the operator's for an
+    /// OpenID Connect provider). Never, unless the provider says otherwise: a new provider does
+    /// not inherit auto-linking by email.
+    public var emailTrust: EmailTrust
 
     public init(
-        provider: ProviderName, providerScope: String, subject: String, email: String?, emailVerified: Bool,
-        isPrivateEmail: Bool, name: PersonName, realUserStatus: Int? = nil, attributes: [String: String] = [:]
+        provider: ProviderID, providerScope: String, subject: String, email: String?, emailVerified: Bool,
+        isPrivateEmail: Bool, name: PersonName, realUserStatus: Int? = nil, attributes: [String: String] = [:],
+        emailTrust: EmailTrust = .never
     ) {
+        self.emailTrust = emailTrust
         self.provider = provider
         self.providerScope = providerScope
         self.subject = subject
@@ -176,10 +191,10 @@ public struct ProviderIdentity: Sendable, Equatable {
     }
 
     /// Whether this identity's email may join it to an existing account (decision 0025):
-    /// verified by its provider, not an Apple private-relay address, and not Facebook's (Graph
-    /// does not say that an email is verified; decision 0024).
+    /// verified by a provider whose `email_verified` is trusted (not Facebook's: Graph does not
+    /// say that an email is verified; decision 0024), and not an Apple private-relay address.
     public var mayAutoLinkByEmail: Bool {
-        guard let email, emailVerified, !isPrivateEmail, provider != .facebook else { return false }
+        guard let email, emailVerified, emailTrust == .verified, !isPrivateEmail else { return false }
         return !email.lowercased().hasSuffix("@" + Self.appleRelayDomain)
     }
 

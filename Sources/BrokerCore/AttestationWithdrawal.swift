@@ -16,7 +16,7 @@ public struct AttestationWithdrawal: Sendable, Equatable {
         case configurationChanged = "configuration_changed"
     }
 
-    public var provider: ProviderName
+    public var provider: ProviderID
     public var reason: Reason
     /// With ``Reason/configurationChanged``: what changed (`client_ids`, `hosted_domain`,
     /// `app_id`, `limited_login`).
@@ -24,7 +24,7 @@ public struct AttestationWithdrawal: Sendable, Equatable {
     /// The attestation withdrawn.
     public var attestation: ProviderAttestation
 
-    public init(provider: ProviderName, reason: Reason, changed: [String], attestation: ProviderAttestation) {
+    public init(provider: ProviderID, reason: Reason, changed: [String], attestation: ProviderAttestation) {
         self.provider = provider
         self.reason = reason
         self.changed = changed
@@ -35,18 +35,28 @@ public struct AttestationWithdrawal: Sendable, Equatable {
 extension ProviderConfiguration {
     /// What an attestation of this configuration covers that `replacement` changes (empty: the
     /// attestation still holds). Client ids compare as a set: their order means nothing.
+    /// Settings that say nothing about how people sign in: the name shown, what discovery found.
+    public static let settingsOutsideAttestation: Set<String> = ["display_name", "discovered_jwks_uri", "discovered_algorithms"]
+
     public func attestedSettingsChanged(by replacement: ProviderConfiguration) -> [String] {
         var changed: [String] = []
-        switch provider {
-        case .google:
-            if Set(clientIDs) != Set(replacement.clientIDs) { changed.append("client_ids") }
-            if hostedDomain?.lowercased() != replacement.hostedDomain?.lowercased() { changed.append("hosted_domain") }
-        case .facebook:
-            if appID != replacement.appID { changed.append("app_id") }
-            if limitedLogin != replacement.limitedLogin { changed.append("limited_login") }
-        case .apple:
-            break
+        if type != replacement.type { changed.append("type") }
+        if Set(clientIDs) != Set(replacement.clientIDs) { changed.append(type == .facebook ? "app_id" : "client_ids") }
+        let names = Set(settings.keys).union(replacement.settings.keys).subtracting(Self.settingsOutsideAttestation)
+        for name in names.sorted() where !Self.sameSetting(settings[name], replacement.settings[name]) {
+            changed.append(name)
         }
         return changed
+    }
+
+    /// Equal, ignoring the case of strings (domains and URLs compare case-insensitively here)
+    /// and the order of lists.
+    private static func sameSetting(_ a: JSONValue?, _ b: JSONValue?) -> Bool {
+        switch (a, b) {
+        case (.string(let x)?, .string(let y)?): x.lowercased() == y.lowercased()
+        case (.array(let x)?, .array(let y)?):
+            Set(x.compactMap { $0.string?.lowercased() }) == Set(y.compactMap { $0.string?.lowercased() }) && x.count == y.count
+        default: a == b
+        }
     }
 }

@@ -72,6 +72,11 @@ public struct JSONWriter {
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
+    public mutating func double(_ value: Double) {
+        separate()
+        bytes.append(contentsOf: "\(value)".utf8)
+    }
+
     public mutating func null() {
         separate()
         bytes.append(contentsOf: "null".utf8)
@@ -88,6 +93,28 @@ public struct JSONWriter {
     }
 
     // MARK: Members
+
+    /// Any parsed value; object members in sorted order (the same value, the same bytes).
+    public mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: null()
+        case .bool(let flag): bool(flag)
+        case .string(let text): string(text)
+        case .number(let number):
+            if number.rounded() == number, abs(number) < 1e15 { int(Int(number)) } else { number.isFinite ? double(number) : null() }
+        case .array(let items):
+            beginArray()
+            for item in items { self.value(item) }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for name in members.keys.sorted() {
+                key(name)
+                if let member = members[name] { self.value(member) }
+            }
+            endObject()
+        }
+    }
 
     public mutating func member(_ name: String, _ value: String) {
         key(name)

@@ -53,11 +53,11 @@ public struct LoginPolicySettings: Sendable, Equatable {
 /// An operator's statement that a provider, as the tenant configured it, meets the three
 /// criteria of the current text (`broker provider attest`). Apple needs none.
 public struct ProviderAttestation: Sendable, Equatable {
-    public var provider: ProviderName
+    public var provider: ProviderID
     public var attestedAt: Date
     public var attestedBy: String
 
-    public init(provider: ProviderName, attestedAt: Date, attestedBy: String) {
+    public init(provider: ProviderID, attestedAt: Date, attestedBy: String) {
         self.provider = provider
         self.attestedAt = attestedAt
         self.attestedBy = attestedBy
@@ -66,14 +66,14 @@ public struct ProviderAttestation: Sendable, Equatable {
 
 /// A provider as the rule sees it: where it is offered, and whether it is attested.
 public struct OfferedProvider: Sendable, Equatable {
-    public var provider: ProviderName
+    public var provider: ProviderID
     /// The platforms it is offered on. Apple: the platforms of its clients (an App ID `ios`
     /// unless told otherwise, a Services ID `web` and `android`). Google and Facebook: their
     /// `--platforms`, where an empty list means every platform.
     public var platforms: Set<ProviderPlatform>
     public var attested: Bool
 
-    public init(provider: ProviderName, platforms: Set<ProviderPlatform>, attested: Bool) {
+    public init(provider: ProviderID, platforms: Set<ProviderPlatform>, attested: Bool) {
         self.provider = provider
         self.platforms = platforms
         self.attested = attested
@@ -85,7 +85,7 @@ public enum PlatformCompliance: Sendable, Equatable {
     case compliant
     case exempt(LoginPolicyExemption)
     /// Providers that do not qualify are offered and no qualifying one is.
-    case violation(nonQualifying: [ProviderName])
+    case violation(nonQualifying: [ProviderID])
 }
 
 /// Guideline 4.8, per tenant and per Apple platform: when a social provider that does not
@@ -105,14 +105,14 @@ public struct LoginPolicy: Sendable, Equatable {
     }
 
     /// Whether a provider counts as the equivalent option under this mode.
-    public func qualifies(_ provider: ProviderName) -> Bool {
+    public func qualifies(_ provider: ProviderID) -> Bool {
         if provider == .apple { return true }
         guard settings.mode == .privacyEquivalent else { return false }
         return offered.first { $0.provider == provider }?.attested ?? false
     }
 
     /// The providers offered on a platform, in the order of `offered`.
-    public func providers(on platform: ProviderPlatform) -> [ProviderName] {
+    public func providers(on platform: ProviderPlatform) -> [ProviderID] {
         offered.filter { $0.platforms.contains(platform) }.map(\.provider)
     }
 
@@ -148,9 +148,9 @@ public struct LoginPolicy: Sendable, Equatable {
 
     public struct Violation: Sendable, Hashable, Comparable {
         public var platform: ProviderPlatform
-        public var provider: ProviderName
+        public var provider: ProviderID
 
-        public init(platform: ProviderPlatform, provider: ProviderName) {
+        public init(platform: ProviderPlatform, provider: ProviderID) {
             self.platform = platform
             self.provider = provider
         }

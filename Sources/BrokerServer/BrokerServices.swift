@@ -18,11 +18,15 @@ public struct BrokerServices: Sendable {
     public let endpoints: ProviderEndpoints
     /// Apple's base URL (`BROKER_APPLE_BASE_URL`): keys at /auth/keys, tokens at /auth/token.
     public var appleBaseURL: String { endpoints.appleBaseURL }
-    /// Each provider's signing keys, cached; refreshed in the background by ``backgroundTasks()``.
+    /// Every provider's key set, fetched at first need and then refreshed in the background by
+    /// ``backgroundTasks()``; `/readyz` reports their states (decision 0036).
+    public let keySets: ProviderKeySets
+    /// The built-in providers' key sets (declared in ``keySets`` as `apple`, `google`, `facebook`).
     public let appleKeys: JWKSCache
     public let googleKeys: JWKSCache
     public let facebookKeys: JWKSCache
-    /// `apple`, `google`, `facebook` (``ProviderRegistry``).
+    /// The provider types (``ProviderRegistry``): `apple`, `google`, `facebook`, `oidc`, and any
+    /// `additionalProviderTypes` given (a test's own type).
     public let providers: ProviderRegistry
     let signingKeys: TenantSigningKeys
     let httpClient: HTTPClient
@@ -44,7 +48,8 @@ public struct BrokerServices: Sendable {
         appleBaseURL: String? = nil, endpoints: ProviderEndpoints = ProviderEndpoints(), appleKeys: JWKSCache? = nil,
         httpClient: HTTPClient = .providers,
         refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil,
-        securityEventSampling: SecurityEventSampling = SecurityEventSampling()
+        securityEventSampling: SecurityEventSampling = SecurityEventSampling(),
+        additionalProviderTypes: [ProviderDescriptor] = []
     ) {
         var endpoints = endpoints
         if let appleBaseURL { endpoints.appleBaseURL = appleBaseURL }
@@ -55,21 +60,16 @@ public struct BrokerServices: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.endpoints = endpoints
         self.httpClient = httpClient
+        let keySets = ProviderKeySets(httpClient: httpClient, logger: logger, fetchTimeout: .seconds(endpoints.timeoutSeconds))
+        self.keySets = keySets
         let appleKeys =
-            appleKeys ?? JWKSCache(source: .url(endpoints.keysURL(for: .apple)), httpClient: httpClient, logger: logger)
+            appleKeys.map { keySets.declare("apple", cache: $0) } ?? keySets.declare("apple", url: Apple.keysURL(base: endpoints.appleBaseURL))
         self.appleKeys = appleKeys
-        self.googleKeys = JWKSCache(source: .url(endpoints.keysURL(for: .google)), httpClient: httpClient, logger: logger)
-        self.facebookKeys = JWKSCache(source: .url(endpoints.keysURL(for: .facebook)), httpClient: httpClient, logger: logger)
-        var providers = ProviderRegistry()
-        providers.register(
-            AppleProvider(baseURL: endpoints.appleBaseURL, keys: appleKeys, secrets: secrets, httpClient: httpClient, logger: logger))
-        providers.register(GoogleProvider(keys: googleKeys))
-        providers.register(
-            FacebookProvider(
-                keys: facebookKeys,
-                graph: FacebookGraphClient(
-                    baseURL: endpoints.facebookGraphURL, httpClient: httpClient, timeoutSeconds: endpoints.timeoutSeconds),
-                secrets: secrets))
+        self.googleKeys = keySets.declare("google", url: endpoints.googleKeysURL)
+        self.facebookKeys = keySets.declare("facebook", url: endpoints.facebookKeysURL)
+        var providers = ProviderRegistry.builtIn(
+            ProviderContext(endpoints: endpoints, keySets: keySets, secrets: secrets, httpClient: httpClient, logger: logger))
+        for descriptor in additionalProviderTypes { providers.register(descriptor) }
         self.providers = providers
         self.signingKeys = TenantSigningKeys(database: database, secrets: secrets)
         self.securityEvents = SecurityEventRecorder(database: database, sampling: securityEventSampling)
@@ -103,12 +103,11 @@ public struct BrokerServices: Sendable {
             successorKey: refreshSuccessorKey)
     }
 
-    /// Work that runs for the life of the server: refreshing provider key sets, clearing caches.
+    /// Work that runs for the life of the server: refreshing the provider key sets once needed,
+    /// clearing caches.
     public func backgroundTasks() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await appleKeys.runRefreshLoop() }
-            group.addTask { await googleKeys.runRefreshLoop() }
-            group.addTask { await facebookKeys.runRefreshLoop() }
+            group.addTask { await keySets.runBackground() }
             group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
         }
     }

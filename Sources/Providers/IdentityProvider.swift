@@ -71,13 +71,12 @@ public protocol IdentityProvider: Sendable {
     /// resolved client, group and team; Google: the configured client ids).
     associatedtype Settings: Sendable
 
-    static var name: ProviderName { get }
-
-    /// The settings for this proof, resolving the client id it names. Throws
-    /// ``ProviderFailure/notEnabled(_:)`` when the tenant has not configured the provider and
-    /// ``ProviderFailure/unknownClient(_:clientID:)`` for a client that is not the tenant's;
-    /// store errors (the database) pass through unchanged.
-    func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws -> Settings
+    /// The tenant's settings of provider `provider` for this proof, resolving the client id it
+    /// names. Throws ``ProviderFailure/notEnabled(_:)`` when the tenant has not configured the
+    /// provider or turned it off, and ``ProviderFailure/unknownClient(_:clientID:)`` for a client
+    /// that is not the tenant's; store errors (the database) pass through unchanged.
+    func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore) async throws
+        -> Settings
 
     /// Verifies the proof against the settings: the token and every claim, or the live check
     /// at the provider.
@@ -128,16 +127,25 @@ extension IDTokenProvider {
         return (IdentityTokenVerifier(policy: policy, keys: keys), nonce)
     }
 
-    /// Verifies an id token with these options; a failure says whether the provider or the
-    /// token is at fault.
-    public func verifyToken(_ token: String, options: TokenCheckOptions, at now: Date) async throws(ProviderFailure)
-        -> IdentityClaims
+    /// Verifies an id token of provider `provider` with these options.
+    public func verifyToken(_ token: String, provider: ProviderID, options: TokenCheckOptions, at now: Date)
+        async throws(ProviderFailure) -> IdentityClaims
     {
         let (verifier, nonce) = verifier(options)
+        return try await verifier.verifyForProvider(token, provider: provider, nonce: nonce, at: now)
+    }
+}
+
+extension IdentityTokenVerifier {
+    /// Verifies an id token; a failure says whether the provider (its keys) or the token is at
+    /// fault.
+    public func verifyForProvider(_ token: String, provider: ProviderID, nonce: NonceExpectation, at now: Date)
+        async throws(ProviderFailure) -> IdentityClaims
+    {
         do {
-            return try await verifier.verify(token, nonce: nonce, at: now)
+            return try await verify(token, nonce: nonce, at: now)
         } catch where error.isProviderUnavailable {
-            throw .unavailable(Self.name, .keys)
+            throw .unavailable(provider, .keys)
         } catch {
             throw .rejected(error)
         }

@@ -6,6 +6,7 @@ import Foundation
 public protocol ProviderConfigurationStore: Sendable {
     /// An Apple client of the tenant with its group and team; nil when the tenant has none.
     func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient?
-    /// The tenant's settings of a configured provider (Google, Facebook); nil when not enabled.
-    func configuration(tenantID: UUID, provider: ProviderName) async throws -> ProviderConfiguration?
+    /// The tenant's configuration of a provider id, enabled or not; nil when it never
+    /// configured it.
+    func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration?
 }

@@ -25,13 +25,4 @@ public struct ProviderEndpoints: Sendable {
         self.facebookKeysURL = facebookKeysURL
         self.timeoutSeconds = timeoutSeconds
     }
-
-    /// Where `provider` publishes the keys its id tokens are signed with.
-    public func keysURL(for provider: ProviderName) -> String {
-        switch provider {
-        case .apple: Apple.keysURL(base: appleBaseURL)
-        case .google: googleKeysURL
-        case .facebook: facebookKeysURL
-        }
-    }
 }

@@ -11,23 +11,28 @@ public enum ProviderFailure: Error, Sendable, Equatable {
         case tokenEndpoint = "token_endpoint"
         /// Facebook's Graph API.
         case graph
+        /// An OpenID Connect issuer's discovery document.
+        case discovery
     }
 
     /// The tenant has not enabled this provider.
-    case notEnabled(ProviderName)
+    case notEnabled(ProviderID)
     /// The proof names a client the tenant has not registered for this provider.
-    case unknownClient(ProviderName, clientID: String)
+    case unknownClient(ProviderID, clientID: String)
     /// The client requires the raw nonce of the sign-in and none was sent (Apple).
     case nonceRequired(clientID: String)
+    /// The provider requires the raw nonce of the sign-in and none was sent (an OpenID Connect
+    /// provider enabled with `--nonce-required`).
+    case nonceMissing(ProviderID)
     /// The proof lacks what this provider needs, or carries what it cannot take.
     case malformedProof(String)
     /// The token was refused by a check (the verifier's code and the check's detail).
     case rejected(TokenVerificationError)
     /// The provider could not be reached, answered with an error status, or said nothing
     /// usable: the proof cannot be judged now.
-    case unavailable(ProviderName, Service)
+    case unavailable(ProviderID, Service)
     /// The provider answered with a body the broker cannot read.
-    case unreadableAnswer(ProviderName, Service)
+    case unreadableAnswer(ProviderID, Service)
     /// Apple refused the code exchange: `invalid_client`, `invalid_grant` or another error.
     case codeExchangeRefused(reason: String, clientID: String)
     /// The authorization code belongs to another user than the identity token.
@@ -40,7 +45,7 @@ public enum ProviderFailure: Error, Sendable, Equatable {
         switch self {
         case .notEnabled: "provider_not_enabled"
         case .unknownClient: "unknown_client"
-        case .nonceRequired: "nonce_required"
+        case .nonceRequired, .nonceMissing: "nonce_required"
         case .malformedProof: "invalid_request"
         case .rejected(let error): error.code
         case .unavailable(.apple, .tokenEndpoint): "apple_unavailable"

@@ -11,48 +11,71 @@ public struct ProviderVerification: Sendable {
     public let revokeLater: (@Sendable (_ token: KeptProviderToken, _ reason: String) -> Void)?
 }
 
-/// The providers the broker federates, by name: `apple`, `google`, `facebook`. Adding a
-/// provider is its folder and one ``register(_:)`` line where the registry is built.
+/// The provider types the broker knows, by type (decision 0034), each built from its
+/// descriptor: `apple`, `google`, `facebook`, `oidc`, and any other registered the same way
+/// (a test registers its own from one folder). A tenant's provider id names its type in
+/// `provider_configs`; the ids `apple`, `google` and `facebook` are their own types.
 public struct ProviderRegistry: Sendable {
     /// One registered provider, its type erased.
     public struct Entry: Sendable {
-        public let name: ProviderName
-        /// Resolves the tenant's settings for the proof and verifies it.
-        public let verify: @Sendable (ProviderProof, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification
-    }
+        /// Resolves the tenant's settings of the provider id for the proof and verifies it.
+        public let verify: @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification
 
-    private var entries: [ProviderName: Entry] = [:]
+        public init(verify: @escaping @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification) {
+            self.verify = verify
+        }
 
-    public init() {}
-
-    public mutating func register<P: IdentityProvider>(_ provider: P) {
-        // The abilities are looked up once, here, not at every sign-in.
-        let exchange = Self.exchange(of: provider)
-        let revocation = Self.revocation(of: provider)
-        entries[P.name] = Entry(name: P.name) { proof, tenantID, store, now in
-            let settings = try await provider.settings(for: proof, tenantID: tenantID, store: store)
-            let verified = try await provider.verify(proof, settings: settings, tenantID: tenantID, at: now)
-            return ProviderVerification(
-                verified: verified, exchangeCode: exchange?(settings, verified.identity.subject, tenantID),
-                revokeLater: revocation?(settings))
+        /// The entry of a provider, its abilities looked up once, here, not at every sign-in.
+        public static func of<P: IdentityProvider>(_ provider: P) -> Entry {
+            let exchange = ProviderRegistry.exchange(of: provider)
+            let revocation = ProviderRegistry.revocation(of: provider)
+            return Entry { proof, id, tenantID, store, now in
+                let settings = try await provider.settings(for: proof, provider: id, tenantID: tenantID, store: store)
+                let verified = try await provider.verify(proof, settings: settings, tenantID: tenantID, at: now)
+                return ProviderVerification(
+                    verified: verified, exchangeCode: exchange?(settings, verified.identity.subject, tenantID),
+                    revokeLater: revocation?(settings))
+            }
         }
     }
 
-    /// The provider registered under `name`, if any.
-    public subscript(name: ProviderName) -> Entry? { entries[name] }
+    /// A registered type: its descriptor and its provider.
+    public struct Registered: Sendable {
+        public let descriptor: ProviderDescriptor
+        public let entry: Entry
+    }
 
-    private typealias CodeExchange = @Sendable (String, Date) async throws -> KeptProviderToken?
-    private typealias Revocation = @Sendable (KeptProviderToken, String) -> Void
+    private var types: [ProviderType: Registered] = [:]
+    /// Registration order (the built-ins first).
+    public private(set) var order: [ProviderType] = []
+    public let context: ProviderContext
+
+    public init(context: ProviderContext) { self.context = context }
+
+    /// Registers a type: its descriptor builds its provider now.
+    public mutating func register(_ descriptor: ProviderDescriptor) {
+        if types[descriptor.type] == nil { order.append(descriptor.type) }
+        types[descriptor.type] = Registered(descriptor: descriptor, entry: descriptor.make(context))
+    }
+
+    /// The type registered under `type`, if any.
+    public subscript(type: ProviderType) -> Registered? { types[type] }
+
+    /// Every registered descriptor, in registration order.
+    public var descriptors: [ProviderDescriptor] { order.compactMap { types[$0]?.descriptor } }
+
+    typealias CodeExchange = @Sendable (String, Date) async throws -> KeptProviderToken?
+    typealias Revocation = @Sendable (KeptProviderToken, String) -> Void
 
     /// The provider's code exchange bound to one sign-in's settings, when it can exchange codes.
-    private static func exchange<P: IdentityProvider>(of provider: P)
+    static func exchange<P: IdentityProvider>(of provider: P)
         -> (@Sendable (P.Settings, String, UUID) -> CodeExchange?)?
     {
         guard let exchanger = provider as? any AuthorizationCodeExchanging else { return nil }
         return binding(exchanger, to: P.Settings.self)
     }
 
-    private static func binding<E: AuthorizationCodeExchanging, S>(_ exchanger: E, to: S.Type)
+    static func binding<E: AuthorizationCodeExchanging, S>(_ exchanger: E, to: S.Type)
         -> @Sendable (S, String, UUID) -> CodeExchange?
     {
         { settings, subject, tenantID in
@@ -65,12 +88,12 @@ public struct ProviderRegistry: Sendable {
     }
 
     /// The provider's revocation bound to one sign-in's settings, when it can revoke.
-    private static func revocation<P: IdentityProvider>(of provider: P) -> (@Sendable (P.Settings) -> Revocation?)? {
+    static func revocation<P: IdentityProvider>(of provider: P) -> (@Sendable (P.Settings) -> Revocation?)? {
         guard let revoker = provider as? any TokenRevoking else { return nil }
         return binding(revoker, to: P.Settings.self)
     }
 
-    private static func binding<R: TokenRevoking, S>(_ revoker: R, to: S.Type) -> @Sendable (S) -> Revocation? {
+    static func binding<R: TokenRevoking, S>(_ revoker: R, to: S.Type) -> @Sendable (S) -> Revocation? {
         { settings in
             guard let settings = settings as? R.Settings else { return nil }
             return { token, reason in revoker.revokeLater(token, settings: settings, reason: reason) }
@@ -78,14 +101,3 @@ public struct ProviderRegistry: Sendable {
     }
 }
 
-extension ProviderName {
-    /// The id-token policy of the provider, for `broker token verify`: the very function its
-    /// sign-in uses. Facebook's is Limited Login's (classic access tokens are not JWTs).
-    public var tokenPolicy: @Sendable (TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
-        switch self {
-        case .apple: AppleProvider.tokenPolicy
-        case .google: GoogleProvider.tokenPolicy
-        case .facebook: FacebookProvider.tokenPolicy
-        }
-    }
-}

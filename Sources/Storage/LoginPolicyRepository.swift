@@ -12,7 +12,7 @@ public struct LoginPolicyRepository: Sendable {
 
     /// The tenant's policy as it stands: Apple offered on the union of its clients' platforms,
     /// Google and Facebook on their `platforms` (an empty list: every platform), each attested
-    /// or not. Providers in ``ProviderName`` order (Apple first).
+    /// or not. Providers in ``ProviderID`` order (Apple first).
     public func loginPolicy(for tenant: Tenant) async throws -> LoginPolicy {
         let rows = try await client.rows(Self.offeredQuery(tenantID: tenant.id), logger: logger)
         return LoginPolicy(settings: tenant.policy, offered: try Self.decodeOffered(rows))
@@ -81,15 +81,15 @@ public struct LoginPolicyRepository: Sendable {
         var found: [ProviderAttestation] = []
         for row in rows {
             let (provider, at, by) = try row.decode((String, Date, String).self)
-            guard let name = ProviderName(rawValue: provider) else { continue }
+            guard let name = ProviderID(rawValue: provider) else { continue }
             found.append(ProviderAttestation(provider: name, attestedAt: at, attestedBy: by))
         }
         return found
     }
 
     /// Records (or renews) the operator's attestation that the provider meets the three
-    /// criteria. Google and Facebook only (Apple qualifies built in; the table refuses it).
-    public func attest(tenantID: UUID, provider: ProviderName, actor: String) async throws -> ProviderAttestation {
+    /// criteria. Any provider but Apple (Apple qualifies built in; the admin refuses it).
+    public func attest(tenantID: UUID, provider: ProviderID, actor: String) async throws -> ProviderAttestation {
         try await client.withTransaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
@@ -115,7 +115,7 @@ public struct LoginPolicyRepository: Sendable {
 
     /// Withdraws the provider's attestation; false when there was none. Refused by
     /// `policyGuard` when something depends on it.
-    public func revoke(tenantID: UUID, provider: ProviderName, actor: String, guard policyGuard: LoginPolicyGuard?) async throws
+    public func revoke(tenantID: UUID, provider: ProviderID, actor: String, guard policyGuard: LoginPolicyGuard?) async throws
         -> Bool
     {
         try await Self.transaction(client, tenantID: tenantID, guard: policyGuard, actor: actor, logger: logger) { connection in
@@ -211,19 +211,21 @@ extension LoginPolicyRepository {
         return LoginPolicy(settings: tenant.policy, offered: try decodeOffered(rows))
     }
 
-    /// One row per offered provider: Apple (when it has clients) with the union of its clients'
-    /// platforms; Google and Facebook with theirs; whether each is attested.
+    /// One row per offered provider: Apple (when it has clients and is not disabled) with the
+    /// union of its clients' platforms; every other enabled provider with its platforms; whether
+    /// each is attested.
     static func offeredQuery(tenantID: UUID) -> PostgresQuery {
         """
         SELECT 'apple', array_agg(DISTINCT platform ORDER BY platform), false
         FROM apple_clients c CROSS JOIN LATERAL unnest(c.platforms) AS platform
-        WHERE c.tenant_id = \(tenantID)
+        WHERE c.tenant_id = \(tenantID) AND NOT EXISTS (
+            SELECT 1 FROM provider_configs d WHERE d.tenant_id = c.tenant_id AND d.provider = 'apple' AND NOT d.enabled)
         HAVING count(*) > 0
         UNION ALL
         SELECT p.provider, p.platforms, EXISTS (
             SELECT 1 FROM provider_attestations a WHERE a.tenant_id = p.tenant_id AND a.provider = p.provider)
         FROM provider_configs p
-        WHERE p.tenant_id = \(tenantID)
+        WHERE p.tenant_id = \(tenantID) AND p.enabled AND p.provider <> 'apple'
         """
     }
 
@@ -231,14 +233,13 @@ extension LoginPolicyRepository {
         var offered: [OfferedProvider] = []
         for row in rows {
             let (name, platformNames, attested) = try row.decode((String, [String], Bool).self)
-            guard let provider = ProviderName(rawValue: name) else { continue }
+            guard let provider = ProviderID(rawValue: name) else { continue }
             var platforms = Set(platformNames.compactMap(ProviderPlatform.init(rawValue:)))
-            // Google or Facebook with no --platforms: offered everywhere, as far as the rule goes.
+            // A provider with no --platforms: offered everywhere, as far as the rule goes.
             if provider != .apple, platforms.isEmpty { platforms = Set(ProviderPlatform.allCases) }
             offered.append(OfferedProvider(provider: provider, platforms: platforms, attested: attested))
         }
-        let order = ProviderName.allCases
-        return offered.sorted { (order.firstIndex(of: $0.provider) ?? 0) < (order.firstIndex(of: $1.provider) ?? 0) }
+        return offered.sorted { $0.provider < $1.provider }
     }
 
     static func updateTenant(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> Tenant {

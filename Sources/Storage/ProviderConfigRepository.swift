@@ -3,14 +3,14 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Google and Facebook settings of a tenant: one row per tenant and provider
-/// (`provider_configs`). Every change notifies other broker processes and is audited.
+/// A tenant's providers: one row per tenant and provider id (`provider_configs`; decision 0034).
+/// Every change notifies other broker processes and is audited.
 public struct ProviderConfigRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
 
     static let columns =
-        "p.tenant_id, p.provider, p.platforms, p.client_ids, p.hosted_domain, p.secret_sealed, p.limited_login, p.created_at, p.updated_at"
+        "p.tenant_id, p.provider, p.type, p.enabled, p.platforms, p.client_ids, p.settings::text, p.secret_sealed, p.created_at, p.updated_at"
 
     /// Creates the tenant's settings of the provider, or replaces them entirely. A replacement
     /// that changes what an attestation covers (``ProviderConfiguration/attestedSettingsChanged(by:)``)
@@ -29,16 +29,29 @@ public struct ProviderConfigRepository: Sendable {
                 FOR UPDATE
                 """, logger: logger)
             let previous = try await previousRows.collect().first.map(Self.decode)
+            if let issuer = configuration.string("issuer") {
+                let sharing = try await connection.query(
+                    """
+                    SELECT provider FROM provider_configs
+                    WHERE tenant_id = \(configuration.tenantID) AND settings ->> 'issuer' = \(issuer)
+                        AND provider <> \(configuration.provider.rawValue)
+                    """, logger: logger)
+                if let other = try await sharing.collect().first.map({ try $0.decode(String.self) }) {
+                    throw ProviderConfigConflict.issuerInUse(issuer: issuer, by: other)
+                }
+            }
+            if let previous, previous.type != configuration.type {
+                throw ProviderConfigConflict.typeChanged(provider: configuration.provider, from: previous.type)
+            }
             let rows = try await connection.query(
                 """
-                INSERT INTO provider_configs AS p (tenant_id, provider, platforms, client_ids, hosted_domain, secret_sealed,
-                    limited_login)
-                VALUES (\(configuration.tenantID), \(configuration.provider.rawValue), \(configuration.platforms.map(\.rawValue)),
-                    \(configuration.clientIDs), \(configuration.hostedDomain), \(configuration.sealedSecret),
-                    \(configuration.limitedLogin))
+                INSERT INTO provider_configs AS p (tenant_id, provider, type, enabled, platforms, client_ids, settings, secret_sealed)
+                VALUES (\(configuration.tenantID), \(configuration.provider.rawValue), \(configuration.type.rawValue),
+                    \(configuration.enabled), \(configuration.platforms.map(\.rawValue)), \(configuration.clientIDs),
+                    \(Self.settingsText(configuration.settings))::jsonb, \(configuration.sealedSecret))
                 ON CONFLICT (tenant_id, provider) DO UPDATE SET
-                    platforms = EXCLUDED.platforms, client_ids = EXCLUDED.client_ids, hosted_domain = EXCLUDED.hosted_domain,
-                    secret_sealed = EXCLUDED.secret_sealed, limited_login = EXCLUDED.limited_login, updated_at = now()
+                    enabled = EXCLUDED.enabled, platforms = EXCLUDED.platforms, client_ids = EXCLUDED.client_ids,
+                    settings = EXCLUDED.settings, secret_sealed = EXCLUDED.secret_sealed, updated_at = now()
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             guard let row = try await rows.collect().first else { throw StorageError.configuration("no provider_configs row") }
@@ -57,22 +70,39 @@ public struct ProviderConfigRepository: Sendable {
         }
     }
 
-    /// Removes the tenant's settings of the provider (its sealed secret with them) and withdraws
-    /// its attestation; `deleted` false when there were none (nothing written). `policyGuard`
-    /// may refuse it (guideline 4.8), and nothing is written.
-    public func delete(tenantID: UUID, provider: ProviderName, actor: String, guard policyGuard: LoginPolicyGuard? = nil)
-        async throws -> (deleted: Bool, withdrawn: AttestationWithdrawal?)
-    {
+    /// Turns the tenant's provider off (`enabled` false) or back on, keeping its settings and
+    /// identities; `changed` false when it already was (nothing written). Turning a provider off
+    /// withdraws its attestation. Apple has a row only once it was turned off (its settings live
+    /// in its own tables): turning it off creates one. `policyGuard` may refuse it (guideline
+    /// 4.8), and nothing is written.
+    public func setEnabled(
+        _ enabled: Bool, tenantID: UUID, provider: ProviderID, actor: String, guard policyGuard: LoginPolicyGuard? = nil
+    ) async throws -> (changed: Bool, withdrawn: AttestationWithdrawal?) {
         try await LoginPolicyRepository.transaction(client, tenantID: tenantID, guard: policyGuard, actor: actor, logger: logger) {
             connection in
-            let rows = try await connection.query(
-                "DELETE FROM provider_configs WHERE tenant_id = \(tenantID) AND provider = \(provider.rawValue) RETURNING provider",
-                logger: logger)
+            let rows: PostgresRowSequence
+            if provider == .apple, !enabled {
+                rows = try await connection.query(
+                    """
+                    INSERT INTO provider_configs AS p (tenant_id, provider, type, enabled, client_ids)
+                    VALUES (\(tenantID), 'apple', 'apple', false, '{}')
+                    ON CONFLICT (tenant_id, provider) DO UPDATE SET enabled = false, updated_at = now() WHERE p.enabled
+                    RETURNING true
+                    """, logger: logger)
+            } else {
+                rows = try await connection.query(
+                    """
+                    UPDATE provider_configs SET enabled = \(enabled), updated_at = now()
+                    WHERE tenant_id = \(tenantID) AND provider = \(provider.rawValue) AND enabled <> \(enabled)
+                    RETURNING true
+                    """, logger: logger)
+            }
             guard try await rows.collect().first != nil else { return (false, nil) }
             try await Database.notify(.providerConfigs, tenantID: tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
-                tenantID: tenantID, actor: actor, action: "provider.disable", target: provider.rawValue, on: connection,
-                logger: logger)
+                tenantID: tenantID, actor: actor, action: enabled ? "provider.enable" : "provider.disable",
+                target: provider.rawValue, on: connection, logger: logger)
+            guard !enabled else { return (true, nil) }
             let withdrawn = try await Self.withdrawAttestation(
                 tenantID: tenantID, provider: provider, reason: .providerDisabled, changed: [], actor: actor, on: connection,
                 logger: logger)
@@ -83,7 +113,7 @@ public struct ProviderConfigRepository: Sendable {
     /// Deletes the provider's attestation, if any, and records `provider.attestation_withdrawn`
     /// with the reason, what changed and the attestation it ends; nil when there was none.
     static func withdrawAttestation(
-        tenantID: UUID, provider: ProviderName, reason: AttestationWithdrawal.Reason, changed: [String], actor: String,
+        tenantID: UUID, provider: ProviderID, reason: AttestationWithdrawal.Reason, changed: [String], actor: String,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> AttestationWithdrawal? {
         let rows = try await connection.query(
@@ -108,12 +138,12 @@ public struct ProviderConfigRepository: Sendable {
     }
 
     /// The statement of `find`, on the sign-in path (its plan is asserted by HotStatementPlanTests).
-    static func findQuery(tenantID: UUID, provider: ProviderName) -> PostgresQuery {
+    static func findQuery(tenantID: UUID, provider: ProviderID) -> PostgresQuery {
         "SELECT \(unescaped: Self.columns) FROM provider_configs p WHERE p.tenant_id = \(tenantID) AND p.provider = \(provider.rawValue)"
     }
 
-    /// The tenant's settings of the provider; nil when it is not enabled.
-    public func find(tenantID: UUID, provider: ProviderName) async throws -> ProviderConfiguration? {
+    /// The tenant's settings of the provider, enabled or not; nil when it never configured it.
+    public func find(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
         let rows = try await client.rows(Self.findQuery(tenantID: tenantID, provider: provider), logger: logger)
         guard let row = rows.first else { return nil }
         return try Self.decode(row)
@@ -130,11 +160,34 @@ public struct ProviderConfigRepository: Sendable {
     static func decode(_ row: PostgresRow) throws -> ProviderConfiguration {
         var reader = RowReader(row)
         let tenantID: UUID = try reader.next()
-        let provider = ProviderName(rawValue: try reader.next(String.self)) ?? .google
+        let id: String = try reader.next()
+        // The table allows only slugs: a row that is not one is corrupt, never another provider.
+        guard let provider = ProviderID(rawValue: id) else { throw StorageError.configuration("provider id '\(id.prefix(40))' is not a slug") }
+        let type = ProviderType(rawValue: try reader.next())
+        let enabled: Bool = try reader.next()
         let platforms = try reader.next([String].self).compactMap(ProviderPlatform.init(rawValue:))
+        let clientIDs: [String] = try reader.next()
+        let settingsText: String = try reader.next()
+        guard let settings = (try? JSONValue.parse(settingsText.utf8))?.object else {
+            throw StorageError.configuration("the settings of provider '\(id)' are not a JSON object")
+        }
         return ProviderConfiguration(
-            tenantID: tenantID, provider: provider, platforms: platforms, clientIDs: try reader.next(),
-            hostedDomain: try reader.next(), sealedSecret: try reader.next(), limitedLogin: try reader.next(),
-            createdAt: try reader.next(), updatedAt: try reader.next())
+            tenantID: tenantID, provider: provider, type: type, enabled: enabled, platforms: platforms, clientIDs: clientIDs,
+            settings: settings, sealedSecret: try reader.next(), createdAt: try reader.next(), updatedAt: try reader.next())
     }
+
+    /// The settings as the JSON text bound to the `jsonb` column.
+    static func settingsText(_ settings: [String: JSONValue]) -> String {
+        var writer = JSONWriter()
+        writer.value(.object(settings))
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+}
+
+/// Why a provider configuration cannot be saved as given.
+public enum ProviderConfigConflict: Error, Sendable, Equatable {
+    /// Another provider of the tenant has this issuer.
+    case issuerInUse(issuer: String, by: String)
+    /// The id is configured with another type (an id keeps its type; disable it and pick a new id).
+    case typeChanged(provider: ProviderID, from: ProviderType)
 }

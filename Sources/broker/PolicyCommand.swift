@@ -200,7 +200,7 @@ struct PolicyCommand: AsyncParsableCommand {
                 print("No tenants.")
                 return
             }
-            func names(_ providers: [ProviderName]) -> String {
+            func names(_ providers: [ProviderID]) -> String {
                 providers.isEmpty ? "-" : providers.map(\.rawValue).joined(separator: ",")
             }
             Output.table(

@@ -6,21 +6,23 @@ import Foundation
 struct ProviderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider",
-        abstract: "Enable, disable and inspect Google and Facebook sign-in for a tenant.",
+        abstract: "Enable, disable and inspect a tenant's sign-in providers: Google, Facebook, OpenID Connect issuers, and Apple.",
         discussion: """
-            Apple is configured with 'broker apple'. Re-running 'enable' replaces the provider's settings. \
-            --platforms records where the provider is offered (ios, android, web, macos); sign-ins are \
-            not refused by platform. 'attest' records that Google or Facebook meets the three criteria \
-            of App Store Review Guideline 4.8 ('broker policy').
+            A provider is an id (google, facebook, or the operator's slug such as line) of a type \
+            (google, facebook, oidc). Apple is configured with 'broker apple'; 'disable apple' and \
+            'enable apple' turn it off and on, keeping its team, groups and clients. Re-running 'enable' \
+            replaces the provider's settings. --platforms records where the provider is offered (ios, \
+            android, web, macos); sign-ins are not refused by platform. 'attest' records that a provider \
+            meets the three criteria of App Store Review Guideline 4.8 ('broker policy').
             """,
         subcommands: [Enable.self, Disable.self, List.self, Show.self, Attest.self]
     )
 
-    static func provider(_ name: String, allowApple: Bool = false) throws -> ProviderName {
-        guard let provider = ProviderName(rawValue: name.lowercased()), allowApple || provider != .apple else {
+    static func provider(_ name: String) throws -> ProviderID {
+        guard let provider = ProviderID(rawValue: name.lowercased()) else {
             throw BrokerError.invalidArgument(
-                "Unknown provider '\(name.prefix(40))'.",
-                hint: allowApple ? "Use apple, google or facebook." : "Use google or facebook (Apple: 'broker apple').")
+                "'\(name.prefix(40))' is not a provider id.",
+                hint: "Use apple, google, facebook or the tenant's own id (see 'broker provider list --tenant <slug>').")
         }
         return provider
     }
@@ -36,8 +38,21 @@ struct ProviderCommand: AsyncParsableCommand {
     }
 
     static func print(_ status: ProviderAdmin.Status) {
-        Swift.print("\(status.provider): \(status.enabled ? "enabled" : "not enabled")")
-        guard status.enabled else { return }
+        Swift.print("\(status.provider) (\(status.type)): \(status.enabled ? "enabled" : "not enabled")")
+        if let name = status.displayName { Swift.print("  display name:  \(Output.text(name))") }
+        if status.type == "oidc" {
+            for name in ["issuer", "jwks_url", "jwks_uri", "algorithms", "email_trust", "allowed_tids", "nonce_required"] {
+                guard let value = status.settings[name], value != .null else { continue }
+                let text: String =
+                    switch value {
+                    case .string(let text): text
+                    case .array(let items): items.compactMap(\.string).joined(separator: ",")
+                    case .bool(let flag): flag ? "yes" : "no"
+                    default: "-"
+                    }
+                Swift.print("  \((name.replacingOccurrences(of: "_", with: " ") + ":").padding(toLength: 15, withPad: " ", startingAt: 0))\(Output.text(text.isEmpty ? "-" : text))")
+            }
+        }
         if !status.platforms.isEmpty { Swift.print("  platforms:     \(status.platforms.joined(separator: ","))") }
         if !status.clientIDs.isEmpty { Swift.print("  client ids:    \(Output.text(status.clientIDs.joined(separator: ", ")))") }
         if let domain = status.hostedDomain { Swift.print("  hosted domain: \(Output.text(domain))") }
@@ -68,10 +83,21 @@ struct ProviderCommand: AsyncParsableCommand {
 
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Enable Google or Facebook for a tenant (or replace its settings).",
+            abstract: "Enable a provider for a tenant (or replace its settings), or turn Apple back on.",
             discussion: """
                 google:   --client-id ID [--client-id ID ...] [--hosted-domain DOMAIN]
                 facebook: --app-id ID --app-secret-file FILE [--limited-login]
+                <id> --type oidc: --issuer URL --client-id ID [--client-id ID ...] [--display-name TEXT] \
+                [--jwks-url URL] [--algorithms LIST] [--email-trust never|verified] [--allowed-tid TID ...] \
+                [--nonce-required]
+                apple:    no settings (turns Sign in with Apple back on after 'disable apple')
+
+                An OpenID Connect provider (LINE, Yahoo! JAPAN ID, Microsoft Entra ID, any conforming \
+                issuer): without --jwks-url, 'enable' reads {issuer}/.well-known/openid-configuration, \
+                whose issuer must equal --issuer exactly, and keeps its jwks_uri and algorithms; {tid} in \
+                --issuer makes a multi-tenant issuer (Microsoft). URLs are https:// (http:// on loopback \
+                only). Its emails never join accounts unless --email-trust verified. docs/providers.md has \
+                worked examples.
 
                 Without --platforms the provider counts as offered on every platform, iOS and macOS \
                 included: App Store Review Guideline 4.8 then needs a qualifying login option on both \
@@ -80,63 +106,66 @@ struct ProviderCommand: AsyncParsableCommand {
                 ('broker policy check' shows the standing); --force applies it anyway and records the \
                 violation in the audit log.
                 """)
-        @Argument(help: "google or facebook.") var provider: String
+        @Argument(help: "The provider id: google, facebook, apple, or the tenant's own (a slug such as line).") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
-        @Option(name: .customLong("client-id"), help: "Google: an OAuth client id tokens may be issued to (repeatable).")
+        @Option(help: "The provider type of a new id: oidc.") var type: String?
+        @Option(name: .customLong("client-id"), help: "Google, OIDC: a client id tokens may be issued to (repeatable).")
         var clientIDs: [String] = []
         @Option(help: "Google: the Workspace domain every token's hd must name.") var hostedDomain: String?
         @Option(help: "Facebook: the app id.") var appId: String?
         @Option(help: "Facebook: a file holding the app secret (stored encrypted; never printed).") var appSecretFile: String?
         @Flag(help: "Facebook: also accept Limited Login tokens.") var limitedLogin = false
+        @Option(help: "OIDC: the issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer).") var issuer: String?
+        @Option(help: "OIDC: the name login options show.") var displayName: String?
+        @Option(help: "OIDC: the key set URL, instead of discovery's jwks_uri.") var jwksUrl: String?
+        @Option(help: "OIDC: accepted signing algorithms, comma-separated (RS256, PS256, ES256, EdDSA, ...).") var algorithms: String?
+        @Option(help: "OIDC: never (default) or verified: whether its email_verified may join accounts by email.") var emailTrust: String?
+        @Option(name: .customLong("allowed-tid"), help: "OIDC with {tid}: a tenant id tokens may come from (repeatable).")
+        var allowedTIDs: [String] = []
+        @Flag(help: "OIDC: refuse sign-ins without the raw nonce.") var nonceRequired = false
         @Option(help: "Where the provider is offered: a comma-separated list of ios, android, web, macos (default: everywhere).")
         var platforms: String?
         @Flag(help: "Apply it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
         @OptionGroup var options: CommonOptions
 
+        /// The settings given, by flag name, for the type's descriptor to check.
+        func values() throws -> [String: [String]] {
+            var values: [String: [String]] = [
+                "client-id": clientIDs, "allowed-tid": allowedTIDs, "limited-login": limitedLogin ? ["true"] : [],
+                "nonce-required": nonceRequired ? ["true"] : [],
+            ]
+            for (name, value) in [
+                ("hosted-domain", hostedDomain), ("app-id", appId), ("issuer", issuer), ("display-name", displayName),
+                ("jwks-url", jwksUrl), ("algorithms", algorithms), ("email-trust", emailTrust),
+            ] {
+                if let value { values[name] = [value] }
+            }
+            if let appSecretFile {
+                guard let raw = try? String(contentsOfFile: appSecretFile, encoding: .utf8) else {
+                    throw BrokerError.invalidArgument(
+                        "Cannot read the app secret file '\(appSecretFile)'.", hint: "Check the path and that the file is readable.")
+                }
+                values["app-secret"] = [raw.trimmingCharacters(in: .whitespacesAndNewlines)]
+            }
+            return values
+        }
+
         func run() async throws {
             try await runReporting(json: options.json) {
                 let name = try ProviderCommand.provider(provider)
                 let platforms = try ProviderCommand.platforms(platforms)
+                let values = try values()
                 let context = try CLIContext()
-                let status: ProviderAdmin.Status
-                switch name {
-                case .google:
-                    guard appId == nil, appSecretFile == nil, !limitedLogin else {
-                        throw BrokerError.invalidArgument(
-                            "--app-id, --app-secret-file and --limited-login are Facebook options.",
-                            hint: "For Google pass --client-id (and optionally --hosted-domain).")
-                    }
-                    status = try await context.withDatabase { database in
-                        let status = try await ProviderAdmin(database: database, actor: context.actor).enableGoogle(
-                            tenant: tenant, clientIDs: clientIDs, hostedDomain: hostedDomain, platforms: platforms, force: force)
-                        if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
-                        return status
-                    }
-                case .facebook:
-                    guard clientIDs.isEmpty, hostedDomain == nil else {
-                        throw BrokerError.invalidArgument(
-                            "--client-id and --hosted-domain are Google options.", hint: "For Facebook pass --app-id and --app-secret-file.")
-                    }
-                    guard let appId, let appSecretFile else {
-                        throw BrokerError.invalidArgument(
-                            "Facebook needs --app-id and --app-secret-file.",
-                            hint: "broker provider enable facebook --tenant \(tenant) --app-id <ID> --app-secret-file secret.txt")
-                    }
-                    guard let raw = try? String(contentsOfFile: appSecretFile, encoding: .utf8) else {
-                        throw BrokerError.invalidArgument(
-                            "Cannot read the app secret file '\(appSecretFile)'.", hint: "Check the path and that the file is readable.")
-                    }
-                    let secret = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-                    let secrets = SecretBox(masterKey: try context.masterKey())
-                    status = try await context.withDatabase { database in
-                        let status = try await ProviderAdmin(database: database, actor: context.actor).enableFacebook(
-                            tenant: tenant, appID: appId, appSecret: secret, limitedLogin: limitedLogin, platforms: platforms,
-                            secrets: secrets, force: force)
-                        if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
-                        return status
-                    }
-                case .apple:
-                    throw BrokerError.invalidArgument("Apple is configured with 'broker apple'.")
+                // Only a type that keeps a secret needs the master key.
+                let secrets = try values["app-secret"] == nil ? SecretBox(masterKey: MasterKey.generate().key) : SecretBox(masterKey: context.masterKey())
+                let registry = ProviderAdmin.registry(
+                    secrets: secrets, endpoints: context.configuration.providerEndpoints, logger: context.logger)
+                let status = try await context.withDatabase { database in
+                    let status = try await ProviderAdmin(database: database, actor: context.actor).enable(
+                        tenant: tenant, provider: name.rawValue, type: type, platforms: platforms, values: values, registry: registry,
+                        force: force)
+                    if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
+                    return status
                 }
                 if options.json { try Output.json(status) } else {
                     Swift.print("\(status.provider) is enabled for tenant '\(tenant)'.")
@@ -149,13 +178,15 @@ struct ProviderCommand: AsyncParsableCommand {
 
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Disable Google or Facebook for a tenant; its settings are deleted.",
+            abstract: "Turn a provider off for a tenant (Apple included); its settings and identities are kept.",
             discussion: """
+                Its sign-ins then answer 400 provider_not_enabled; accounts stay readable and their other \
+                identities still sign in. 'enable' turns it back on (Apple: 'broker provider enable apple'). \
                 Refused, with nothing changed, when an attested provider is the qualifying login option \
                 App Store Review Guideline 4.8 relies on; --force disables it anyway and records the \
                 violation in the audit log.
                 """)
-        @Argument(help: "google or facebook.") var provider: String
+        @Argument(help: "The provider id: apple, google, facebook or the tenant's own.") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
         @Flag(help: "Disable it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
         @OptionGroup var options: CommonOptions
@@ -175,7 +206,7 @@ struct ProviderCommand: AsyncParsableCommand {
                     let enabled: Bool
                 }
                 if options.json { try Output.json(Disabled(provider: name.rawValue, enabled: false)) } else {
-                    Swift.print("\(name.rawValue) is disabled for tenant '\(tenant)'; its settings were deleted.")
+                    Swift.print("\(name.rawValue) is disabled for tenant '\(tenant)'; its settings and identities are kept.")
                     ProviderCommand.noteWithdrawal(withdrawn, tenant: tenant)
                 }
             }
@@ -195,10 +226,10 @@ struct ProviderCommand: AsyncParsableCommand {
                 }
                 if options.json { try Output.json(statuses) } else {
                     Output.table(
-                        ["PROVIDER", "ENABLED", "PLATFORMS", "CLIENTS"],
+                        ["PROVIDER", "TYPE", "ENABLED", "PLATFORMS", "CLIENTS"],
                         statuses.map { status in
                             [
-                                status.provider, status.enabled ? "yes" : "no",
+                                status.provider, status.type, status.enabled ? "yes" : "no",
                                 status.platforms.isEmpty ? "-" : status.platforms.joined(separator: ","),
                                 status.appID ?? (status.clientIDs.isEmpty ? "-" : status.clientIDs.joined(separator: ",")),
                             ]
@@ -210,13 +241,13 @@ struct ProviderCommand: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show one provider's settings for a tenant (never its secret).")
-        @Argument(help: "apple, google or facebook.") var provider: String
+        @Argument(help: "The provider id: apple, google, facebook or the tenant's own.") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let name = try ProviderCommand.provider(provider, allowApple: true)
+                let name = try ProviderCommand.provider(provider)
                 let context = try CLIContext()
                 let status = try await context.withDatabase { database in
                     try await ProviderAdmin(database: database, actor: context.actor).show(tenant: tenant, provider: name)
@@ -228,7 +259,7 @@ struct ProviderCommand: AsyncParsableCommand {
 
     struct Attest: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Attest that Google or Facebook meets App Store Review Guideline 4.8's three criteria (or --revoke).",
+            abstract: "Attest that a provider (Google, Facebook, an OpenID Connect id) meets App Store Review Guideline 4.8's three criteria (or --revoke).",
             discussion: """
                 Under the privacy-equivalent mode an attested provider counts as the equivalent login \
                 option of guideline 4.8, as Sign in with Apple does built in (Apple takes no attestation). \
@@ -248,7 +279,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 platform compliant; --force withdraws it anyway and records the violation in the audit log.
                 """)
         @Option(help: "The tenant slug.") var tenant: String
-        @Option(help: "google or facebook.") var provider: String
+        @Option(help: "The provider id: google, facebook or the tenant's own.") var provider: String
         @Flag(help: "The provider limits data collection to the user's name and email address.") var limitsDataToNameEmail = false
         @Flag(help: "The provider lets users keep their email address private from everyone.") var privateEmail = false
         @Flag(help: "The provider does not collect interactions with the app for advertising without consent.") var noAdTracking = false
@@ -258,7 +289,7 @@ struct ProviderCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let name = try ProviderCommand.provider(provider, allowApple: true)
+                let name = try ProviderCommand.provider(provider)
                 if revoke, limitsDataToNameEmail || privateEmail || noAdTracking {
                     throw BrokerError.invalidArgument(
                         "--revoke takes none of the criteria flags.",

@@ -4,6 +4,7 @@ import BrokerServer
 import Foundation
 import Logging
 import Providers
+import Storage
 
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,11 +17,16 @@ struct TokenCommand: AsyncParsableCommand {
                 Runs the provider's own verification policy, the one sign-in uses. Exit status 0 when the \
                 token is valid, 1 when it is not. Without --jwks the provider's published keys are fetched \
                 (Apple: BROKER_APPLE_BASE_URL/auth/keys; Google: BROKER_GOOGLE_JWKS_URL; Facebook Limited Login: \
-                BROKER_FACEBOOK_JWKS_URL). Without --audience the audience (and Google's azp) is shown but not \
+                BROKER_FACEBOOK_JWKS_URL; an OpenID Connect provider: its jwks_url or discovered jwks_uri). \
+                With --tenant the tenant's settings of the provider decide the policy (an OpenID Connect \
+                provider needs it) and, without --audience, the tenant's client ids are the accepted \
+                audiences. Without --tenant and --audience the audience (and azp) is shown but not \
                 compared; without --nonce the nonce is not compared.
                 """)
 
-        @Option(help: "The provider: apple, google or facebook (a Limited Login token).") var provider: String = "apple"
+        @Option(help: "The provider id: apple, google, facebook (a Limited Login token) or a tenant's own (with --tenant).")
+        var provider: String = "apple"
+        @Option(help: "The tenant whose settings of the provider decide the policy.") var tenant: String?
         @Option(help: "The token, or @FILE to read it from a file.") var token: String
         @Option(help: "A client id (Facebook: the app id) the token must be issued to (repeatable).") var audience: [String] = []
         @Option(help: "A JWKS file or URL to verify with.") var jwks: String?
@@ -35,14 +41,15 @@ struct TokenCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await runReporting(json: json) {
-                guard let name = ProviderName(rawValue: provider) else {
+                guard let name = ProviderID(rawValue: provider) else {
                     throw BrokerError.invalidArgument(
-                        "Unknown provider '\(provider.prefix(40))'.", hint: "Use --provider apple, google or facebook.")
+                        "'\(provider.prefix(40))' is not a provider id.", hint: "Use --provider apple, google, facebook or a tenant's own id with --tenant.")
                 }
                 if hostedDomain != nil, name != .google {
                     throw BrokerError.invalidArgument("--hosted-domain applies to Google tokens only.", hint: "Add --provider google.")
                 }
-                let configuration = try BrokerConfiguration()
+                let context = try CLIContext(logLevel: .error)
+                let configuration = context.configuration
                 let jwt = try readToken()
                 let instant = try parseInstant()
                 guard let mode = NonceMode(rawValue: nonceMode) else {
@@ -50,6 +57,26 @@ struct TokenCommand: AsyncParsableCommand {
                 }
                 var logger = Logger(label: "broker.token")
                 logger.logLevel = .error
+                // The tenant's settings: the type of its id, and the client ids it accepts.
+                var settings: ProviderConfiguration?
+                var tenantAudiences: [String] = []
+                if let tenant {
+                    (settings, tenantAudiences) = try await context.withDatabase { database in
+                        let status = try await ProviderAdmin(database: database, actor: context.actor).show(tenant: tenant, provider: name)
+                        let found = try await database.providerConfigs.find(
+                            tenantID: try await TenantAdmin.find(tenant, in: database).id, provider: name)
+                        return (found, status.appID.map { [$0] } ?? status.clientIDs)
+                    }
+                } else if name.reservedType == nil {
+                    throw BrokerError.invalidArgument(
+                        "'\(name.rawValue)' is a tenant's own provider: its settings decide the policy.", hint: "Add --tenant <slug>.")
+                }
+                let type = name.reservedType ?? settings?.type ?? .oidc
+                let registry = ProviderAdmin.registry(
+                    secrets: SecretBox(masterKey: MasterKey.generate().key), endpoints: configuration.providerEndpoints, logger: logger)
+                guard let descriptor = registry[type]?.descriptor else {
+                    throw BrokerError.invalidArgument("Provider '\(name.rawValue)' has a type this broker does not know (\(type.rawValue)).")
+                }
                 let source: JWKSCache.Source
                 if let jwks, jwks.hasPrefix("http://") || jwks.hasPrefix("https://") {
                     source = .url(jwks)
@@ -58,15 +85,20 @@ struct TokenCommand: AsyncParsableCommand {
                         throw BrokerError.invalidArgument("Cannot read the JWKS file '\(jwks)'.")
                     }
                     source = .fixed(data)
+                } else if let location = descriptor.keySet(settings, configuration.providerEndpoints) {
+                    source = .url(location.url)
                 } else {
-                    source = .url(configuration.providerEndpoints.keysURL(for: name))
+                    throw BrokerError.invalidArgument("No key set is known for '\(name.rawValue)'.", hint: "Pass --jwks FILE|URL.")
                 }
+                let audiences = audience.isEmpty ? tenantAudiences : audience
                 let options = TokenCheckOptions(
-                    audiences: audience.isEmpty ? nil : Set(audience), rawNonce: nonce,
-                    nonceMode: name == .apple ? mode : .raw, hostedDomain: hostedDomain,
-                    authorizedParties: authorizedParty.isEmpty || audience.isEmpty ? nil : Set(audience + authorizedParty))
-                let (policy, expectation) = name.tokenPolicy(options)
-                let verifier = IdentityTokenVerifier(policy: policy, keys: JWKSCache(source: source, logger: logger))
+                    audiences: audiences.isEmpty ? nil : Set(audiences), rawNonce: nonce,
+                    nonceMode: name == .apple ? mode : .raw, hostedDomain: hostedDomain ?? settings?.hostedDomain,
+                    authorizedParties: authorizedParty.isEmpty || audiences.isEmpty ? nil : Set(audiences + authorizedParty))
+                let (policy, expectation) = descriptor.tokenPolicy(settings, options)
+                let verifier = IdentityTokenVerifier(
+                    policy: policy,
+                    keys: JWKSCache(source: source, logger: logger, fetchTimeout: .seconds(configuration.providerEndpoints.timeoutSeconds)))
                 let report = await verifier.check(jwt, nonce: expectation, at: instant)
                 try print(report)
                 if !report.isValid { throw ExitCode.failure }

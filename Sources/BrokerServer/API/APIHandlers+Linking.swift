@@ -11,7 +11,7 @@ extension APIHandlers {
         guard case .json(let request) = input.body else { throw BrokerError.invalidArgument("Send a JSON body.") }
         let body: LinkBody
         do {
-            body = try LinkBody.read(try JSONValue.parse(try JSONEncoder().encode(request)))
+            body = try LinkBody.read(try JSONValue.parse(try JSONEncoder().encode(request)), providers: services.providers)
         } catch let error as ContractMismatch {
             throw SignInRoute.contractMismatch(error.description)
         }
@@ -36,8 +36,10 @@ extension APIHandlers {
         let service = services.identityLinks
         do {
             let accountID = try await service.requireAccountToken(accountToken, tenant: caller.tenant, accountID: rawID)
+            let registered = try await services.providerSettings.registered(body.provider, tenantID: caller.tenant.id, in: services.providers)
+            let proof = try body.proof ?? Self.read(registered.descriptor, body.json).proof
             let (account, identity, created) = try await service.link(
-                tenant: caller.tenant, accountID: accountID, provider: body.provider, proof: body.proof)
+                tenant: caller.tenant, accountID: accountID, provider: body.provider, type: registered, proof: proof)
             return (.init(account: .init(account), identity: .init(identity)), created)
         } catch let failure as LinkFailure {
             throw LinkProblems.problem(failure)

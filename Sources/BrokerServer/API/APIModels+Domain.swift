@@ -16,7 +16,7 @@ extension Components.Schemas.Account {
 extension Components.Schemas.IdentityInfo {
     init(_ identity: Identity) {
         self.init(
-            id: identity.id.lowercasedString, provider: .init(rawValue: identity.provider) ?? .apple,
+            id: identity.id.lowercasedString, provider: identity.provider,
             providerScope: identity.providerScope, subject: identity.subject, email: identity.email,
             emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail,
             relayEmailDeliverable: identity.relayEmailDeliverable, realUserStatus: identity.realUserStatus,

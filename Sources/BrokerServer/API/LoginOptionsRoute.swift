@@ -64,6 +64,8 @@ extension LoginOptions {
         for option in options {
             writer.beginObject()
             writer.member("provider", option.provider.rawValue)
+            writer.member("type", option.type.rawValue)
+            writer.member("display_name", option.displayName)
             writer.member("client_id", option.clientID)
             writer.key("client_ids")
             writer.beginArray()

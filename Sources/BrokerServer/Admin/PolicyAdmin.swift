@@ -57,7 +57,7 @@ public struct PolicyAdmin: Sendable {
     /// Records that the provider, as the tenant configured it, meets the three criteria of the
     /// current text. All three must be stated.
     public func attest(
-        tenant slug: String, provider: ProviderName, limitsDataToNameEmail: Bool, privateEmail: Bool, noAdTracking: Bool
+        tenant slug: String, provider: ProviderID, limitsDataToNameEmail: Bool, privateEmail: Bool, noAdTracking: Bool
     ) async throws -> ProviderAttestation {
         try Self.attestable(provider, tenant: slug)
         let missing = [
@@ -73,7 +73,7 @@ public struct PolicyAdmin: Sendable {
     }
 
     /// Withdraws an attestation. Refused when something depends on it, unless `force`.
-    public func revokeAttestation(tenant slug: String, provider: ProviderName, force: Bool) async throws {
+    public func revokeAttestation(tenant slug: String, provider: ProviderID, force: Bool) async throws {
         try Self.attestable(provider, tenant: slug)
         let tenant = try await TenantAdmin.find(slug, in: database)
         let revoked = try await database.loginPolicy.revoke(
@@ -116,9 +116,9 @@ public struct PolicyAdmin: Sendable {
         public let status: String
         public let mode: LoginPolicyMode
         /// Offered on the platform and not qualifying under the mode.
-        public let nonQualifyingProviders: [ProviderName]
+        public let nonQualifyingProviders: [ProviderID]
         /// Offered on the platform and qualifying under the mode.
-        public let qualifyingProviders: [ProviderName]
+        public let qualifyingProviders: [ProviderID]
         /// The exemption, when the platform stands only by it.
         public let exemption: LoginPolicyExemption?
         /// What would make a violation compliant.
@@ -236,11 +236,11 @@ extension PolicyAdmin {
         return options.joined(separator: "; or ") + "."
     }
 
-    static func attestCommand(_ slug: String, _ provider: ProviderName) -> String {
+    static func attestCommand(_ slug: String, _ provider: ProviderID) -> String {
         "broker provider attest --tenant \(slug) --provider \(provider.rawValue) --limits-data-to-name-email --private-email --no-ad-tracking"
     }
 
-    static func attestable(_ provider: ProviderName, tenant slug: String) throws {
+    static func attestable(_ provider: ProviderID, tenant slug: String) throws {
         guard provider != .apple else {
             throw BrokerError.invalidArgument(
                 "Sign in with Apple qualifies under App Store Review Guideline 4.8 built in; it takes no attestation.",

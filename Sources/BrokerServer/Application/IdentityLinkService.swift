@@ -42,11 +42,13 @@ struct IdentityLinkService: Sendable {
 
     /// Links the identity the proof shows to the account. `created` is false when it was linked
     /// to this account already (nothing changed).
-    func link(tenant: Tenant, accountID: UUID, provider name: ProviderName, proof: ProviderProof, now: Date = Date())
+    func link(
+        tenant: Tenant, accountID: UUID, provider name: ProviderID, type registered: ProviderRegistry.Registered, proof: ProviderProof,
+        now: Date = Date()
+    )
         async throws -> (account: Account, identity: Identity, created: Bool)
     {
-        guard let provider = providers[name] else { throw SignInFailure.unknownProvider(name.rawValue) }
-        let verification = try await provider.verify(proof, tenant.id, store, now)
+        let verification = try await registered.entry.verify(proof, name, tenant.id, store, now)
         let identity = verification.verified.identity
         let links = database.identityLinks
 

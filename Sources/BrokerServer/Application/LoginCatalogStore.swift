@@ -50,7 +50,7 @@ final class LoginCatalogStore: Sendable {
     /// does not qualify, on an Apple platform where the tenant is in violation of guideline 4.8.
     /// Never refuses it: people are not locked out by an operator's mistake. Sign-ins through
     /// Apple, on other platforms, or without a platform are not looked at.
-    func noteSignIn(tenant: Tenant, provider: ProviderName, platform rawPlatform: String?, logger: Logger?) async {
+    func noteSignIn(tenant: Tenant, provider: ProviderID, platform rawPlatform: String?, logger: Logger?) async {
         guard provider != .apple, let platform = rawPlatform.flatMap(ProviderPlatform.init(rawValue:)),
             LoginPolicy.applePlatforms.contains(platform),
             // A sign-in never fails for this: without the catalog, nothing is counted.

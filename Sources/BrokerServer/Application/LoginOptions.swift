@@ -4,7 +4,11 @@ import Foundation
 /// What a client needs to start one provider's sign-in on a platform
 /// (`GET /v1/login-options`).
 struct LoginOption: Sendable, Equatable {
-    let provider: ProviderName
+    let provider: ProviderID
+    /// The provider's type (`apple`, `google`, `facebook`, `oidc`, ...).
+    let type: ProviderType
+    /// The name to show: Apple, Google, Facebook, or the operator's `--display-name` (else the id).
+    let displayName: String
     /// The client id to start with: Apple's first client for the platform (the group's primary
     /// App ID first), Google's first client id, Facebook's app id.
     let clientID: String
@@ -29,12 +33,14 @@ struct LoginOptions: Sendable, Equatable {
     let mode: LoginPolicyMode
     /// The providers offered without a qualifying option beside them (ios and macos only);
     /// nil when the platform is compliant or the tenant exempt.
-    let violation: [ProviderName]?
+    let violation: [ProviderID]?
 }
 
 /// A tenant's sign-in configuration as login options and sign-in counting read it: the policy
-/// snapshot, the Apple clients and the Google and Facebook settings.
+/// snapshot, the Apple clients and every other provider's settings.
 struct LoginCatalog: Sendable {
+    static let builtInNames: [ProviderType: String] = [.google: "Google", .facebook: "Facebook"]
+
     let policy: LoginPolicy
     let appleClients: [AppleClient]
     let primaryAppIDs: Set<String>
@@ -43,30 +49,33 @@ struct LoginCatalog: Sendable {
     func options(on platform: ProviderPlatform) -> LoginOptions {
         var options: [LoginOption] = []
         for provider in policy.providers(on: platform) {
-            switch provider {
-            case .apple:
+            if provider == .apple {
                 let clients = appleClients.filter { $0.platforms.contains(platform) }
                     .sorted { primaryAppIDs.contains($0.clientID) && !primaryAppIDs.contains($1.clientID) }
                 guard let first = clients.first else { continue }
                 options.append(
                     LoginOption(
-                        provider: .apple, clientID: first.clientID, clientIDs: clients.map(\.clientID),
-                        nonceMode: first.nonceMode.rawValue, nonceRequired: first.nonceRequired, qualifies: true, startEndpoint: nil))
-            case .google, .facebook:
-                guard let configuration = configurations.first(where: { $0.provider == provider }),
-                    let first = configuration.clientIDs.first
-                else { continue }
-                let facebook = provider == .facebook
-                options.append(
-                    LoginOption(
-                        provider: provider, clientID: first, clientIDs: configuration.clientIDs,
-                        nonceMode: facebook && !configuration.limitedLogin ? nil : NonceMode.raw.rawValue,
-                        nonceRequired: false, qualifies: policy.qualifies(provider), startEndpoint: nil))
+                        provider: .apple, type: .apple, displayName: "Apple", clientID: first.clientID,
+                        clientIDs: clients.map(\.clientID), nonceMode: first.nonceMode.rawValue, nonceRequired: first.nonceRequired,
+                        qualifies: true, startEndpoint: nil))
+                continue
             }
+            guard let configuration = configurations.first(where: { $0.provider == provider }), configuration.enabled,
+                let first = configuration.clientIDs.first
+            else { continue }
+            // Classic Facebook Login takes no nonce; every other id-token flow takes the raw one.
+            let classicFacebook = configuration.type == .facebook && !configuration.limitedLogin
+            options.append(
+                LoginOption(
+                    provider: provider, type: configuration.type,
+                    displayName: configuration.displayName ?? Self.builtInNames[configuration.type] ?? provider.rawValue,
+                    clientID: first, clientIDs: configuration.clientIDs, nonceMode: classicFacebook ? nil : NonceMode.raw.rawValue,
+                    nonceRequired: configuration.settings["nonce_required"] == .bool(true), qualifies: policy.qualifies(provider),
+                    startEndpoint: nil))
         }
         // The equivalent option first, at equal prominence; otherwise the providers' own order.
         let ordered = options.filter(\.qualifies) + options.filter { !$0.qualifies }
-        var violation: [ProviderName]?
+        var violation: [ProviderID]?
         if case .violation(let providers) = policy.compliance(on: platform) { violation = providers }
         return LoginOptions(platform: platform, options: ordered, mode: policy.settings.mode, violation: violation)
     }

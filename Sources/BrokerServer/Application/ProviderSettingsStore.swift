@@ -20,11 +20,28 @@ struct ProviderSettingsStore: ProviderConfigurationStore {
         return resolved
     }
 
-    func configuration(tenantID: UUID, provider: ProviderName) async throws -> ProviderConfiguration? {
+    func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
         let key = "\(tenantID):\(provider.rawValue)"
         if let cached = configurations.value(for: key) { return cached }
         let found = try await database.providerConfigs.find(tenantID: tenantID, provider: provider)
         configurations.set(found, for: key)
         return found
+    }
+
+    /// The type of the tenant's provider `id`: a reserved id is its own type; any other is the
+    /// tenant's configuration's. An id the tenant never configured is unknown, whatever other
+    /// tenants configured (no tenant learns another's ids).
+    func registered(_ id: ProviderID, tenantID: UUID, in providers: ProviderRegistry) async throws -> ProviderRegistry.Registered {
+        let type: ProviderType
+        if let reserved = id.reservedType {
+            type = reserved
+        } else {
+            guard let configuration = try await configuration(tenantID: tenantID, provider: id) else {
+                throw SignInFailure.unknownProvider(id.rawValue)
+            }
+            type = configuration.type
+        }
+        guard let registered = providers[type] else { throw SignInFailure.unknownProvider(id.rawValue) }
+        return registered
     }
 }

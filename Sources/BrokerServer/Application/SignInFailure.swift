@@ -5,7 +5,7 @@ enum SignInFailure: Error, Sendable, Equatable {
     /// No provider of that name is registered.
     case unknownProvider(String)
     /// The identity has no account and the intent was `sign_in`; nothing was created.
-    case accountNotFound(ProviderName)
+    case accountNotFound(ProviderID)
     /// The identity's account is disabled or deleted.
     case accountDisabled
     /// The proof opened a session before (decision 0018).

@@ -35,11 +35,10 @@ struct SignInService: Sendable {
     let loginCatalogs: LoginCatalogStore?
 
     func signIn(
-        tenant: Tenant, provider name: ProviderName, proof: ProviderProof, intent: SignInIntent, platform: String?,
-        now: Date = Date()
+        tenant: Tenant, provider name: ProviderID, type registered: ProviderRegistry.Registered, proof: ProviderProof,
+        intent: SignInIntent, platform: String?, now: Date = Date()
     ) async throws -> SignInOutcome {
-        guard let provider = providers[name] else { throw SignInFailure.unknownProvider(name.rawValue) }
-        let verification = try await provider.verify(proof, tenant.id, store, now)
+        let verification = try await registered.entry.verify(proof, name, tenant.id, store, now)
         let verified = verification.verified
         let identity = verified.identity
 

@@ -28,7 +28,7 @@ struct IdentityLinkRoute: Sendable {
         let bytes = try await request.collectBody(upTo: maxBodyBytes)
         let body: LinkBody
         do {
-            body = try LinkBody.read(try JSONValue.parse(bytes.readableBytesView))
+            body = try LinkBody.read(try JSONValue.parse(bytes.readableBytesView), providers: handlers.services.providers)
         } catch let error as ContractMismatch {
             throw SignInRoute.contractMismatch(error.description)
         } catch {
@@ -58,18 +58,25 @@ struct IdentityLinkRoute: Sendable {
     }
 }
 
-/// A link body: `provider`, then that provider's sign-in members.
+/// A link body: `provider`, then that provider's sign-in members. A reserved id's proof is
+/// read at once (a body that does not match the contract is refused before the API key is
+/// looked at); any other id's type is the calling tenant's to say, so its proof is read after.
 struct LinkBody: Sendable {
-    var provider: ProviderName
-    var proof: ProviderProof
+    var provider: ProviderID
+    var json: JSONValue
+    var proof: ProviderProof?
 
-    static func read(_ body: JSONValue) throws(ContractMismatch) -> LinkBody {
+    static func read(_ body: JSONValue, providers: ProviderRegistry) throws(ContractMismatch) -> LinkBody {
         let object = try ContractReader.object(body)
         let name = try ContractReader.required("provider", in: object)
-        guard let provider = ProviderName(rawValue: name) else {
-            throw ContractMismatch(description: "member 'provider' has a value the contract does not allow")
+        guard let provider = ProviderID(rawValue: name) else {
+            throw ContractMismatch(description: "member 'provider' is not a provider id")
         }
-        return LinkBody(provider: provider, proof: try SignInBody.read(provider: provider, body).proof)
+        var proof: ProviderProof?
+        if let reserved = provider.reservedType, let registered = providers[reserved] {
+            proof = try SignInBody.read(registered.descriptor, body).proof
+        }
+        return LinkBody(provider: provider, json: body, proof: proof)
     }
 }
 

@@ -8,7 +8,9 @@ import Synchronization
 /// Each tenant's signing keys, decrypted once and held in memory as a jwt-kit key collection
 /// (published keys only: `next`, `active`, recently retired). Reloaded from PostgreSQL after
 /// `ttl`, so rotations made by any instance or by the CLI reach every instance within it;
-/// key states themselves follow the clock (see ``SigningKeyRing``).
+/// key states themselves follow the clock (see ``SigningKeyRing``). `now` is the wall clock key
+/// states are read at when loading, `clock` the one the reload interval runs on (tests move
+/// both instead of waiting).
 actor TenantSigningKeys {
     struct Entry: Sendable {
         let ring: SigningKeyRing
@@ -19,14 +21,21 @@ actor TenantSigningKeys {
     let database: Database
     let secrets: SecretBox
     let ttl: Duration
+    let now: @Sendable () -> Date
+    let clock: @Sendable () -> ContinuousClock.Instant
     /// Fresh entries, read without entering the actor (every sign-in signs a token).
     private nonisolated let entries = Mutex<[UUID: Entry]>([:])
     private var loading: [UUID: Task<Entry, any Error>] = [:]
 
-    init(database: Database, secrets: SecretBox, ttl: Duration = .seconds(30)) {
+    init(
+        database: Database, secrets: SecretBox, ttl: Duration = .seconds(30), now: @escaping @Sendable () -> Date = { Date() },
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) {
         self.database = database
         self.secrets = secrets
         self.ttl = ttl
+        self.now = now
+        self.clock = clock
     }
 
     /// The collection and the kid of the key that signs now.
@@ -46,8 +55,9 @@ actor TenantSigningKeys {
     nonisolated func invalidateAll() { entries.withLock { $0.removeAll() } }
 
     private nonisolated func fresh(_ tenantID: UUID) -> Entry? {
-        entries.withLock { entries in
-            entries[tenantID].flatMap { ContinuousClock.now - $0.loadedAt < ttl ? $0 : nil }
+        let instant = clock()
+        return entries.withLock { entries in
+            entries[tenantID].flatMap { instant - $0.loadedAt < ttl ? $0 : nil }
         }
     }
 
@@ -72,7 +82,7 @@ actor TenantSigningKeys {
         let ring = SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id))
         let collection = JWTKeyCollection()
         let serializer = DefaultJWTSerializer(jsonEncoder: AccessTokenJSONEncoder())
-        for status in ring.published(at: Date()) {
+        for status in ring.published(at: now()) {
             let record = status.record
             let raw = try secrets.open(
                 record.sealedPrivateKey, context: SigningKeyRecord.sealingContext(tenantID: tenant.id, kid: record.kid),
@@ -80,6 +90,6 @@ actor TenantSigningKeys {
             let key = try ES256PrivateKey(backing: try P256.Signing.PrivateKey(rawRepresentation: raw))
             await collection.add(ecdsa: key, kid: JWKIdentifier(string: record.kid), serializer: serializer)
         }
-        return Entry(ring: ring, collection: collection, loadedAt: .now)
+        return Entry(ring: ring, collection: collection, loadedAt: clock())
     }
 }

@@ -5,12 +5,14 @@ import Providers
 /// Sign-in failures in words: the problem details (title, detail, hint) of each meaning the
 /// providers and the sign-in service throw. The only place they are worded for HTTP.
 enum SignInProblems {
-    static func displayName(_ provider: ProviderName) -> String {
-        switch provider {
-        case .apple: "Apple"
-        case .google: "Google"
-        case .facebook: "Facebook"
-        }
+    /// A built-in provider by its type's name; an operator's provider by its id (the id is
+    /// what the caller sent, so naming it reveals nothing).
+    static func displayName(_ provider: ProviderID) -> String {
+        provider.reservedType.flatMap { BuiltInNames.names[$0] } ?? provider.rawValue
+    }
+
+    private enum BuiltInNames {
+        static let names: [ProviderType: String] = [.apple: "Apple", .google: "Google", .facebook: "Facebook"]
     }
 
     static func problem(_ failure: ProviderFailure, tenant: Tenant) -> BrokerError {
@@ -32,6 +34,11 @@ enum SignInProblems {
                 code: failure.code, kind: .unauthorized, title: "Unknown client",
                 detail: "'\(clientID.prefix(155))' is not a \(displayName(provider)) client id of this tenant.",
                 hint: "Enable it with every client id the tenant uses: broker provider enable \(provider.rawValue) --tenant \(slug) --client-id <ID> [--client-id <ID> ...]")
+        case .nonceMissing(let provider):
+            return BrokerError(
+                code: failure.code, kind: .badRequest, title: "Nonce required",
+                detail: "Provider '\(provider.rawValue)' requires the raw nonce of the sign-in in `nonce`.",
+                hint: "Send the raw nonce the app put in the authorization request, or turn the requirement off: broker provider enable \(provider.rawValue) --tenant \(slug) ... without --nonce-required")
         case .nonceRequired(let clientID):
             return BrokerError(
                 code: failure.code, kind: .badRequest, title: "Nonce required",
@@ -52,6 +59,11 @@ enum SignInProblems {
                 code: failure.code, kind: .unavailable, title: "\(displayName(provider)) unreachable",
                 detail: "\(displayName(provider))'s token endpoint could not be reached.",
                 hint: "Retry later; check outbound HTTPS to \(displayName(provider)).")
+        case .unavailable(let provider, .discovery):
+            return BrokerError(
+                code: failure.code, kind: .unavailable, title: "\(displayName(provider)) unreachable",
+                detail: "\(displayName(provider))'s discovery document could not be read; nothing was created.",
+                hint: "Retry shortly; check outbound HTTPS to the issuer (BROKER_PROVIDER_TIMEOUT).")
         case .unavailable(let provider, .graph):
             return BrokerError(
                 code: failure.code, kind: .unavailable, title: "\(displayName(provider)) unreachable",
@@ -60,7 +72,7 @@ enum SignInProblems {
         case .unreadableAnswer(let provider, let service):
             return BrokerError(
                 code: failure.code, kind: .unavailable, title: "Unexpected answer from \(displayName(provider))",
-                detail: "\(displayName(provider))'s \(service == .graph ? "Graph API" : "token endpoint") answered with a body the broker cannot read.")
+                detail: "\(displayName(provider))'s \(service == .graph ? "Graph API" : service == .discovery ? "discovery document" : "token endpoint") answered with a body the broker cannot read.")
         case .codeExchangeRefused(let reason, let clientID):
             switch reason {
             case "invalid_client":
@@ -95,8 +107,8 @@ enum SignInProblems {
         case .unknownProvider(let name):
             BrokerError(
                 code: "unknown_provider", kind: .notFound, title: "Unknown provider",
-                detail: "'\(name.prefix(40))' is not a provider of this broker.",
-                hint: "Use one of: \(ProviderName.allCases.map(\.rawValue).joined(separator: ", ")).")
+                detail: "'\(name.prefix(40))' is not a provider of this tenant.",
+                hint: "GET /v1/login-options lists the tenant's providers; an operator adds one with 'broker provider enable'.")
         case .accountNotFound(let provider):
             BrokerError(
                 code: "account_not_found", kind: .notFound, title: "No account for this identity",
@@ -118,7 +130,7 @@ enum SignInProblems {
     /// odd body, a number out of range), is the provider misbehaving: the request's log says
     /// which, at warning level (never the proof or the answer itself).
     private static func logIfProviderFailed(_ failure: ProviderFailure, tenant: Tenant) {
-        let (provider, service, what): (ProviderName, ProviderFailure.Service, String)
+        let (provider, service, what): (ProviderID, ProviderFailure.Service, String)
         switch failure {
         case .unavailable(let name, let part): (provider, service, what) = (name, part, "provider unreachable or too slow")
         case .unreadableAnswer(let name, let part): (provider, service, what) = (name, part, "provider answered with a body that does not fit")
@@ -132,12 +144,14 @@ enum SignInProblems {
             ])
     }
 
-    private static func enableHint(_ provider: ProviderName, slug: String) -> String {
+    private static func enableHint(_ provider: ProviderID, slug: String) -> String {
         switch provider {
-        case .apple: "Register an Apple client: broker apple client add --tenant \(slug) ..."
+        case .apple:
+            "Register an Apple client (broker apple client add --tenant \(slug) ...), or turn Apple back on: broker provider enable apple --tenant \(slug)"
         case .google: "Enable it: broker provider enable google --tenant \(slug) --client-id <ID>"
         case .facebook:
             "Enable it: broker provider enable facebook --tenant \(slug) --app-id <ID> --app-secret-file <FILE> [--limited-login]"
+        default: "Turn it back on: broker provider enable \(provider.rawValue) --tenant \(slug)"
         }
     }
 }

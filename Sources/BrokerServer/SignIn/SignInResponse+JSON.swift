@@ -55,7 +55,7 @@ extension Components.Schemas.IdentityInfo {
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.memberIfPresent("id", id)
-        writer.member("provider", provider.rawValue)
+        writer.member("provider", provider)
         writer.memberIfPresent("provider_scope", providerScope)
         writer.member("subject", subject)
         writer.memberIfPresent("email", email)

@@ -11,8 +11,8 @@ import NIOCore
 /// identity token. The contract is still openapi.yaml's: each provider's body is read into its
 /// generated request type the way its `Decodable` conformance reads it (the same members
 /// required, the same enums checked), the response is the generated `SignInResponse` written by
-/// ``Components/Schemas/SignInResponse/json``, and errors are the same problem details. A name
-/// the broker does not federate is 404 `unknown_provider`. As with the generated code, a body
+/// ``Components/Schemas/SignInResponse/json``, and errors are the same problem details. An id
+/// the calling tenant never configured is 404 `unknown_provider` (decision 0034). As with the generated code, a body
 /// that does not match the contract is refused before the API key is looked at; unlike it, so
 /// is a body that repeats a member name.
 struct SignInRoute: Sendable {
@@ -30,19 +30,17 @@ struct SignInRoute: Sendable {
 
     func respond(_ request: Request, context: BrokerRequestContext) async throws -> Response {
         let name = context.parameters.get("provider") ?? ""
-        guard let provider = ProviderName(rawValue: name) else { throw SignInProblems.problem(.unknownProvider(name)) }
+        guard let provider = ProviderID(rawValue: name) else { throw SignInProblems.problem(.unknownProvider(name)) }
         try Self.checkContentType(request.headers[.contentType])
         var request = request
         let bytes = try await request.collectBody(upTo: maxBodyBytes)
-        let body: SignInBody
+        let json: JSONValue
         do {
-            body = try SignInBody.read(provider: provider, try JSONValue.parse(bytes.readableBytesView))
-        } catch let error as ContractMismatch {
-            throw Self.contractMismatch(error.description)
+            json = try JSONValue.parse(bytes.readableBytesView)
         } catch {
             throw Self.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }
-        let response = try await handlers.signIn(provider: provider, body)
+        let response = try await handlers.signIn(provider: provider, json: json)
         return Response(
             status: .ok,
             headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],

@@ -3,6 +3,7 @@ import Synchronization
 /// A small in-memory map whose entries expire after `ttl`, cleared early by LISTEN/NOTIFY
 /// invalidations (see ``CacheInvalidator``). The TTL bounds staleness if a notification is
 /// ever missed. Lookups take a mutex, never an actor hop: they sit on the sign-in hot path.
+/// `now` is the clock entries expire by (tests advance their own instead of sleeping).
 final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private struct Entry {
         let value: Value
@@ -12,16 +13,19 @@ final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private let entries = Mutex<[Key: Entry]>([:])
     let ttl: Duration
     let capacity: Int
+    let now: @Sendable () -> ContinuousClock.Instant
 
-    init(ttl: Duration, capacity: Int = 10_000) {
+    init(ttl: Duration, capacity: Int = 10_000, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.ttl = ttl
         self.capacity = capacity
+        self.now = now
     }
 
     func value(for key: Key) -> Value? {
-        entries.withLock { entries in
+        let instant = now()
+        return entries.withLock { entries in
             guard let entry = entries[key] else { return nil }
-            guard entry.expires > .now else {
+            guard entry.expires > instant else {
                 entries[key] = nil
                 return nil
             }
@@ -30,9 +34,10 @@ final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     func set(_ value: Value, for key: Key) {
+        let expires = now() + ttl
         entries.withLock { entries in
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[key] = Entry(value: value, expires: .now + ttl)
+            entries[key] = Entry(value: value, expires: expires)
         }
     }
 

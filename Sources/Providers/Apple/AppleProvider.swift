@@ -9,7 +9,8 @@ import Logging
 public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, TokenRevoking, ServerNotifying {
     public typealias Settings = ResolvedAppleClient
 
-    public static let name = ProviderName.apple
+    /// Apple vouches for the emails it marks verified; relay addresses never join accounts.
+    static let descriptorEmailTrust = EmailTrust.verified
 
     public let keys: JWKSCache
     let tokenClient: AppleTokenClient
@@ -17,9 +18,13 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
     let secrets: SecretBox
     let logger: Logger
 
-    public init(baseURL: String, keys: JWKSCache, secrets: SecretBox, httpClient: HTTPClient = .providers, logger: Logger) {
+    /// `timeout` bounds each call to Apple's token and revoke endpoints (`BROKER_PROVIDER_TIMEOUT`).
+    public init(
+        baseURL: String, keys: JWKSCache, secrets: SecretBox, httpClient: HTTPClient = .providers, timeout: Duration = .seconds(10),
+        logger: Logger
+    ) {
         self.keys = keys
-        self.tokenClient = AppleTokenClient(baseURL: baseURL, httpClient: httpClient)
+        self.tokenClient = AppleTokenClient(baseURL: baseURL, httpClient: httpClient, timeout: timeout)
         self.clientSecrets = AppleClientSecrets(secrets: secrets)
         self.secrets = secrets
         self.logger = logger
@@ -31,12 +36,16 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: options.nonceMode) } ?? .none)
     }
 
-    public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws
-        -> ResolvedAppleClient
+    public func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore)
+        async throws -> ResolvedAppleClient
     {
         let clientID = proof.clientID ?? ""
         guard let resolved = try await store.appleClient(tenantID: tenantID, clientID: clientID) else {
             throw ProviderFailure.unknownClient(.apple, clientID: clientID)
+        }
+        // Apple's row exists only once an operator turned it off (`broker provider disable apple`).
+        if let switched = try await store.configuration(tenantID: tenantID, provider: .apple), !switched.enabled {
+            throw ProviderFailure.notEnabled(.apple)
         }
         return resolved
     }
@@ -48,14 +57,14 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         let client = resolved.client
         if client.nonceRequired, (proof.nonce ?? "").isEmpty { throw .nonceRequired(clientID: client.clientID) }
         let claims = try await verifyToken(
-            token, options: TokenCheckOptions(audiences: [client.clientID], rawNonce: proof.nonce, nonceMode: client.nonceMode),
+            token, provider: .apple, options: TokenCheckOptions(audiences: [client.clientID], rawNonce: proof.nonce, nonceMode: client.nonceMode),
             at: now)
         let identity = ProviderIdentity(
             provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: claims.email,
             emailVerified: claims.emailVerified ?? false,
             isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(claims.email),
             name: proof.name,
-            realUserStatus: claims.realUserStatus)
+            realUserStatus: claims.realUserStatus, emailTrust: AppleProvider.descriptorEmailTrust)
         return VerifiedProof(identity: identity, clientID: client.clientID, claims: claims, token: token, tenantID: tenantID)
     }
 
@@ -90,12 +99,18 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         do {
             let sealed = try secrets.seal(
                 Data(refreshToken.utf8),
-                context: "apple_refresh:\(resolved.team.tenantID.lowercasedString):\(resolved.team.teamID):\(subject)")
+                context: Self.refreshTokenSealingContext(tenantID: resolved.team.tenantID, teamID: resolved.team.teamID, subject: subject))
             return KeptProviderToken(raw: refreshToken, sealed: sealed)
         } catch {
             revoke(refreshToken, resolved: resolved, reason: "it could not be sealed")
             throw error
         }
+    }
+
+    /// The context Apple's refresh token is sealed under (`identities.provider_refresh_token_sealed`):
+    /// a sealed token moved to another tenant, team or person does not open.
+    static func refreshTokenSealingContext(tenantID: UUID, teamID: String, subject: String) -> String {
+        "apple_refresh:\(tenantID.lowercasedString):\(teamID):\(subject)"
     }
 
     public func revokeLater(_ token: KeptProviderToken, settings resolved: ResolvedAppleClient, reason: String) {

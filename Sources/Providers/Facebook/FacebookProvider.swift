@@ -15,7 +15,6 @@ public struct FacebookProvider: IDTokenProvider {
         public var appSecret: String
     }
 
-    public static let name = ProviderName.facebook
 
     public let keys: JWKSCache
     let graph: FacebookGraphClient
@@ -36,10 +35,10 @@ public struct FacebookProvider: IDTokenProvider {
         return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none)
     }
 
-    public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws
-        -> FacebookSettings
+    public func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore)
+        async throws -> FacebookSettings
     {
-        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .facebook),
+        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .facebook), configuration.enabled,
             let appID = configuration.appID, let sealed = configuration.sealedSecret
         else { throw ProviderFailure.notEnabled(.facebook) }
         // Limited Login is its own switch: a tenant that did not turn it on takes no such token.
@@ -78,7 +77,8 @@ public struct FacebookProvider: IDTokenProvider {
         if let name = person.name, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
         let identity = ProviderIdentity(
             provider: .facebook, providerScope: settings.appID, subject: userID, email: person.email,
-            emailVerified: false, isPrivateEmail: false, name: PersonName(givenName: nil, familyName: nil), attributes: attributes)
+            emailVerified: false, isPrivateEmail: false, name: PersonName(givenName: nil, familyName: nil), attributes: attributes,
+            emailTrust: .never)
         // A classic access token is a bearer credential meant for many calls; Facebook checks it
         // live on every use, so it has no replay key.
         return VerifiedProof(identity: identity, clientID: settings.appID, replayKey: nil, issuedAt: now)
@@ -88,12 +88,12 @@ public struct FacebookProvider: IDTokenProvider {
         async throws(ProviderFailure) -> VerifiedProof
     {
         guard let nonce, !nonce.isEmpty else { throw .malformedProof("member 'nonce' is required with 'limited_login_token'") }
-        let claims = try await verifyToken(token, options: TokenCheckOptions(audiences: [settings.appID], rawNonce: nonce), at: now)
+        let claims = try await verifyToken(token, provider: .facebook, options: TokenCheckOptions(audiences: [settings.appID], rawNonce: nonce), at: now)
         var attributes: [String: String] = [:]
         if let name = claims.payload["name"]?.string, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
         let identity = ProviderIdentity(
             provider: .facebook, providerScope: settings.appID, subject: claims.subject, email: claims.email,
-            emailVerified: false, isPrivateEmail: false, name: claims.name, attributes: attributes)
+            emailVerified: false, isPrivateEmail: false, name: claims.name, attributes: attributes, emailTrust: .never)
         return VerifiedProof(identity: identity, clientID: settings.appID, claims: claims, token: token, tenantID: tenantID)
     }
 

@@ -14,8 +14,6 @@ public struct GoogleProvider: IDTokenProvider {
         public var requestedClientID: String?
     }
 
-    public static let name = ProviderName.google
-
     public let keys: JWKSCache
 
     public init(keys: JWKSCache) { self.keys = keys }
@@ -28,10 +26,10 @@ public struct GoogleProvider: IDTokenProvider {
         return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none)
     }
 
-    public func settings(for proof: ProviderProof, tenantID: UUID, store: any ProviderConfigurationStore) async throws
-        -> GoogleSettings
+    public func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore)
+        async throws -> GoogleSettings
     {
-        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .google) else {
+        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .google), configuration.enabled else {
             throw ProviderFailure.notEnabled(.google)
         }
         if let clientID = proof.clientID, !configuration.clientIDs.contains(clientID) {
@@ -48,7 +46,7 @@ public struct GoogleProvider: IDTokenProvider {
         // `azp` is compared with every configured client (an Android token's `azp` is the
         // Android client, its `aud` the web client).
         let claims = try await verifyToken(
-            token,
+            token, provider: .google,
             options: TokenCheckOptions(
                 audiences: settings.requestedClientID.map { [$0] } ?? configured, rawNonce: proof.nonce,
                 hostedDomain: settings.configuration.hostedDomain, authorizedParties: configured),
@@ -59,7 +57,7 @@ public struct GoogleProvider: IDTokenProvider {
             provider: .google, providerScope: "", subject: claims.subject, email: claims.email,
             // Google sends a JSON boolean; anything else does not vouch for the address.
             emailVerified: !(claims.email ?? "").isEmpty && claims.payload["email_verified"] == .bool(true), isPrivateEmail: false,
-            name: claims.name, attributes: attributes)
+            name: claims.name, attributes: attributes, emailTrust: .verified)
         return VerifiedProof(identity: identity, clientID: claims.audiences.first ?? "", claims: claims, token: token, tenantID: tenantID)
     }
 

@@ -139,7 +139,14 @@ public struct IdentityTokenVerifier: Sendable {
         // Claims.
         let skew = policy.clockSkew
         let issuer = payload["iss"]?.string
-        if let issuer, policy.issuers.contains(issuer) {
+        if let template = policy.issuerTemplate {
+            switch template.expectedIssuer(for: payload) {
+            case .success(let expected) where issuer == expected: report.pass("iss", expected)
+            case .success(let expected):
+                report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(expected.prefix(120))."))
+            case .failure(let error): report.fail("iss", error)
+            }
+        } else if let issuer, policy.issuers.contains(issuer) {
             report.pass("iss", issuer)
         } else {
             report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(policy.issuers.sorted().joined(separator: " or "))."))

@@ -14,6 +14,9 @@ public struct VerificationPolicy: Sendable {
     public var clockSkew: TimeInterval
     /// Tokens longer than this are refused unread.
     public var maxTokenBytes: Int
+    /// A multi-tenant issuer (`{tid}` in the issuer URL, Microsoft Entra ID): when set, `iss`
+    /// must equal it with the token's own `tid` put in, and ``issuers`` is not used.
+    public var issuerTemplate: IssuerTemplate?
     /// The provider's own claim rules (Google's `azp` and `hd`), run after the common ones and
     /// reported like them.
     public var claimChecks: [ClaimCheck] = []
@@ -74,5 +77,41 @@ extension ClaimCheck {
                 ? .success(party)
                 : .failure(.init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client of this tenant."))
         }
+    }
+}
+
+/// An issuer URL with `{tid}` in place of the issuing tenant (Microsoft Entra ID's
+/// `https://login.microsoftonline.com/{tid}/v2.0`): a token's `iss` must equal the template with
+/// its own `tid` claim put in, and `tid` one of `allowedTenants` when any are given.
+public struct IssuerTemplate: Sendable, Equatable {
+    public static let placeholder = "{tid}"
+
+    public let template: String
+    public let allowedTenants: Set<String>
+
+    public init(_ template: String, allowedTenants: Set<String> = []) {
+        self.template = template
+        self.allowedTenants = allowedTenants
+    }
+
+    /// Whether an issuer URL is a template.
+    public static func isTemplate(_ issuer: String) -> Bool { issuer.contains(placeholder) }
+
+    /// The issuer a token with this payload must carry.
+    public func expectedIssuer(for payload: [String: JSONValue]) -> Result<String, TokenVerificationError> {
+        guard let tid = payload["tid"]?.string, Self.isTenantID(tid) else {
+            return .failure(.init("issuer_mismatch", "The token has no usable tenant id (tid) for the issuer \(template.prefix(120))."))
+        }
+        guard allowedTenants.isEmpty || allowedTenants.contains(tid) else {
+            return .failure(.init("tenant_not_allowed", "The token's tenant id (tid) '\(tid)' is not one this provider allows."))
+        }
+        return .success(template.replacingOccurrences(of: Self.placeholder, with: tid))
+    }
+
+    /// A tenant id is letters, digits, dashes, dots and underscores (a GUID in practice): never
+    /// a character that could move the issuer to another path or host.
+    public static func isTenantID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-._".unicodeScalars.contains($0)) }
     }
 }
