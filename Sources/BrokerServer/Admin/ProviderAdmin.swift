@@ -138,7 +138,8 @@ public struct ProviderAdmin: Sendable {
     }
 
     /// Enables a provider of the tenant (or replaces its settings), checked by its type's
-    /// descriptor (decision 0034): `values` are its settings by flag name. `type` defaults to a
+    /// descriptor (decision 0034): `values` are its settings by flag name; none, for a provider
+    /// already configured, turns it back on with the settings it has. `type` defaults to a
     /// reserved id's own type, else the type the id already has. `enable apple` (no settings)
     /// turns Sign in with Apple back on. Refused when it breaks guideline 4.8
     /// (``PolicyAdmin/enforce(before:after:tenant:force:)``), unless `force`.
@@ -160,6 +161,15 @@ public struct ProviderAdmin: Sendable {
                 true, tenantID: tenant.id, provider: .apple, actor: actor,
                 guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: command, force: force))
             return try await show(tenant: slug, provider: .apple)
+        }
+        // A bare `enable <id>` of a configured provider turns it back on with its settings.
+        if let existing, values.values.allSatisfy(\.isEmpty), platforms.isEmpty {
+            if !existing.enabled {
+                _ = try await database.providerConfigs.setEnabled(
+                    true, tenantID: tenant.id, provider: provider, actor: actor,
+                    guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: command, force: force))
+            }
+            return try await show(tenant: slug, provider: provider, registry: registry)
         }
         guard let registered = registry[type], let configure = registered.descriptor.configure else {
             throw BrokerError.invalidArgument(
