@@ -26,13 +26,15 @@ struct AppleTestSetup {
     let tenant: Tenant
 
     /// `prepare` runs before the broker starts (to start it against a misbehaving Apple).
+    /// `providerTimeoutSeconds`: `BROKER_PROVIDER_TIMEOUT`.
     static func run(
         prepare: @Sendable (MockAppleIdP) -> Void = { _ in }, securityEvents: SecurityEventSampling = SecurityEventSampling(),
-        _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
+        providerTimeoutSeconds: Int = 10, _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
     ) async throws {
         try await MockAppleServer.with { apple, baseURL in
             prepare(apple)
-            try await TestApp.run(appleBaseURL: baseURL, securityEvents: securityEvents) { app, client in
+            let timeout = providerTimeoutSeconds
+            try await TestApp.run(appleBaseURL: baseURL, providerTimeoutSeconds: timeout, securityEvents: securityEvents) { app, client in
                 let tenant = try await app.createTenant("acme")
                 let apiKey = try await app.createKey("acme")
                 let p8 = P256.Signing.PrivateKey()

@@ -33,15 +33,16 @@ struct ProviderTestSetup {
     var google: MockGoogleIdP { mocks.google }
     var facebook: MockFacebookIdP { mocks.facebook }
 
+    /// `graphTimeoutSeconds`: `BROKER_PROVIDER_TIMEOUT`; `appleBaseURL`: Apple's, instead of the mock's.
     static func run(
-        graphTimeoutSeconds: Int = 10, hostedDomain: String? = nil, limitedLogin: Bool = true,
+        graphTimeoutSeconds: Int = 10, hostedDomain: String? = nil, limitedLogin: Bool = true, appleBaseURL: String? = nil,
         _ test: @Sendable @escaping (ProviderTestSetup) async throws -> Void
     ) async throws {
         try await MockProvidersServer.with { mocks in
             mocks.facebook.registerApp(appID: appID, secret: appSecret)
             mocks.facebook.registerApp(appID: otherAppID, secret: "other-app-secret")
             let endpoints = ProviderEndpoints(
-                appleBaseURL: mocks.baseURL, googleKeysURL: MockGoogleIdP.jwksURL(base: mocks.baseURL),
+                appleBaseURL: appleBaseURL ?? mocks.baseURL, googleKeysURL: MockGoogleIdP.jwksURL(base: mocks.baseURL),
                 facebookGraphURL: MockFacebookIdP.graphURL(base: mocks.baseURL),
                 facebookKeysURL: MockFacebookIdP.jwksURL(base: mocks.baseURL), timeoutSeconds: graphTimeoutSeconds)
             try await TestApp.run(endpoints: endpoints) { app, client in

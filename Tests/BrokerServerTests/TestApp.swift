@@ -20,9 +20,11 @@ struct TestApp {
     var secrets: SecretBox { TestDatabase.secrets }
 
     /// `mode`: `.router` calls the router directly; `.live` serves on a loopback port (for what
-    /// happens below the router: HTTP parsing, connection handling).
+    /// happens below the router: HTTP parsing, connection handling). `providerTimeoutSeconds`:
+    /// `BROKER_PROVIDER_TIMEOUT`, when `endpoints` is not given.
     static func run(
-        appleBaseURL: String = "http://127.0.0.1:9", endpoints: ProviderEndpoints? = nil, mode: TestingSetup = .router,
+        appleBaseURL: String = "http://127.0.0.1:9", endpoints: ProviderEndpoints? = nil, providerTimeoutSeconds: Int = 10,
+        mode: TestingSetup = .router,
         securityEvents: SecurityEventSampling = SecurityEventSampling(),
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
@@ -33,7 +35,7 @@ struct TestApp {
                 endpoints: endpoints
                     ?? ProviderEndpoints(
                         appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
-                        facebookKeysURL: "http://127.0.0.1:9/facebook"),
+                        facebookKeysURL: "http://127.0.0.1:9/facebook", timeoutSeconds: providerTimeoutSeconds),
                 securityEventSampling: securityEvents)
             let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url, services: services)
