@@ -83,10 +83,10 @@ extension MockIdPServer {
     private static func oidcFaultChange(_ name: String, _ value: String, _ issuers: [String: MockOIDCIssuer])
         -> (@Sendable () -> Void)?
     {
-        guard name.hasPrefix("oidc."), let dot = name.lastIndex(of: ".") else { return nil }
-        let issuerName = String(name[name.index(name.startIndex, offsetBy: 5)..<dot])
-        guard let issuer = issuers[issuerName] else { return nil }
-        switch name[name.index(after: dot)...] {
+        guard name.hasPrefix("oidc.") else { return nil }
+        let rest = name.dropFirst("oidc.".count)
+        guard let dot = rest.lastIndex(of: "."), let issuer = issuers[String(rest[..<dot])] else { return nil }
+        switch rest[rest.index(after: dot)...] {
         case "discovery":
             guard let fault = oidcDiscoveryFaults[value] else { return nil }
             return { issuer.discoveryFault = fault }

@@ -259,6 +259,8 @@ extension LoginPolicyRepository {
             return try await body()
         } catch let error as PostgresTransactionError {
             if let refusal = error.closureError as? BrokerError { throw refusal }
+            // A provider change its repository refused (an issuer already in use, a type change).
+            if let conflict = error.closureError as? ProviderConfigConflict { throw conflict }
             throw error
         }
     }

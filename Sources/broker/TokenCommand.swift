@@ -64,7 +64,7 @@ struct TokenCommand: AsyncParsableCommand {
                     (settings, tenantAudiences) = try await context.withDatabase { database in
                         let status = try await ProviderAdmin(database: database, actor: context.actor).show(tenant: tenant, provider: name)
                         let found = try await database.providerConfigs.find(
-                            tenantID: try await TenantAdmin.find(tenant, in: database).id, provider: name)
+                            tenantID: try await TenantAdmin(database: database, actor: context.actor).find(tenant).id, provider: name)
                         return (found, status.appID.map { [$0] } ?? status.clientIDs)
                     }
                 } else if name.reservedType == nil {
