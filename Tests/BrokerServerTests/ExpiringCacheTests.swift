@@ -1,0 +1,96 @@
+import Synchronization
+import Testing
+
+@testable import BrokerServer
+
+/// A clock that moves only when told.
+final class AdvancingClock: Sendable {
+    private let instant = Mutex(ContinuousClock.now)
+
+    var now: ContinuousClock.Instant { instant.withLock { $0 } }
+
+    func advance(by duration: Duration) { instant.withLock { $0 += duration } }
+
+    var reader: @Sendable () -> ContinuousClock.Instant { { self.now } }
+}
+
+/// ``ExpiringCache`` on a test clock: expiry without sleeping.
+@Suite struct ExpiringCacheTests {
+    @Test func anEntryLivesForItsTTLAndNotAnInstantLonger() {
+        let clock = AdvancingClock()
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(5), now: clock.reader)
+        cache.set(1, for: "a")
+        #expect(cache.value(for: "a") == 1)
+        clock.advance(by: .seconds(5) - .nanoseconds(1))
+        #expect(cache.value(for: "a") == 1)
+        clock.advance(by: .nanoseconds(1))
+        #expect(cache.value(for: "a") == nil, "expired at its TTL")
+    }
+
+    @Test func settingAgainRestartsTheTTL() {
+        let clock = AdvancingClock()
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(5), now: clock.reader)
+        cache.set(1, for: "a")
+        clock.advance(by: .seconds(4))
+        cache.set(2, for: "a")
+        clock.advance(by: .seconds(4))
+        #expect(cache.value(for: "a") == 2)
+        clock.advance(by: .seconds(1))
+        #expect(cache.value(for: "a") == nil)
+    }
+
+    @Test func eachEntryExpiresOnItsOwn() {
+        let clock = AdvancingClock()
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(5), now: clock.reader)
+        cache.set(1, for: "early")
+        clock.advance(by: .seconds(3))
+        cache.set(2, for: "late")
+        clock.advance(by: .seconds(2))
+        #expect(cache.value(for: "early") == nil)
+        #expect(cache.value(for: "late") == 2)
+        clock.advance(by: .seconds(3))
+        #expect(cache.value(for: "late") == nil)
+    }
+
+    @Test func removeAllClearsBeforeTheTTL() {
+        let clock = AdvancingClock()
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(60), now: clock.reader)
+        cache.set(1, for: "a")
+        cache.set(2, for: "b")
+        cache.removeAll()
+        #expect(cache.value(for: "a") == nil && cache.value(for: "b") == nil)
+        cache.set(3, for: "a")
+        #expect(cache.value(for: "a") == 3, "the cache is usable after clearing")
+    }
+
+    @Test func removeAllWhereClearsOnlyWhatMatches() {
+        let clock = AdvancingClock()
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(60), now: clock.reader)
+        for (key, value) in [("a", 1), ("b", 2), ("c", 3)] { cache.set(value, for: key) }
+        cache.removeAll { key, value in key == "a" || value == 3 }
+        #expect(cache.value(for: "a") == nil)
+        #expect(cache.value(for: "b") == 2)
+        #expect(cache.value(for: "c") == nil)
+        clock.advance(by: .seconds(60))
+        #expect(cache.value(for: "b") == nil)
+    }
+
+    @Test func aFullCacheStartsOver() {
+        let clock = AdvancingClock()
+        let cache = ExpiringCache<Int, Int>(ttl: .seconds(60), capacity: 3, now: clock.reader)
+        for key in 0..<3 { cache.set(key, for: key) }
+        #expect((0..<3).allSatisfy { cache.value(for: $0) == $0 })
+        cache.set(3, for: 3)
+        #expect((0..<3).allSatisfy { cache.value(for: $0) == nil })
+        #expect(cache.value(for: 3) == 3)
+    }
+
+    @Test func theDefaultClockIsTheContinuousClock() {
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(60))
+        let before = ContinuousClock.now
+        let read = cache.now()
+        #expect(read >= before && read <= ContinuousClock.now)
+        cache.set(1, for: "a")
+        #expect(cache.value(for: "a") == 1)
+    }
+}
