@@ -1,7 +1,8 @@
 # Shared by the end-to-end benchmarks (sourced by run.sh and growth.sh): release binaries, a
 # freshly migrated database as a deployment has it (the embedded default, or PostgreSQL over TCP
-# with its default settings), MockIdP as Apple, one tenant made with the CLI, the broker, and
-# wrk. No step here is one the product does not do by itself: no statistics step, no tuning.
+# with its default settings), MockIdP as Apple, Google, Facebook and a generic OpenID Connect
+# issuer (line), one tenant made with the CLI, the broker, and wrk. No step here is one the
+# product does not do by itself: no statistics step, no tuning.
 # TARGET=embedded (default) | tcp.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -73,9 +74,15 @@ tcp)
 *) echo "TARGET must be embedded or tcp" >&2; exit 2 ;;
 esac
 
+# --oidc line: a generic OpenID Connect issuer (as LINE would be configured) whose RS256 key is
+# the key file's, so `mint` (MINT_PROVIDER=oidc) signs tokens its key set verifies.
+oidc_issuer=$idp/oidc/line
 "$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" \
-    --facebook-app-id "$facebook_app" --facebook-app-secret "$facebook_secret" >"$work/idp.log" 2>&1 &
+    --facebook-app-id "$facebook_app" --facebook-app-secret "$facebook_secret" --oidc line >"$work/idp.log" 2>&1 &
 pids+=($!)
+# MockIdP is up (its key files written) before anything mints or enables line (which reads discovery).
+for _ in $(seq 300); do curl -sf "$oidc_issuer/.well-known/openid-configuration" >/dev/null && break; sleep 0.1; done
+curl -sf "$oidc_issuer/.well-known/openid-configuration" >/dev/null || { echo "mock-idp did not start:" >&2; tail -20 "$work/idp.log" >&2; exit 1; }
 # The tenant, made with the CLI (once, when KEEP names a folder that has it already).
 if [ "$fresh" = 1 ]; then
     openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt >"$work/AuthKey.p8"
@@ -87,6 +94,8 @@ if [ "$fresh" = 1 ]; then
         --platforms ios,android,web >/dev/null
     "$bin/broker" provider enable facebook --tenant bench --app-id "$facebook_app" --app-secret-file "$work/facebook-secret.txt" \
         --limited-login --platforms ios,android,web >/dev/null
+    "$bin/broker" provider enable line --tenant bench --type oidc --issuer "$oidc_issuer" --client-id bench-line \
+        --platforms ios,android,web >/dev/null
 fi
 key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
 
@@ -104,16 +113,18 @@ peak_rss() { echo "$(grep VmHWM "/proc/$broker_pid/status" | awk '{print $2}') k
 export API_KEY=$key CLIENT_ID=com.bench.app THREADS=$threads
 
 # mint FILE PREFIX COUNT [SUBJECTS [FIRST]]: identity tokens, each with its own nonce (the
-# client requires one), for subjects PREFIX(FIRST + i mod SUBJECTS). MINT_PROVIDER=google or
-# facebook mints Google id tokens or Limited Login tokens instead of Apple's.
+# client requires one), for subjects PREFIX(FIRST + i mod SUBJECTS). MINT_PROVIDER=google,
+# facebook or oidc mints Google id tokens, Limited Login tokens or id tokens of the OpenID
+# Connect issuer line instead of Apple's.
 mint() {
-    local audience=com.bench.app
+    local audience=com.bench.app issuer=()
     case "${MINT_PROVIDER:-apple}" in
     google) audience=bench-web.apps.googleusercontent.com ;;
     facebook) audience=$facebook_app ;;
+    oidc) audience=bench-line issuer=(--issuer "$oidc_issuer") ;;
     esac
-    "$bin/mock-idp" mint --provider "${MINT_PROVIDER:-apple}" --key-file "$work/idp-key.pem" --audience "$audience" --with-nonce \
-        --subject-prefix "$2" --count "$3" --subjects "${4:-$3}" --first "${5:-0}" >"$1"
+    "$bin/mock-idp" mint --provider "${MINT_PROVIDER:-apple}" --key-file "$work/idp-key.pem" --audience "$audience" "${issuer[@]}" \
+        --with-nonce --subject-prefix "$2" --count "$3" --subjects "${4:-$3}" --first "${5:-0}" >"$1"
 }
 
 # signin TOKENS DURATION: every token posted once (stops when they run out); prints RESULT.

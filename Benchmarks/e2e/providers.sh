@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Provider benchmark: Apple, Google and Facebook sign-ins on one freshly migrated database, in
-# the same run (same machine state), with MockIdP playing the three on loopback and wrk
-# (1 thread, 16 connections). No manual step: no statistics step, no tuning. Phases, in order:
+# Provider benchmark: Apple, Google, Facebook and generic OpenID Connect sign-ins on one freshly
+# migrated database, in the same run (same machine state), with MockIdP playing the four on
+# loopback and wrk (1 thread, 16 connections). No manual step: no statistics step, no tuning.
+# Phases, in order:
 #   <provider> new        every request a new person of that provider
 #   <provider> returning  people the new phase created sign in again, each with a fresh token
-# for apple, google and facebook (Limited Login); then
+# for apple, google, facebook (Limited Login) and line (an OpenID Connect provider, as LINE
+# would be configured: MockIdP's issuer /oidc/line, RS256 id tokens); then
 #   facebook classic      returning people with classic access tokens: two Graph calls each
 #                         (debug_token, /me) to MockIdP on loopback, over pooled connections
 #   login options         GET /v1/login-options?platform=ios, as every app launch asks it
@@ -16,14 +18,16 @@ new_tokens=${NEW_TOKENS:-45000}
 people=${RETURNING_SUBJECTS:-20000}
 
 echo "target: $target; minting tokens..." >&2
-for provider in apple google facebook; do
-    MINT_PROVIDER=$provider mint "$work/$provider.new.txt" "$provider." "$new_tokens"
-    MINT_PROVIDER=$provider mint "$work/$provider.returning.txt" "$provider." 60000 "$people"
+# The provider id each provider's tokens are minted as (line is of type oidc).
+mint_provider() { case "$1" in line) echo oidc ;; *) echo "$1" ;; esac; }
+for provider in apple google facebook line; do
+    MINT_PROVIDER=$(mint_provider "$provider") mint "$work/$provider.new.txt" "$provider." "$new_tokens"
+    MINT_PROVIDER=$(mint_provider "$provider") mint "$work/$provider.returning.txt" "$provider." 60000 "$people"
 done
 "$bin/mock-idp" facebook-token --url "$idp" --app-id "$facebook_app" --user-prefix facebook. \
     --count 40000 --users "$people" >"$work/facebook_classic.txt"
 
-for provider in apple google facebook; do
+for provider in apple google facebook line; do
     echo "== $provider new users (${duration}s, $connections connections)"
     PROVIDER=$provider signin "$work/$provider.new.txt" "${duration}s"
     sleep 1

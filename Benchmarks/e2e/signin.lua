@@ -26,8 +26,9 @@ function init(args)
     wrk.headers["Authorization"] = "Bearer " .. os.getenv("API_KEY")
     wrk.headers["Content-Type"] = "application/json"
     local client = os.getenv("CLIENT_ID")
-    -- PROVIDER: apple (default), google, facebook (Limited Login) or facebook_classic (lines
-    -- hold one access token each, no nonce).
+    -- PROVIDER: apple (default), facebook (Limited Login), facebook_classic (lines hold one
+    -- access token each, no nonce), or google or any other provider id (an OpenID Connect
+    -- provider such as line): {"id_token", "nonce"} to /v1/sign-in/<PROVIDER>.
     local provider = os.getenv("PROVIDER") or "apple"
     local path = "/v1/sign-in/" .. (provider == "facebook_classic" and "facebook" or provider)
     requests = {}
@@ -37,12 +38,12 @@ function init(args)
             body = '{"access_token":"' .. string.match(line, "^(%S+)") .. '"}'
         else
             local token, nonce = string.match(line, "^(%S+) (%S+)$")
-            if provider == "google" then
-                body = '{"id_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
+            if provider == "apple" then
+                body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
             elseif provider == "facebook" then
                 body = '{"limited_login_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
             else
-                body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
+                body = '{"id_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
             end
         end
         requests[i] = wrk.format(nil, path, nil, body)

@@ -134,6 +134,22 @@ struct MockOIDCKey: Sendable {
         MockSigningKey.randomKid(prefix: "\(issuer)-\(algorithm.rawValue.lowercased())-")
     }
 
+    /// The RSA key in `file` (PEM; created when missing, like the other mocks' key files) as an
+    /// RS256 key whose kid is ``fileKeyID(_:)``: a `mock-idp serve` and a `mock-idp mint`
+    /// started separately name and sign with the same key, whatever the issuer's name.
+    static func load(_ file: URL) throws -> MockOIDCKey {
+        let key = try MockSigningKey.load(file, kid: "").privateKey
+        return MockOIDCKey(kid: try fileKeyID(key.publicKey), algorithm: .rs256, material: .rsa(key))
+    }
+
+    /// `mock-oidc-` and the key's JWK thumbprint (RFC 7638: base64url SHA-256 of
+    /// `{"e":…,"kty":"RSA","n":…}`), so the kid follows from the key alone.
+    static func fileKeyID(_ key: _RSA.Signing.PublicKey) throws -> String {
+        let primitives = try key.getKeyPrimitives()
+        let members = #"{"e":"\#(base64URL(primitives.publicExponent))","kty":"RSA","n":"\#(base64URL(primitives.modulus))"}"#
+        return "mock-oidc-" + base64URL(Data(SHA256.hash(data: Data(members.utf8))))
+    }
+
     /// The public half as a JWK (`use` sig, `alg` the key's algorithm).
     func jwk() throws -> [String: String] {
         switch material {

@@ -63,15 +63,23 @@ public final class MockOIDCIssuer: Sendable {
 
     /// An issuer named `name` (letters, digits, `-`, `_`, `.`) holding one published key for
     /// each of `algorithms` (RS256 and ES256 unless told otherwise; RSA keys take a moment to
-    /// generate).
-    public init(name: String, multiTenant: Bool = false, algorithms: [Algorithm] = [.rs256, .es256]) throws {
+    /// generate). `keyFile` (PEM; created when missing): the RS256 key (the first, should
+    /// `algorithms` name RS256 twice) is the RSA key in that file, with a kid derived from the
+    /// key alone (`mock-oidc-` and its RFC 7638 thumbprint), so tokens minted offline with the
+    /// same file verify against the served key set; the other keys are fresh. Without RS256 in
+    /// `algorithms` the file is not read.
+    public init(name: String, multiTenant: Bool = false, algorithms: [Algorithm] = [.rs256, .es256], keyFile: URL? = nil) throws {
         let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
         guard !name.isEmpty, name != ".", name != "..", name.unicodeScalars.allSatisfy({ allowed.contains($0) }) else {
             throw MockOIDCError.invalidName(name)
         }
         self.name = name
         isMultiTenant = multiTenant
-        let keys = try algorithms.map { try MockOIDCKey.generate($0, kid: MockOIDCKey.randomKid(issuer: name, $0)) }
+        let fileKeyAt = keyFile == nil ? nil : algorithms.firstIndex(of: .rs256)
+        let keys = try algorithms.enumerated().map { index, algorithm in
+            if index == fileKeyAt, let keyFile { return try MockOIDCKey.load(keyFile) }
+            return try MockOIDCKey.generate(algorithm, kid: MockOIDCKey.randomKid(issuer: name, algorithm))
+        }
         state = Mutex(State(keys: keys, published: keys.map(\.kid)))
     }
 
@@ -150,11 +158,11 @@ public final class MockOIDCIssuer: Sendable {
     /// Claims of an id token issued at `base`: `iss` (``issuer(base:)``; multi-tenant, the
     /// tenant's issuer, `tid` and `ver` 2.0), `sub`, `aud`, `iat` `now`, `exp` `now + lifetime`
     /// (negative: already expired), and the optional ones given (`email_verified` only with an
-    /// email; nil leaves it out). `issuer` replaces `iss`; `extra` replaces or adds any claim
-    /// (e.g. `"aud": .array([...])`, or `"exp"`).
+    /// email; nil leaves it out; `name` alone, as LINE sends it). `issuer` replaces `iss`; `extra`
+    /// replaces or adds any claim (e.g. `"aud": .array([...])`, or `"exp"`).
     public func claims(
         base: String, subject: String, audience: String, tenant: String? = nil, nonce: String? = nil,
-        email: String? = nil, emailVerified: Bool? = true, issuer: String? = nil, now: Date = Date(),
+        email: String? = nil, emailVerified: Bool? = true, name: String? = nil, issuer: String? = nil, now: Date = Date(),
         lifetime: TimeInterval = 3600, extra: [String: JWTHeaderField] = [:]
     ) -> [String: JWTHeaderField] {
         let iat = Int(now.timeIntervalSince1970)
@@ -176,21 +184,22 @@ public final class MockOIDCIssuer: Sendable {
             claims["email"] = .string(email)
             if let emailVerified { claims["email_verified"] = .bool(emailVerified) }
         }
+        if let name { claims["name"] = .string(name) }
         return claims.merging(extra) { $1 }
     }
 
-    /// An id token with ``claims(base:subject:audience:tenant:nonce:email:emailVerified:issuer:now:lifetime:extra:)``,
+    /// An id token with ``claims(base:subject:audience:tenant:nonce:email:emailVerified:name:issuer:now:lifetime:extra:)``,
     /// signed as ``mint(_:algorithm:kid:header:forgery:)`` signs.
     public func mintIDToken(
         base: String, subject: String, audience: String, tenant: String? = nil, nonce: String? = nil,
-        email: String? = nil, emailVerified: Bool? = true, issuer: String? = nil, now: Date = Date(),
+        email: String? = nil, emailVerified: Bool? = true, name: String? = nil, issuer: String? = nil, now: Date = Date(),
         lifetime: TimeInterval = 3600, extraClaims: [String: JWTHeaderField] = [:], algorithm: Algorithm? = nil,
         kid: String? = nil, header: [String: JWTHeaderField] = [:], forgery: TokenForgery = .valid
     ) throws -> String {
         try mint(
             claims(
                 base: base, subject: subject, audience: audience, tenant: tenant, nonce: nonce, email: email,
-                emailVerified: emailVerified, issuer: issuer, now: now, lifetime: lifetime, extra: extraClaims),
+                emailVerified: emailVerified, name: name, issuer: issuer, now: now, lifetime: lifetime, extra: extraClaims),
             algorithm: algorithm, kid: kid, header: header, forgery: forgery)
     }
 

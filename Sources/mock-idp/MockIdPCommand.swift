@@ -16,18 +16,23 @@ struct MockIdPCommand: AsyncParsableCommand {
     )
 
     enum Provider: String, ExpressibleByArgument, CaseIterable {
-        case apple, google, facebook
+        case apple, google, facebook, oidc
     }
 
     struct KeyOptions: ParsableArguments {
-        @Option(help: "PEM file holding Apple's signing key (created when missing), shared by serve and mint.")
-        var keyFile: String = "mock-idp-key.pem"
+        @Option(
+            help: ArgumentHelp(
+                "PEM file holding Apple's signing key (created when missing; default mock-idp-key.pem), shared by serve and "
+                    + "mint. Given to serve, it is also the RS256 key of each --oidc issuer (not multi-tenant ones); "
+                    + "mint --provider oidc signs with it.",
+                valueName: "key-file"))
+        var keyFile: String?
         @Option(help: "PEM file holding Google's signing key (default: the key file's name with -google).")
         var googleKeyFile: String?
         @Option(help: "PEM file holding Facebook Limited Login's signing key (default: the key file's name with -facebook).")
         var facebookKeyFile: String?
 
-        var appleURL: URL { URL(fileURLWithPath: keyFile) }
+        var appleURL: URL { URL(fileURLWithPath: keyFile ?? "mock-idp-key.pem") }
         var googleURL: URL { googleKeyFile.map { URL(fileURLWithPath: $0) } ?? sibling("google") }
         var facebookURL: URL { facebookKeyFile.map { URL(fileURLWithPath: $0) } ?? sibling("facebook") }
 
@@ -42,7 +47,7 @@ struct MockIdPCommand: AsyncParsableCommand {
 
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Serve Apple (/auth/keys, /auth/token, /auth/revoke), Google's and Facebook's key sets, and Facebook's Graph.",
+            abstract: "Serve Apple (/auth/keys, /auth/token, /auth/revoke), Google's and Facebook's key sets, Facebook's Graph, and OpenID Connect issuers.",
             discussion: """
                 Routes: /auth/keys, /auth/token, /auth/revoke (Apple); /google/oauth2/v3/certs; \
                 /facebook/.well-known/oauth/openid/jwks/; /facebook/graph/debug_token and /facebook/graph/me \
@@ -53,7 +58,10 @@ struct MockIdPCommand: AsyncParsableCommand {
                 google.keys, facebook.keys, facebook.debug_token, facebook.me, and per OpenID Connect issuer \
                 oidc.<name>.discovery and oidc.<name>.keys). Each --oidc NAME serves a generic OpenID Connect \
                 issuer (RS256 and ES256 keys, fresh each run) at /oidc/NAME: discovery at \
-                /oidc/NAME/.well-known/openid-configuration, keys at /oidc/NAME/keys. --oidc NAME:multi-tenant \
+                /oidc/NAME/.well-known/openid-configuration, keys at /oidc/NAME/keys. With --key-file, its \
+                RS256 key is the key file's RSA key instead (kid mock-oidc-<its RFC 7638 thumbprint>), so \
+                'mint --provider oidc --issuer http://127.0.0.1:PORT/oidc/NAME' tokens verify against \
+                its keys; its ES256 key stays fresh. --oidc NAME:multi-tenant \
                 serves Microsoft Entra ID's shape instead: tokens of tenant T are issued by /oidc/NAME/T/v2.0, \
                 discovery at /oidc/NAME/common/v2.0/.well-known/openid-configuration (issuer \
                 /oidc/NAME/{tenantid}/v2.0), keys at /oidc/NAME/common/discovery/v2.0/keys.
@@ -99,9 +107,12 @@ struct MockIdPCommand: AsyncParsableCommand {
             let facebook = try MockFacebookIdP(keyFile: key.facebookURL)
             for (appID, secret) in zip(facebookAppID, facebookAppSecret) { facebook.registerApp(appID: appID, secret: secret) }
             let appIDs = facebookAppID.joined(separator: ", ")
+            // With --key-file, a single-tenant issuer signs RS256 with the key file's key (which
+            // MockAppleIdP created above when missing), so `mint --provider oidc` tokens verify.
+            let oidcKeyFile = key.keyFile == nil ? nil : key.appleURL
             let issuers = try oidc.map { value in
                 let (name, multiTenant) = try Self.oidcIssuer(value)
-                return try MockOIDCIssuer(name: name, multiTenant: multiTenant)
+                return try MockOIDCIssuer(name: name, multiTenant: multiTenant, keyFile: multiTenant ? nil : oidcKeyFile)
             }
             let app = MockIdPServer.application(apple: apple, google: google, facebook: facebook, oidc: issuers, port: port) { port in
                 let base = "http://127.0.0.1:\(port)"
@@ -130,16 +141,20 @@ struct MockIdPCommand: AsyncParsableCommand {
             discussion: """
                 Token i is for subject PREFIX((FIRST + i) mod SUBJECTS). With --with-nonce each line is \
                 "<token> <raw nonce>", which also makes every token distinct: an Apple token carries the \
-                SHA-256 hex of its own random raw nonce (an Apple client's default nonce mode), a Google \
-                or Facebook token the raw nonce itself. --provider google mints Google id tokens (aud and \
-                azp the audience), --provider facebook Limited Login tokens (aud the app id). Classic \
-                Facebook access tokens live in the serving process: see facebook-token.
+                SHA-256 hex of its own random raw nonce (an Apple client's default nonce mode), a Google, \
+                Facebook or OpenID Connect token the raw nonce itself. --provider google mints Google id \
+                tokens (aud and azp the audience), --provider facebook Limited Login tokens (aud the app \
+                id), --provider oidc id tokens of the generic OpenID Connect issuer --issuer (required; \
+                e.g. http://127.0.0.1:9100/oidc/line for 'serve --oidc line --key-file K'): RS256 with \
+                the key file's RSA key and the kid serve gives it, iss the issuer, aud the audience (the \
+                client id), no azp, email user<N>@example.com (verified) and name. Classic Facebook \
+                access tokens live in the serving process: see facebook-token.
                 """)
         @Option(help: "Whose tokens.") var provider: Provider = .apple
         @Option(name: [.long, .customLong("app-id")], help: "The client id (token aud); for facebook the app id.")
         var audience: String
         @Option(help: "How many tokens.") var count: Int = 1
-        @Option(help: "Subject prefix (default: apple 000001.mock., google 1000000, facebook 2000000).")
+        @Option(help: "Subject prefix (default: apple 000001.mock., google 1000000, facebook 2000000, oidc 3000000).")
         var subjectPrefix: String?
         @Option(help: "How many distinct subjects the tokens cycle through (default: --count).") var subjects: Int?
         @Option(help: "The subject number of the first token.") var first: Int = 0
@@ -147,7 +162,10 @@ struct MockIdPCommand: AsyncParsableCommand {
         @Option(help: "Token lifetime in seconds.") var lifetime: Int = 86_400
         @Option(help: "Google only: the hosted domain (hd).") var hostedDomain: String?
         @Option(help: "Google only: azp (default: the audience).") var authorizedParty: String?
-        @Option(help: "Google only: iss (default https://accounts.google.com; accounts.google.com is Google's other form).")
+        @Option(
+            help: ArgumentHelp(
+                "google: iss (default https://accounts.google.com; accounts.google.com is Google's other form). "
+                    + "oidc (required): the issuer URL, as served, e.g. http://127.0.0.1:9100/oidc/line."))
         var issuer: String?
         @OptionGroup var key: KeyOptions
 
@@ -155,8 +173,14 @@ struct MockIdPCommand: AsyncParsableCommand {
             guard count >= 0, first >= 0, (subjects ?? 1) > 0 else {
                 throw ValidationError("--count and --first must not be negative; --subjects must be positive.")
             }
-            guard provider == .google || (hostedDomain == nil && authorizedParty == nil && issuer == nil) else {
-                throw ValidationError("--hosted-domain, --authorized-party and --issuer apply to --provider google only.")
+            guard provider == .google || (hostedDomain == nil && authorizedParty == nil) else {
+                throw ValidationError("--hosted-domain and --authorized-party apply to --provider google only.")
+            }
+            guard provider == .google || provider == .oidc || issuer == nil else {
+                throw ValidationError("--issuer applies to --provider google and oidc only.")
+            }
+            guard provider != .oidc || !(issuer ?? "").isEmpty else {
+                throw ValidationError("--provider oidc needs --issuer, the issuer URL (e.g. http://127.0.0.1:9100/oidc/line).")
             }
         }
 
@@ -217,6 +241,16 @@ struct MockIdPCommand: AsyncParsableCommand {
                         facebook.claims(
                             subject: "\(prefix)\(number)", appID: audience, nonce: raw, email: "user\(number)@example.com",
                             name: "Mock User\(number)", lifetime: lifetime))
+                }
+            case .oidc:
+                // Signs with the key file's RSA key under the kid `serve --key-file` gives it; the
+                // issuer's name plays no part in the token (iss is --issuer).
+                let signer = try MockOIDCIssuer(name: "mint", algorithms: [.rs256], keyFile: key.appleURL)
+                let (prefix, iss) = (subjectPrefix ?? "3000000", issuer ?? "")
+                return { number, raw in
+                    try signer.mintIDToken(
+                        base: iss, subject: "\(prefix)\(number)", audience: audience, nonce: raw, email: "user\(number)@example.com",
+                        emailVerified: true, name: "Mock User\(number)", issuer: iss, lifetime: lifetime, algorithm: .rs256)
                 }
             }
         }
