@@ -86,11 +86,26 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-suppress-warnings"])],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
         ),
-        // The Hummingbird application.
+        // The application layer: the services every edge calls (sign-in, sessions, linking, login
+        // options, accounts) and the operator actions the CLI runs. It imports neither Hummingbird
+        // nor HTTP types: the compiler keeps HTTP out of it.
+        .target(
+            name: "BrokerApplication",
+            dependencies: [
+                "BrokerCore", "Providers", "Storage",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The Hummingbird application: routes, middleware, problem responses.
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "Providers", "Storage", "BrokerAPI",
+                "BrokerCore", "BrokerApplication", "Providers", "Storage", "BrokerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -124,7 +139,7 @@ let package = Package(
         .target(
             name: "BrokerDemo",
             dependencies: [
-                "BrokerCore", "BrokerServer", "Storage", "MockIdP",
+                "BrokerCore", "BrokerApplication", "BrokerServer", "Storage", "MockIdP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
@@ -133,7 +148,7 @@ let package = Package(
         .executableTarget(
             name: "broker",
             dependencies: [
-                "BrokerCore", "Providers", "Storage", "BrokerServer", "BrokerDemo",
+                "BrokerCore", "Providers", "Storage", "BrokerApplication", "BrokerServer", "BrokerDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -174,7 +189,7 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "TestSupport", "MockIdP", "BrokerCore", "Storage", "Providers",
+                "BrokerServer", "BrokerApplication", "TestSupport", "MockIdP", "BrokerCore", "Storage", "Providers",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -28,20 +28,20 @@ public struct BrokerServices: Sendable {
     /// The provider types (``ProviderRegistry``): `apple`, `google`, `facebook`, `oidc`, and any
     /// `additionalProviderTypes` given (a test's own type).
     public let providers: ProviderRegistry
-    let signingKeys: TenantSigningKeys
-    let httpClient: HTTPClient
+    package let signingKeys: TenantSigningKeys
+    package let httpClient: HTTPClient
     /// Seconds during which a just-rotated refresh token still yields its successor
     /// (`BROKER_REFRESH_REUSE_INTERVAL`).
-    let refreshReuseInterval: TimeInterval
+    package let refreshReuseInterval: TimeInterval
     /// Derives each refresh token's successor (decision 0017).
-    let refreshSuccessorKey: SymmetricKey
-    let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
-    let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
-    let providerConfigurations = ExpiringCache<String, ProviderConfiguration?>(ttl: .seconds(5))
+    package let refreshSuccessorKey: SymmetricKey
+    package let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
+    package let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
+    package let providerConfigurations = ExpiringCache<String, ProviderConfiguration?>(ttl: .seconds(5))
     /// Security events no other row records: replays, refused API keys (decision 0020).
-    let securityEvents: SecurityEventRecorder
+    package let securityEvents: SecurityEventRecorder
     /// Login options and the guideline 4.8 standing of each tenant, cached.
-    let loginCatalogs: LoginCatalogStore
+    package let loginCatalogs: LoginCatalogStore
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
@@ -80,24 +80,24 @@ public struct BrokerServices: Sendable {
 
     public func issuer(for slug: TenantSlug) -> String { "\(publicURL)/t/\(slug.rawValue)" }
 
-    var sessionTokens: SessionTokens { SessionTokens(keys: signingKeys, publicURL: publicURL) }
+    package var sessionTokens: SessionTokens { SessionTokens(keys: signingKeys, publicURL: publicURL) }
 
-    var providerSettings: ProviderSettingsStore {
+    package var providerSettings: ProviderSettingsStore {
         ProviderSettingsStore(database: database, appleClients: appleClients, configurations: providerConfigurations)
     }
 
-    var signIn: SignInService {
+    package var signIn: SignInService {
         SignInService(
             database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents,
             loginCatalogs: loginCatalogs)
     }
 
-    var identityLinks: IdentityLinkService {
+    package var identityLinks: IdentityLinkService {
         IdentityLinkService(
             database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents)
     }
 
-    var sessions: SessionService {
+    package var sessions: SessionService {
         SessionService(
             database: database, tokens: sessionTokens, refreshReuseInterval: refreshReuseInterval,
             successorKey: refreshSuccessorKey)
@@ -113,7 +113,7 @@ public struct BrokerServices: Sendable {
     }
 
     /// Drops what a committed change made stale (called for every LISTEN/NOTIFY message).
-    func invalidate(_ topic: CacheTopic, tenantID: UUID?) async {
+    package func invalidate(_ topic: CacheTopic, tenantID: UUID?) async {
         if topic != .apiKeys, topic != .signingKeys { loginCatalogs.invalidate(tenantID: tenantID) }
         switch topic {
         case .apiKeys, .tenants:

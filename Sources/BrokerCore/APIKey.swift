@@ -16,9 +16,8 @@ public enum APIKeyScope: String, Sendable, Codable, CaseIterable {
             let trimmed = value.trimmingCharacters(in: .whitespaces)
             guard let scope = APIKeyScope(rawValue: trimmed) else {
                 throw .invalidArgument(
-                    "Unknown scope '\(trimmed.prefix(40))'.",
-                    hint: "Valid scopes: \(allCases.map(\.rawValue).joined(separator: ", "))."
-                )
+                    "Unknown scope '\(trimmed.prefix(40))'; the scopes are \(allCases.map(\.rawValue).joined(separator: ", ")).",
+                    rule: "api_key_scope")
             }
             if !scopes.contains(scope) { scopes.append(scope) }
         }

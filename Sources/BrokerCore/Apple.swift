@@ -38,8 +38,8 @@ public enum AppleClientKind: String, Sendable, Codable, CaseIterable {
         guard !platforms.isEmpty, platforms.allSatisfy(allowed.contains) else {
             let names = allowed.map(\.rawValue).joined(separator: ",")
             throw .invalidArgument(
-                "\(self == .app ? "An App ID (--kind app)" : "A Services ID (--kind service)") is offered on \(allowed.map(\.rawValue).joined(separator: " and ")) only, not on \(platforms.filter { !allowed.contains($0) }.map(\.rawValue).joined(separator: ",")).",
-                hint: "Pass --platforms with a comma-separated list within \(names), e.g. --platforms \(names).")
+                "\(self == .app ? "An App ID" : "A Services ID") is offered on \(allowed.map(\.rawValue).joined(separator: " and ")) only, not on \(platforms.filter { !allowed.contains($0) }.map(\.rawValue).joined(separator: ",")).",
+                rule: "apple_client_platforms", arguments: ["allowed": names, "kind": rawValue])
         }
     }
 }
@@ -72,8 +72,7 @@ public struct AppleTeam: Sendable, Equatable {
         guard value.count == 10, value.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) })
         else {
             throw .invalidArgument(
-                "The \(name) '\(value.prefix(40))' is not 10 uppercase letters and digits.",
-                hint: "Copy it from the Apple developer account (Membership for the team id, Keys for the key id).")
+                "The \(name) '\(value.prefix(40))' is not 10 uppercase letters and digits.", rule: "apple_identifier")
         }
     }
 }

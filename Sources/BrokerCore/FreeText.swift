@@ -99,6 +99,6 @@ extension BrokerError {
     public static func controlCharacter(in option: String, codePoint: String, offset: Int, hint: String? = nil) -> BrokerError {
         .invalidArgument(
             "\(option) contains a control character (\(codePoint) at position \(offset + 1)); free text may not hold control characters, line breaks or bidirectional overrides.",
-            hint: hint ?? "Give \(option) as plain text on one line, without escape sequences.")
+            hint: hint, rule: "free_text", arguments: ["option": option])
     }
 }

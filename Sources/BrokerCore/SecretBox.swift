@@ -10,9 +10,7 @@ public struct MasterKey: Sendable {
         let trimmed = base64.trimmingCharacters(in: .whitespacesAndNewlines)
         guard let data = Data(base64Encoded: trimmed), data.count == 32 else {
             throw .invalidArgument(
-                "BROKER_MASTER_KEY must be 32 random bytes, base64-encoded.",
-                hint: "Generate one with: openssl rand -base64 32"
-            )
+                "BROKER_MASTER_KEY must be 32 random bytes, base64-encoded.", rule: "master_key")
         }
         self.key = SymmetricKey(data: data)
     }

@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerAPI
 import Hummingbird
 import HummingbirdCore

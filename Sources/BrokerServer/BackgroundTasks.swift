@@ -1,3 +1,4 @@
+import BrokerApplication
 import ServiceLifecycle
 
 /// Runs ``BrokerServices/backgroundTasks()`` alongside the HTTP server until shutdown.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerApplication
 import BrokerCore
 import BrokerServer
 import Foundation

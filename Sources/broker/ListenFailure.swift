@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerCore
 import NIOCore
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerApplication
 import BrokerCore
 import Foundation
 import Storage
@@ -46,7 +47,7 @@ func runReporting(json: Bool, _ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as BrokerError {
-        report(code: error.code, message: error.detail, hint: error.hint, json: json)
+        report(code: error.code, message: error.detail, hint: CLIHints.hint(for: error), json: json)
         throw ExitCode.failure
     } catch let error as DatabaseConnectFailure {
         let explained = DatabaseConnectExplanation(error)

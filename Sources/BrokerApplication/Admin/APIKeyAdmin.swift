@@ -3,8 +3,8 @@ import Foundation
 import Storage
 
 public struct APIKeyAdmin: Sendable {
-    let database: Database
-    let actor: String
+    package let database: Database
+    package let actor: String
 
     public init(database: Database, actor: String) {
         self.database = database
@@ -50,7 +50,7 @@ public struct APIKeyAdmin: Sendable {
 }
 
 extension TenantAdmin {
-    static func find(_ slug: String, in database: Database) async throws -> Tenant {
+    package static func find(_ slug: String, in database: Database) async throws -> Tenant {
         guard let tenant = try await database.tenants.find(slug: slug) else { throw BrokerError.tenantNotFound(slug) }
         return tenant
     }

@@ -5,8 +5,8 @@ import Storage
 
 /// Operator actions on a tenant's Sign in with Apple setup.
 public struct AppleAdmin: Sendable {
-    let database: Database
-    let actor: String
+    package let database: Database
+    package let actor: String
 
     public init(database: Database, actor: String) {
         self.database = database
@@ -119,7 +119,7 @@ public struct AppleAdmin: Sendable {
         }
     }
 
-    static func clientNotFound(_ clientID: String, tenant slug: String) -> BrokerError {
+    package static func clientNotFound(_ clientID: String, tenant slug: String) -> BrokerError {
         BrokerError(
             code: "apple_client_not_found", kind: .notFound, title: "Client not found",
             detail: "Tenant '\(slug)' has no Apple client '\(clientID.prefix(155))'.",
@@ -154,7 +154,7 @@ public struct AppleAdmin: Sendable {
         }
         guard let only = teams.first else {
             throw BrokerError(
-                code: "apple_team_missing", kind: .badRequest, title: "No Apple team",
+                code: "apple_team_missing", kind: .invalidInput, title: "No Apple team",
                 detail: "Tenant '\(tenant.slug)' has no Apple team yet; Apple user ids are scoped to a team.",
                 hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id <TEAMID> --key-id <KEYID> --private-key-file key.p8")
         }
@@ -165,7 +165,7 @@ public struct AppleAdmin: Sendable {
         return only
     }
 
-    static func validateURL(_ value: String) throws(BrokerError) {
+    package static func validateURL(_ value: String) throws(BrokerError) {
         try FreeText.require(value, option: "--redirect-uri/--return-url")
         guard let url = URL(string: value), let scheme = url.scheme, ["https", "http"].contains(scheme), url.host != nil,
             url.fragment == nil
@@ -174,7 +174,7 @@ public struct AppleAdmin: Sendable {
         }
     }
 
-    static func clientExists(_ clientID: String, detail: String, tenant slug: String) -> BrokerError {
+    package static func clientExists(_ clientID: String, detail: String, tenant slug: String) -> BrokerError {
         BrokerError(
             code: "apple_client_exists", kind: .conflict, title: "Client id already registered",
             detail: "'\(clientID)' is already registered for this tenant; \(detail).",

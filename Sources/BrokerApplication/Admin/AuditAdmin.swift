@@ -4,7 +4,7 @@ import Storage
 
 /// Reading the security events (decision 0020): `broker audit list`.
 public struct AuditAdmin: Sendable {
-    let database: Database
+    package let database: Database
 
     public init(database: Database) {
         self.database = database

@@ -6,8 +6,8 @@ import Storage
 /// `broker provider attest`), and the guard every change that could break the rule goes
 /// through (decision 0026).
 public struct PolicyAdmin: Sendable {
-    let database: Database
-    let actor: String
+    package let database: Database
+    package let actor: String
 
     public init(database: Database, actor: String) {
         self.database = database
@@ -124,13 +124,13 @@ public struct PolicyAdmin: Sendable {
         /// What would make a violation compliant.
         public let fix: String?
 
-        enum CodingKeys: String, CodingKey {
+        package enum CodingKeys: String, CodingKey {
             case tenant, platform, status, mode, exemption, fix
             case nonQualifyingProviders = "non_qualifying_providers"
             case qualifyingProviders = "qualifying_providers"
         }
 
-        enum ExemptionKeys: String, CodingKey { case reason, note, since }
+        package enum ExemptionKeys: String, CodingKey { case reason, note, since }
 
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
@@ -152,7 +152,7 @@ public struct PolicyAdmin: Sendable {
         }
     }
 
-    static func report(tenant slug: String, policy: LoginPolicy) -> [PlatformReport] {
+    package static func report(tenant slug: String, policy: LoginPolicy) -> [PlatformReport] {
         policy.report.map { platform, compliance in
             let offered = policy.providers(on: platform)
             var status = "compliant"
@@ -236,11 +236,11 @@ extension PolicyAdmin {
         return options.joined(separator: "; or ") + "."
     }
 
-    static func attestCommand(_ slug: String, _ provider: ProviderID) -> String {
+    package static func attestCommand(_ slug: String, _ provider: ProviderID) -> String {
         "broker provider attest --tenant \(slug) --provider \(provider.rawValue) --limits-data-to-name-email --private-email --no-ad-tracking"
     }
 
-    static func attestable(_ provider: ProviderID, tenant slug: String) throws {
+    package static func attestable(_ provider: ProviderID, tenant slug: String) throws {
         guard provider != .apple else {
             throw BrokerError.invalidArgument(
                 "Sign in with Apple qualifies under App Store Review Guideline 4.8 built in; it takes no attestation.",

@@ -6,12 +6,12 @@ import Providers
 import Storage
 
 /// A parsed JSON value written back as JSON by an `Encoder`.
-struct EncodableJSON: Encodable {
-    let value: JSONValue
+package struct EncodableJSON: Encodable {
+    package let value: JSONValue
 
-    init(_ value: JSONValue) { self.value = value }
+    package init(_ value: JSONValue) { self.value = value }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         switch value {
         case .null:
             var container = encoder.singleValueContainer()
@@ -39,8 +39,8 @@ struct EncodableJSON: Encodable {
 /// types' descriptors. Apple is configured with `broker apple ...`; here it is listed, and
 /// turned off and on.
 public struct ProviderAdmin: Sendable {
-    let database: Database
-    let actor: String
+    package let database: Database
+    package let actor: String
 
     public init(database: Database, actor: String) {
         self.database = database
@@ -74,7 +74,7 @@ public struct ProviderAdmin: Sendable {
         /// mode changed). Not part of the JSON shape: the CLI says it on stderr.
         public var attestationWithdrawn: AttestationWithdrawal?
 
-        init(
+        package init(
             provider: String, type: String, enabled: Bool, platforms: [String], clientIDs: [String], hostedDomain: String?, appID: String?,
             hasAppSecret: Bool, limitedLogin: Bool?, updatedAt: Date?, attested: Bool? = nil
         ) {
@@ -91,7 +91,7 @@ public struct ProviderAdmin: Sendable {
             self.attested = attested
         }
 
-        enum CodingKeys: String, CodingKey {
+        package enum CodingKeys: String, CodingKey {
             case provider, type, enabled, platforms, settings, abilities
             case displayName = "display_name"
             case clientIDs = "client_ids"
@@ -277,14 +277,14 @@ public struct ProviderAdmin: Sendable {
         return status
     }
 
-    static func notConfigured(_ provider: ProviderID, tenant slug: String) -> BrokerError {
+    package static func notConfigured(_ provider: ProviderID, tenant slug: String) -> BrokerError {
         BrokerError(
             code: "unknown_provider", kind: .notFound, title: "Unknown provider",
             detail: "Tenant '\(slug)' has no provider '\(provider.rawValue)'.", hint: "See 'broker provider list --tenant \(slug)'.")
     }
 
     /// A provider id as the operator typed it: a slug.
-    static func providerID(_ raw: String) throws -> ProviderID {
+    package static func providerID(_ raw: String) throws -> ProviderID {
         guard let id = ProviderID(rawValue: raw.lowercased()) else {
             throw BrokerError.invalidArgument(
                 "'\(raw.prefix(40))' is not a provider id.",
@@ -295,7 +295,7 @@ public struct ProviderAdmin: Sendable {
 
     /// The type an id is enabled with: a reserved id is its own type; another id keeps the type
     /// it has, or takes `--type`; the built-in types other than `oidc` are only their own ids.
-    static func type(of provider: ProviderID, given rawType: String?, existing: ProviderType?) throws -> ProviderType {
+    package static func type(of provider: ProviderID, given rawType: String?, existing: ProviderType?) throws -> ProviderType {
         let given = rawType.map { ProviderType(rawValue: $0.lowercased()) }
         if let reserved = provider.reservedType {
             if let given, given != reserved {
@@ -318,7 +318,7 @@ public struct ProviderAdmin: Sendable {
         return type
     }
 
-    static func refusal(_ conflict: ProviderConfigConflict, tenant slug: String) -> BrokerError {
+    package static func refusal(_ conflict: ProviderConfigConflict, tenant slug: String) -> BrokerError {
         switch conflict {
         case .issuerInUse(let issuer, let other):
             BrokerError(
@@ -339,7 +339,7 @@ public struct ProviderAdmin: Sendable {
         return status
     }
 
-    static func status(_ configuration: ProviderConfiguration, registry: ProviderRegistry) -> Status {
+    package static func status(_ configuration: ProviderConfiguration, registry: ProviderRegistry) -> Status {
         let descriptor = registry[configuration.type]?.descriptor
         var status = Status(
             provider: configuration.provider.rawValue, type: configuration.type.rawValue, enabled: configuration.enabled,

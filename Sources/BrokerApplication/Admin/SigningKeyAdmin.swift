@@ -4,9 +4,9 @@ import Storage
 
 /// Rotation of a tenant's ES256 session-token signing keys.
 public struct SigningKeyAdmin: Sendable {
-    let database: Database
-    let secrets: SecretBox
-    let actor: String
+    package let database: Database
+    package let secrets: SecretBox
+    package let actor: String
 
     public init(database: Database, secrets: SecretBox, actor: String) {
         self.database = database
@@ -62,7 +62,7 @@ public struct SigningKeyAdmin: Sendable {
         return SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id)).statuses(at: now.addingTimeInterval(0.001))
     }
 
-    static func makeKey(tenantID: UUID, activatesAt: Date, secrets: SecretBox, now: Date) throws -> SigningKeyRecord {
+    package static func makeKey(tenantID: UUID, activatesAt: Date, secrets: SecretBox, now: Date) throws -> SigningKeyRecord {
         let material = SigningKeyMaterial.generate()
         let sealed = try secrets.seal(
             material.privateKey, context: SigningKeyRecord.sealingContext(tenantID: tenantID, kid: material.kid))

@@ -4,8 +4,8 @@ import Storage
 
 /// Operator actions on tenants, shared by the CLI and any future admin API.
 public struct TenantAdmin: Sendable {
-    let database: Database
-    let actor: String
+    package let database: Database
+    package let actor: String
 
     public init(database: Database, actor: String) {
         self.database = database

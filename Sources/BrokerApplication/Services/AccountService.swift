@@ -24,7 +24,7 @@ public struct AccountStatusChange: Sendable {
 /// refused everywhere: sign-in (403 `account_disabled`), refresh (`invalid_grant`),
 /// introspection (`active: false`), linking and unlinking (403 `account_disabled`).
 public struct AccountService: Sendable {
-    let database: Database
+    package let database: Database
 
     public init(database: Database) {
         self.database = database
@@ -63,14 +63,14 @@ public struct AccountService: Sendable {
         return AccountStatusChange(view: try await show(tenantID: tenantID, accountID: rawID), changed: changed, revokedSessions: revoked)
     }
 
-    static func notFound(_ id: String) -> BrokerError {
+    package static func notFound(_ id: String) -> BrokerError {
         BrokerError(
             code: "account_not_found", kind: .notFound, title: "Account not found",
             detail: "This tenant has no account '\(id.prefix(60))'.",
             hint: "Use the account id of a sign-in response (account.id) with the tenant that signed the person in.")
     }
 
-    static func deleted(_ id: UUID) -> BrokerError {
+    package static func deleted(_ id: UUID) -> BrokerError {
         BrokerError(
             code: "account_deleted", kind: .conflict, title: "Account deleted",
             detail: "Account \(id.lowercasedString) is deleted; it can be neither disabled nor enabled. Nothing changed.")

@@ -9,20 +9,20 @@ import Storage
 /// proof of both sides, the account's live session (`X-Account-Token`) and a fresh provider
 /// proof verified exactly as that provider's sign-in verifies it. Never a merge: an identity
 /// another account holds is a conflict naming that account.
-struct IdentityLinkService: Sendable {
-    let database: Database
-    let providers: ProviderRegistry
-    let store: ProviderSettingsStore
-    let tokens: SessionTokens
+package struct IdentityLinkService: Sendable {
+    package let database: Database
+    package let providers: ProviderRegistry
+    package let store: ProviderSettingsStore
+    package let tokens: SessionTokens
     /// Records a proof presented again (401 token_replayed), as sign-in does.
-    let events: SecurityEventRecorder?
+    package let events: SecurityEventRecorder?
 
     /// The account of the path, once `X-Account-Token` proves it: a well-signed, unexpired
     /// access token of this tenant whose `sub` is that account and whose session is live (and
     /// whose account is active). A well-signed token of a disabled account is 403
     /// `account_disabled` rather than 401, whether or not its session was revoked with the
     /// disabling: the caller showed the account's token and gets to know why it is refused.
-    func requireAccountToken(_ header: String?, tenant: Tenant, accountID rawID: String) async throws -> UUID {
+    package func requireAccountToken(_ header: String?, tenant: Tenant, accountID rawID: String) async throws -> UUID {
         guard let token = header?.trimmingCharacters(in: .whitespaces), !token.isEmpty,
             let accountID = UUID(uuidString: rawID),
             let claims = await tokens.verifyAccessToken(token, tenant: tenant),
@@ -42,9 +42,9 @@ struct IdentityLinkService: Sendable {
 
     /// Links the identity the proof shows to the account. `created` is false when it was linked
     /// to this account already (nothing changed).
-    func link(
+    package func link(
         tenant: Tenant, accountID: UUID, provider name: ProviderID, type registered: ProviderRegistry.Registered, proof: ProviderProof,
-        now: Date = Date()
+        context: OperationContext, now: Date = Date()
     )
         async throws -> (account: Account, identity: Identity, created: Bool)
     {
@@ -81,7 +81,7 @@ struct IdentityLinkService: Sendable {
             if let kept, let revoke = verification.revokeLater { revoke(kept, "the link did not complete") }
             events?.tokenReplayed(
                 tenantID: tenant.id, provider: identity.provider.rawValue, clientID: verification.verified.clientID,
-                subject: identity.subject, remoteAddress: RequestInfo.current?.remoteAddress)
+                subject: identity.subject, remoteAddress: context.remoteAddress)
             throw SignInFailure.tokenReplayed
         } catch {
             if let kept, let revoke = verification.revokeLater { revoke(kept, "the link did not complete") }
@@ -100,14 +100,14 @@ struct IdentityLinkService: Sendable {
         case .accountNotActive: throw LinkFailure.accountDisabled
         }
         if created {
-            RequestInfo.current?.logger.info(
+            context.logger.info(
                 "identity linked", metadata: ["provider": "\(name.rawValue)", "account_id": "\(accountID.lowercasedString)"])
         }
         return (try await account(tenant: tenant, id: accountID), linked, created)
     }
 
     /// Unlinks the identity and revokes the sessions opened through it.
-    func unlink(tenant: Tenant, accountID: UUID, identityID rawID: String) async throws
+    package func unlink(tenant: Tenant, accountID: UUID, identityID rawID: String, context: OperationContext) async throws
         -> (account: Account, identity: Identity, revokedSessions: Int)
     {
         guard let identityID = UUID(uuidString: rawID) else { throw LinkFailure.identityNotFound }
@@ -115,7 +115,7 @@ struct IdentityLinkService: Sendable {
             tenantID: tenant.id, accountID: accountID, identityID: identityID, actor: "account:\(accountID.lowercasedString)")
         {
         case .unlinked(let identity, let revoked):
-            RequestInfo.current?.logger.info(
+            context.logger.info(
                 "identity unlinked",
                 metadata: ["provider": "\(identity.provider)", "account_id": "\(accountID.lowercasedString)", "revoked_sessions": "\(revoked)"])
             return (try await account(tenant: tenant, id: accountID), identity, revoked)

@@ -2,7 +2,7 @@ import BrokerCore
 import Foundation
 
 /// Why a link or unlink changed nothing, as a meaning (``LinkProblems`` words it for HTTP).
-enum LinkFailure: Error, Sendable, Equatable {
+package enum LinkFailure: Error, Sendable, Equatable {
     /// `X-Account-Token` is missing, malformed, expired, of a revoked session, of another
     /// account or of another tenant.
     case invalidAccountToken

@@ -9,21 +9,21 @@ import Synchronization
 /// and sign-ins through a non-qualifying provider consult it. LISTEN/NOTIFY clears a tenant's
 /// entry when its tenant row, Apple clients, provider settings or attestations change; entries
 /// live at most 30 s regardless.
-final class LoginCatalogStore: Sendable {
+package final class LoginCatalogStore: Sendable {
     /// The longest an entry lives when no change notice clears it.
-    static let ttlSeconds = 30
-    let database: Database
+    package static let ttlSeconds = 30
+    package let database: Database
     private let catalogs = ExpiringCache<UUID, LoginCatalog>(ttl: .seconds(ttlSeconds))
     /// Rendered `GET /v1/login-options` bodies by tenant and platform.
-    let renderedOptions = ExpiringCache<String, [UInt8]>(ttl: .seconds(ttlSeconds))
+    package let renderedOptions = ExpiringCache<String, [UInt8]>(ttl: .seconds(ttlSeconds))
     /// When each tenant's violating sign-ins were last logged.
     private let lastLogged = Mutex<[UUID: ContinuousClock.Instant]>([:])
 
-    init(database: Database) {
+    package init(database: Database) {
         self.database = database
     }
 
-    func catalog(for tenant: Tenant) async throws -> LoginCatalog {
+    package func catalog(for tenant: Tenant) async throws -> LoginCatalog {
         if let cached = catalogs.value(for: tenant.id) { return cached }
         async let policy = database.loginPolicy.loginPolicy(for: tenant)
         async let clients = database.apple.clients(tenantID: tenant.id)
@@ -36,7 +36,7 @@ final class LoginCatalogStore: Sendable {
         return catalog
     }
 
-    func invalidate(tenantID: UUID?) {
+    package func invalidate(tenantID: UUID?) {
         guard let tenantID else {
             catalogs.removeAll()
             renderedOptions.removeAll()
@@ -50,7 +50,7 @@ final class LoginCatalogStore: Sendable {
     /// does not qualify, on an Apple platform where the tenant is in violation of guideline 4.8.
     /// Never refuses it: people are not locked out by an operator's mistake. Sign-ins through
     /// Apple, on other platforms, or without a platform are not looked at.
-    func noteSignIn(tenant: Tenant, provider: ProviderID, platform rawPlatform: String?, logger: Logger?) async {
+    package func noteSignIn(tenant: Tenant, provider: ProviderID, platform rawPlatform: String?, logger: Logger?) async {
         guard provider != .apple, let platform = rawPlatform.flatMap(ProviderPlatform.init(rawValue:)),
             LoginPolicy.applePlatforms.contains(platform),
             // A sign-in never fails for this: without the catalog, nothing is counted.

@@ -3,50 +3,50 @@ import Foundation
 
 /// What a client needs to start one provider's sign-in on a platform
 /// (`GET /v1/login-options`).
-struct LoginOption: Sendable, Equatable {
-    let provider: ProviderID
+package struct LoginOption: Sendable, Equatable {
+    package let provider: ProviderID
     /// The provider's type (`apple`, `google`, `facebook`, `oidc`, ...).
-    let type: ProviderType
+    package let type: ProviderType
     /// The name to show: Apple, Google, Facebook, or the operator's `--display-name` (else the id).
-    let displayName: String
+    package let displayName: String
     /// The client id to start with: Apple's first client for the platform (the group's primary
     /// App ID first), Google's first client id, Facebook's app id.
-    let clientID: String
+    package let clientID: String
     /// Every client id of the provider for the platform.
-    let clientIDs: [String]
+    package let clientIDs: [String]
     /// How the nonce is compared: `sha256` (send SHA-256 of the raw nonce to the provider),
     /// `raw`, or nil when the provider's flow takes none (classic Facebook Login).
-    let nonceMode: String?
+    package let nonceMode: String?
     /// Whether a sign-in without a nonce is refused.
-    let nonceRequired: Bool
+    package let nonceRequired: Bool
     /// Counts as the guideline 4.8 equivalent, privacy-preserving option under the tenant's mode.
-    let qualifies: Bool
+    package let qualifies: Bool
     /// Apple on the web: where the broker's web flow starts, once it exists (nil until then).
-    let startEndpoint: String?
+    package let startEndpoint: String?
 }
 
 /// The providers to show on one platform, the qualifying option first, with the tenant's
 /// standing under guideline 4.8 when it is in violation there.
-struct LoginOptions: Sendable, Equatable {
-    let platform: ProviderPlatform
-    let options: [LoginOption]
-    let mode: LoginPolicyMode
+package struct LoginOptions: Sendable, Equatable {
+    package let platform: ProviderPlatform
+    package let options: [LoginOption]
+    package let mode: LoginPolicyMode
     /// The providers offered without a qualifying option beside them (ios and macos only);
     /// nil when the platform is compliant or the tenant exempt.
-    let violation: [ProviderID]?
+    package let violation: [ProviderID]?
 }
 
 /// A tenant's sign-in configuration as login options and sign-in counting read it: the policy
 /// snapshot, the Apple clients and every other provider's settings.
-struct LoginCatalog: Sendable {
-    static let builtInNames: [ProviderType: String] = [.google: "Google", .facebook: "Facebook"]
+package struct LoginCatalog: Sendable {
+    package static let builtInNames: [ProviderType: String] = [.google: "Google", .facebook: "Facebook"]
 
-    let policy: LoginPolicy
-    let appleClients: [AppleClient]
-    let primaryAppIDs: Set<String>
-    let configurations: [ProviderConfiguration]
+    package let policy: LoginPolicy
+    package let appleClients: [AppleClient]
+    package let primaryAppIDs: Set<String>
+    package let configurations: [ProviderConfiguration]
 
-    func options(on platform: ProviderPlatform) -> LoginOptions {
+    package func options(on platform: ProviderPlatform) -> LoginOptions {
         var options: [LoginOption] = []
         for provider in policy.providers(on: platform) {
             if provider == .apple {

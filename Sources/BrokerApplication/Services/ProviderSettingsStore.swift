@@ -5,14 +5,14 @@ import Storage
 
 /// The tenant configuration providers read on the sign-in path, from the database through
 /// short-lived caches that LISTEN/NOTIFY clears when an operator changes them.
-struct ProviderSettingsStore: ProviderConfigurationStore {
-    let database: Database
+package struct ProviderSettingsStore: ProviderConfigurationStore {
+    package let database: Database
     /// (tenant, client id) → client, group and team.
-    let appleClients: ExpiringCache<String, ResolvedAppleClient>
+    package let appleClients: ExpiringCache<String, ResolvedAppleClient>
     /// (tenant, provider) → settings; a cached miss is `.some(nil)`.
-    let configurations: ExpiringCache<String, ProviderConfiguration?>
+    package let configurations: ExpiringCache<String, ProviderConfiguration?>
 
-    func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
+    package func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
         let key = "\(tenantID):\(clientID)"
         if let cached = appleClients.value(for: key) { return cached }
         guard let resolved = try await database.apple.resolve(tenantID: tenantID, clientID: clientID) else { return nil }
@@ -20,7 +20,7 @@ struct ProviderSettingsStore: ProviderConfigurationStore {
         return resolved
     }
 
-    func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
+    package func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
         let key = "\(tenantID):\(provider.rawValue)"
         if let cached = configurations.value(for: key) { return cached }
         let found = try await database.providerConfigs.find(tenantID: tenantID, provider: provider)
@@ -31,7 +31,7 @@ struct ProviderSettingsStore: ProviderConfigurationStore {
     /// The type of the tenant's provider `id`: a reserved id is its own type; any other is the
     /// tenant's configuration's. An id the tenant never configured is unknown, whatever other
     /// tenants configured (no tenant learns another's ids).
-    func registered(_ id: ProviderID, tenantID: UUID, in providers: ProviderRegistry) async throws -> ProviderRegistry.Registered {
+    package func registered(_ id: ProviderID, tenantID: UUID, in providers: ProviderRegistry) async throws -> ProviderRegistry.Registered {
         let type: ProviderType
         if let reserved = id.reservedType {
             type = reserved

@@ -7,39 +7,39 @@ import Storage
 
 /// Why a refresh token was not honoured: unknown, expired, revoked, or already used (which
 /// ends its session). RFC 6749 `invalid_grant`.
-struct InvalidGrant: Error, Sendable {}
+package struct InvalidGrant: Error, Sendable {}
 
 /// What introspection says of an active token (RFC 7662).
-struct Introspection: Sendable {
-    enum TokenType: String, Sendable {
+package struct Introspection: Sendable {
+    package enum TokenType: String, Sendable {
         case accessToken = "access_token"
         case refreshToken = "refresh_token"
     }
 
-    let accountID: String
-    let sessionID: String
-    let expiresAt: Date
-    let issuedAt: Date
-    let issuer: String
-    let audiences: [String]
-    let clientID: String?
-    let tokenType: TokenType
-    let idp: String
+    package let accountID: String
+    package let sessionID: String
+    package let expiresAt: Date
+    package let issuedAt: Date
+    package let issuer: String
+    package let audiences: [String]
+    package let clientID: String?
+    package let tokenType: TokenType
+    package let idp: String
 }
 
 /// Broker sessions after sign-in: refresh (RFC 6749 §6), revocation (RFC 7009), introspection
 /// (RFC 7662). Used by the HTTP handlers; later by account deletion and Apple's notifications.
-struct SessionService: Sendable {
-    let database: Database
-    let tokens: SessionTokens
+package struct SessionService: Sendable {
+    package let database: Database
+    package let tokens: SessionTokens
     /// Seconds during which a just-rotated refresh token still yields its successor.
-    let refreshReuseInterval: TimeInterval
+    package let refreshReuseInterval: TimeInterval
     /// Derives each refresh token's successor (decision 0017).
-    let successorKey: SymmetricKey
+    package let successorKey: SymmetricKey
 
     /// Rotates the refresh token: the successor and a new access token. A retry within the
     /// reuse interval gets the same successor; a later reuse revokes the whole session.
-    func refresh(tenant: Tenant, refreshToken value: String) async throws -> IssuedSession {
+    package func refresh(tenant: Tenant, refreshToken value: String, context: OperationContext) async throws -> IssuedSession {
         guard let presented = RefreshToken(parsing: value) else { throw InvalidGrant() }
         // The successor is derived from the presented token, so a retry within the reuse
         // interval is answered with the same one (decision 0017).
@@ -52,7 +52,7 @@ struct SessionService: Sendable {
         case .rotated(let rotated), .repeated(let rotated):
             session = rotated
         case .reused:
-            RequestInfo.current?.logger.notice("refresh token reused: session family revoked")
+            context.logger.notice("refresh token reused: session family revoked")
             throw InvalidGrant()
         case .invalid:
             throw InvalidGrant()
@@ -65,7 +65,7 @@ struct SessionService: Sendable {
 
     /// Ends the session of a refresh or access token of the tenant; any other token is ignored
     /// (RFC 7009 §2.2).
-    func revoke(tenant: Tenant, token: String) async throws {
+    package func revoke(tenant: Tenant, token: String) async throws {
         let sessions = database.sessions
         if let refresh = RefreshToken(parsing: token) {
             try await sessions.revokeByRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID, reason: "revoked")
@@ -75,7 +75,7 @@ struct SessionService: Sendable {
     }
 
     /// What the token grants while its session is live; nil when it is inactive.
-    func introspect(tenant: Tenant, token: String) async throws -> Introspection? {
+    package func introspect(tenant: Tenant, token: String) async throws -> Introspection? {
         let sessions = database.sessions
         if let refresh = RefreshToken(parsing: token) {
             guard let session = try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID) else {

@@ -1,7 +1,7 @@
 import BrokerCore
 
 /// Why a verified proof opened no session, as a meaning (the HTTP problem mapping words it).
-enum SignInFailure: Error, Sendable, Equatable {
+package enum SignInFailure: Error, Sendable, Equatable {
     /// No provider of that name is registered.
     case unknownProvider(String)
     /// The identity has no account and the intent was `sign_in`; nothing was created.

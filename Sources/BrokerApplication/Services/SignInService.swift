@@ -5,38 +5,38 @@ import Providers
 import Storage
 
 /// What a sign-in produced: the account, the identity it came through, and the session.
-struct SignInOutcome: Sendable {
-    let account: Account
-    let identity: Identity
-    let isNewAccount: Bool
-    let linkedBy: LinkedBy?
-    let possibleDuplicate: Bool
-    let session: IssuedSession
+package struct SignInOutcome: Sendable {
+    package let account: Account
+    package let identity: Identity
+    package let isNewAccount: Bool
+    package let linkedBy: LinkedBy?
+    package let possibleDuplicate: Bool
+    package let session: IssuedSession
 }
 
 /// A broker session as handed to the client: the access token and the refresh token.
-struct IssuedSession: Sendable {
-    let accessToken: String
-    let expiresIn: Int
-    let refreshToken: RefreshToken
+package struct IssuedSession: Sendable {
+    package let accessToken: String
+    package let expiresIn: Int
+    package let refreshToken: RefreshToken
 }
 
 /// The one sign-in of every provider and route (decision 0024): resolve the client
 /// and verify the proof (the provider), redeem an authorization code when the provider can,
 /// find or create the account and identity, open the session, sign the access token. Used by
 /// `POST /v1/sign-in/{provider}`; later by the web callback, notifications and imports.
-struct SignInService: Sendable {
-    let database: Database
-    let providers: ProviderRegistry
-    let store: ProviderSettingsStore
-    let tokens: SessionTokens
-    let events: SecurityEventRecorder
+package struct SignInService: Sendable {
+    package let database: Database
+    package let providers: ProviderRegistry
+    package let store: ProviderSettingsStore
+    package let tokens: SessionTokens
+    package let events: SecurityEventRecorder
     /// Counts sign-ins through non-qualifying providers of tenants in violation of guideline 4.8.
-    let loginCatalogs: LoginCatalogStore?
+    package let loginCatalogs: LoginCatalogStore?
 
-    func signIn(
+    package func signIn(
         tenant: Tenant, provider name: ProviderID, type registered: ProviderRegistry.Registered, proof: ProviderProof,
-        intent: SignInIntent, platform: String?, now: Date = Date()
+        intent: SignInIntent, platform: String?, context: OperationContext, now: Date = Date()
     ) async throws -> SignInOutcome {
         let verification = try await registered.entry.verify(proof, name, tenant.id, store, now)
         let verified = verification.verified
@@ -69,7 +69,7 @@ struct SignInService: Sendable {
             giveBack("the sign-in did not complete")
             events.tokenReplayed(
                 tenantID: tenant.id, provider: identity.provider.rawValue, clientID: verified.clientID, subject: identity.subject,
-                remoteAddress: RequestInfo.current?.remoteAddress)
+                remoteAddress: context.remoteAddress)
             throw SignInFailure.tokenReplayed
         } catch {
             giveBack("the sign-in did not complete")
@@ -82,7 +82,7 @@ struct SignInService: Sendable {
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: identity.provider.rawValue,
             clientID: verified.clientID, now: now)
-        await loginCatalogs?.noteSignIn(tenant: tenant, provider: name, platform: platform, logger: RequestInfo.current?.logger)
+        await loginCatalogs?.noteSignIn(tenant: tenant, provider: name, platform: platform, logger: context.logger)
         return SignInOutcome(
             account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,
             possibleDuplicate: result.possibleDuplicate,

@@ -4,24 +4,24 @@ import JWTKit
 /// The claims of a broker access token (ES256): `iss` the tenant issuer, `sub` the account
 /// id, `aud` the tenant's audiences, `exp`, `iat`, `jti`, `sid` the session, `idp` and `amr`
 /// the provider that signed the person in, `client_id` the provider client.
-struct AccessTokenClaims: JWTPayload, Equatable {
-    var iss: IssuerClaim
-    var sub: SubjectClaim
-    var aud: AudienceClaim
-    var exp: ExpirationClaim
-    var iat: IssuedAtClaim
-    var jti: IDClaim
-    var sid: String
-    var idp: String
-    var amr: [String]
-    var clientID: String?
+package struct AccessTokenClaims: JWTPayload, Equatable {
+    package var iss: IssuerClaim
+    package var sub: SubjectClaim
+    package var aud: AudienceClaim
+    package var exp: ExpirationClaim
+    package var iat: IssuedAtClaim
+    package var jti: IDClaim
+    package var sid: String
+    package var idp: String
+    package var amr: [String]
+    package var clientID: String?
 
-    enum CodingKeys: String, CodingKey {
+    package enum CodingKeys: String, CodingKey {
         case iss, sub, aud, exp, iat, jti, sid, idp, amr
         case clientID = "client_id"
     }
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
+    package func verify(using algorithm: some JWTAlgorithm) async throws {
         try exp.verifyNotExpired()
     }
 }

@@ -7,10 +7,10 @@ import JWTKit
 /// (Foundation's `JSONEncoder` took ~12 µs of the ~60 µs an access token cost; decision 0011).
 /// A header of string fields is written the same way; anything else goes through jwt-kit's
 /// default encoder.
-struct AccessTokenJSONEncoder: JWTJSONEncoder {
+package struct AccessTokenJSONEncoder: JWTJSONEncoder {
     private let fallback: any JWTJSONEncoder = .defaultForJWT
 
-    func encode<T: Encodable>(_ value: T) throws -> Data {
+    package func encode<T: Encodable>(_ value: T) throws -> Data {
         if let claims = value as? AccessTokenClaims { return Data(claims.json) }
         if let header = value as? JWTHeader, let json = header.stringFieldsJSON { return Data(json) }
         return try fallback.encode(value)
@@ -20,7 +20,7 @@ struct AccessTokenJSONEncoder: JWTJSONEncoder {
 extension JWTHeader {
     /// The header when every field is a string (`alg`, `kid`, `typ`: all a broker token
     /// has), else nil for the default encoder. Members in name order.
-    var stringFieldsJSON: [UInt8]? {
+    package var stringFieldsJSON: [UInt8]? {
         var writer = JSONWriter(capacity: 128)
         writer.beginObject()
         for name in fields.keys.sorted() {
@@ -35,7 +35,7 @@ extension JWTHeader {
 extension AccessTokenClaims {
     /// The members `Codable` would write, in the same order: NumericDates as whole seconds, a
     /// single audience as a string (as jwt-kit's `AudienceClaim` does), `client_id` only when set.
-    var json: [UInt8] {
+    package var json: [UInt8] {
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
         writer.member("iss", iss.value)

@@ -5,21 +5,21 @@ import Storage
 
 /// Issues and checks broker tokens: ES256 access tokens signed with the tenant's active key,
 /// opaque rotating refresh tokens stored as hashes.
-struct SessionTokens: Sendable {
-    let keys: TenantSigningKeys
-    let publicURL: String
+package struct SessionTokens: Sendable {
+    package let keys: TenantSigningKeys
+    package let publicURL: String
 
-    func issuer(for tenant: Tenant) -> String { "\(publicURL)/t/\(tenant.slug.rawValue)" }
+    package func issuer(for tenant: Tenant) -> String { "\(publicURL)/t/\(tenant.slug.rawValue)" }
 
     /// A fresh session for a sign-in: the row to store. Its refresh token is issued
     /// (``NewSession/issueRefreshToken()``) once its id is final.
-    func newSession(for tenant: Tenant, now: Date = Date()) -> NewSession {
+    package func newSession(for tenant: Tenant, now: Date = Date()) -> NewSession {
         let absolute = now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenAbsoluteTTL))
         let idle = min(absolute, now.addingTimeInterval(TimeInterval(tenant.session.refreshTokenIdleTTL)))
         return NewSession(id: .timeOrdered(at: now), refreshTokenHash: Data(), expiresAt: absolute, refreshTokenExpiresAt: idle)
     }
 
-    func accessToken(
+    package func accessToken(
         tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, now: Date = Date()
     ) async throws -> (token: String, expiresIn: Int) {
         let ttl = tenant.session.accessTokenTTL
@@ -38,7 +38,7 @@ struct SessionTokens: Sendable {
     }
 
     /// The claims of a well-signed, unexpired access token of this tenant, else nil.
-    func verifyAccessToken(_ token: String, tenant: Tenant) async -> AccessTokenClaims? {
+    package func verifyAccessToken(_ token: String, tenant: Tenant) async -> AccessTokenClaims? {
         // jwt-kit's decoder also takes padding and the standard alphabet; only the one canonical
         // spelling of a token we issued is accepted (issue 9 §4).
         guard token.utf8.count <= 8_192, Base64URL.isCanonicalCompactJWS(token) else { return nil }

@@ -11,23 +11,23 @@ import Synchronization
 /// key states themselves follow the clock (see ``SigningKeyRing``). `now` is the wall clock key
 /// states are read at when loading, `clock` the one the reload interval runs on (tests move
 /// both instead of waiting).
-actor TenantSigningKeys {
-    struct Entry: Sendable {
-        let ring: SigningKeyRing
-        let collection: JWTKeyCollection
-        let loadedAt: ContinuousClock.Instant
+package actor TenantSigningKeys {
+    package struct Entry: Sendable {
+        package let ring: SigningKeyRing
+        package let collection: JWTKeyCollection
+        package let loadedAt: ContinuousClock.Instant
     }
 
-    let database: Database
-    let secrets: SecretBox
-    let ttl: Duration
-    let now: @Sendable () -> Date
-    let clock: @Sendable () -> ContinuousClock.Instant
+    package let database: Database
+    package let secrets: SecretBox
+    package let ttl: Duration
+    package let now: @Sendable () -> Date
+    package let clock: @Sendable () -> ContinuousClock.Instant
     /// Fresh entries, read without entering the actor (every sign-in signs a token).
     private nonisolated let entries = Mutex<[UUID: Entry]>([:])
     private var loading: [UUID: Task<Entry, any Error>] = [:]
 
-    init(
+    package init(
         database: Database, secrets: SecretBox, ttl: Duration = .seconds(30), now: @escaping @Sendable () -> Date = { Date() },
         clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
@@ -39,20 +39,20 @@ actor TenantSigningKeys {
     }
 
     /// The collection and the kid of the key that signs now.
-    nonisolated func signer(for tenant: Tenant, now: Date = Date()) async throws -> (JWTKeyCollection, kid: String) {
+    package nonisolated func signer(for tenant: Tenant, now: Date = Date()) async throws -> (JWTKeyCollection, kid: String) {
         let entry = try await entry(for: tenant)
         guard let active = entry.ring.active(at: now) else { throw BrokerError.noActiveSigningKey(tenant.slug) }
         return (entry.collection, active.kid)
     }
 
     /// The collection holding every published key, for verifying broker tokens.
-    nonisolated func verifier(for tenant: Tenant) async throws -> JWTKeyCollection {
+    package nonisolated func verifier(for tenant: Tenant) async throws -> JWTKeyCollection {
         try await entry(for: tenant).collection
     }
 
-    nonisolated func invalidate(_ tenantID: UUID) { _ = entries.withLock { $0.removeValue(forKey: tenantID) } }
+    package nonisolated func invalidate(_ tenantID: UUID) { _ = entries.withLock { $0.removeValue(forKey: tenantID) } }
 
-    nonisolated func invalidateAll() { entries.withLock { $0.removeAll() } }
+    package nonisolated func invalidateAll() { entries.withLock { $0.removeAll() } }
 
     private nonisolated func fresh(_ tenantID: UUID) -> Entry? {
         let instant = clock()

@@ -1,6 +1,5 @@
 import BrokerCore
 import Foundation
-import HTTPTypes
 import Storage
 
 /// The tenant and key behind a request's `Authorization: Bearer <api key>`.
@@ -12,15 +11,15 @@ public struct AuthenticatedCaller: Sendable {
 /// Checks API keys: shape first (junk never reaches the database), then one lookup by hash
 /// that also loads the tenant. The lookup finds revoked keys too, so that their use is recorded
 /// as such (issue 20 §6); they are refused as unknown keys are (`invalid_api_key`).
-struct APIKeyAuthenticator: Sendable {
-    let database: Database
+package struct APIKeyAuthenticator: Sendable {
+    package let database: Database
     /// Key hash → key and tenant (revoked keys too: they stay refused). Revocations and tenant
     /// changes clear it through LISTEN/NOTIFY on every instance; entries live at most 5 s regardless.
-    let cache: ExpiringCache<Data, AuthenticatedCaller>
+    package let cache: ExpiringCache<Data, AuthenticatedCaller>
     /// Refused keys reach the audit log, sampled (decision 0020).
-    let events: SecurityEventRecorder?
+    package let events: SecurityEventRecorder?
 
-    init(database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil) {
+    package init(database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil) {
         self.database = database
         self.cache = cache
         self.events = events
@@ -28,27 +27,31 @@ struct APIKeyAuthenticator: Sendable {
 
     /// What a refusal knew of the key, for its audit row.
     private struct Refusal {
-        var reason: APIKeyRefusalReason = .missing
-        var token: APIKeyToken?
-        var key: APIKeyRecord?
+        package var reason: APIKeyRefusalReason = .missing
+        package var token: APIKeyToken?
+        package var key: APIKeyRecord?
     }
 
-    func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
+    /// Authenticates the value of a request's `Authorization` header (nil when it had none);
+    /// the key must carry `scope`. Refusals are recorded with the context's remote address.
+    package func authenticate(authorization: String?, requiring scope: APIKeyScope, context: OperationContext) async throws
+        -> AuthenticatedCaller
+    {
         var refusal = Refusal()
         do {
-            return try await authenticate(headers, requiring: scope, refusal: &refusal)
+            return try await authenticate(authorization, requiring: scope, refusal: &refusal)
         } catch let error as BrokerError {
             events?.apiKeyRefused(
                 refusal.reason, code: error.code, keyPrefix: refusal.token?.prefix, keyID: refusal.key?.id,
-                tenantID: refusal.key?.tenantID, remoteAddress: RequestInfo.current?.remoteAddress)
+                tenantID: refusal.key?.tenantID, remoteAddress: context.remoteAddress)
             throw error
         }
     }
 
-    private func authenticate(_ headers: HTTPFields?, requiring scope: APIKeyScope, refusal: inout Refusal) async throws
+    private func authenticate(_ header: String?, requiring scope: APIKeyScope, refusal: inout Refusal) async throws
         -> AuthenticatedCaller
     {
-        guard let header = headers?[.authorization] else { throw BrokerError.missingAPIKey }
+        guard let header else { throw BrokerError.missingAPIKey }
         refusal.reason = .malformed
         guard let token = Self.bearerToken(header).flatMap(APIKeyToken.init(parsing:)) else { throw BrokerError.malformedAPIKey }
         refusal.token = token
@@ -77,7 +80,7 @@ struct APIKeyAuthenticator: Sendable {
     }
 
     /// The credentials of `Bearer <credentials>` (scheme case-insensitive, RFC 9110), else nil.
-    static func bearerToken(_ header: String) -> String? {
+    package static func bearerToken(_ header: String) -> String? {
         let bytes = header.utf8
         guard bytes.count > 7 else { return nil }
         let scheme = bytes.prefix(6)
@@ -87,10 +90,5 @@ struct APIKeyAuthenticator: Sendable {
         let trimmed = credentials.reversed().drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }.count
         guard trimmed > 0 else { return nil }
         return String(decoding: credentials.prefix(trimmed), as: UTF8.self)
-    }
-
-    /// Authenticates the request in ``RequestInfo/current``; the key must carry `scope`.
-    func authenticateCurrentRequest(requiring scope: APIKeyScope) async throws -> AuthenticatedCaller {
-        try await authenticate(RequestInfo.current?.headers, requiring: scope)
     }
 }

@@ -4,24 +4,24 @@ import Synchronization
 /// invalidations (see ``CacheInvalidator``). The TTL bounds staleness if a notification is
 /// ever missed. Lookups take a mutex, never an actor hop: they sit on the sign-in hot path.
 /// `now` is the clock entries expire by (tests advance their own instead of sleeping).
-final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+package final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private struct Entry {
-        let value: Value
-        let expires: ContinuousClock.Instant
+        package let value: Value
+        package let expires: ContinuousClock.Instant
     }
 
     private let entries = Mutex<[Key: Entry]>([:])
-    let ttl: Duration
-    let capacity: Int
-    let now: @Sendable () -> ContinuousClock.Instant
+    package let ttl: Duration
+    package let capacity: Int
+    package let now: @Sendable () -> ContinuousClock.Instant
 
-    init(ttl: Duration, capacity: Int = 10_000, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(ttl: Duration, capacity: Int = 10_000, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.ttl = ttl
         self.capacity = capacity
         self.now = now
     }
 
-    func value(for key: Key) -> Value? {
+    package func value(for key: Key) -> Value? {
         let instant = now()
         return entries.withLock { entries in
             guard let entry = entries[key] else { return nil }
@@ -33,7 +33,7 @@ final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    func set(_ value: Value, for key: Key) {
+    package func set(_ value: Value, for key: Key) {
         let expires = now() + ttl
         entries.withLock { entries in
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
@@ -41,9 +41,9 @@ final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    func removeAll(where predicate: (Key, Value) -> Bool) {
+    package func removeAll(where predicate: (Key, Value) -> Bool) {
         entries.withLock { entries in entries = entries.filter { !predicate($0.key, $0.value.value) } }
     }
 
-    func removeAll() { entries.withLock { $0.removeAll() } }
+    package func removeAll() { entries.withLock { $0.removeAll() } }
 }

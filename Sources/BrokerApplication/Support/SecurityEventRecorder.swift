@@ -6,7 +6,7 @@ import Synchronization
 
 /// Why an API key was refused, as the audit log records it. The answer's code does not tell a
 /// revoked key from an unknown one (`invalid_api_key`, on purpose); the audit log does.
-enum APIKeyRefusalReason: String, Sendable {
+package enum APIKeyRefusalReason: String, Sendable {
     case missing = "missing_api_key"
     case malformed = "malformed_api_key"
     case unknown = "invalid_api_key"
@@ -22,29 +22,29 @@ enum APIKeyRefusalReason: String, Sendable {
 /// junk keys (missing, malformed, unknown) share one bucket per reason and name no tenant, so
 /// they can neither hide those nor grow the sampler's memory. Writes happen off the request
 /// path (the answer does not wait for them); a failed write is logged, never surfaced.
-final class SecurityEventRecorder: Sendable {
-    let database: Database
-    let sampling: SecurityEventSampling
+package final class SecurityEventRecorder: Sendable {
+    package let database: Database
+    package let sampling: SecurityEventSampling
     private let sampler: Mutex<SecurityEventSampler>
 
     private struct Writes {
-        var pending = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        package var pending = 0
+        package var waiters: [CheckedContinuation<Void, Never>] = []
     }
     private let writes = Mutex(Writes())
 
-    init(database: Database, sampling: SecurityEventSampling = SecurityEventSampling()) {
+    package init(database: Database, sampling: SecurityEventSampling = SecurityEventSampling()) {
         self.database = database
         self.sampling = sampling
         self.sampler = Mutex(SecurityEventSampler(window: sampling.window, maxBuckets: sampling.maxBuckets))
     }
 
-    static let tokenReplayed = "sign_in.token_replayed"
-    static let apiKeyRefused = "api_key.refused"
+    package static let tokenReplayed = "sign_in.token_replayed"
+    package static let apiKeyRefused = "api_key.refused"
 
     /// An identity token that opened a session before was presented again (401 token_replayed).
     /// Sampled per tenant.
-    func tokenReplayed(tenantID: UUID, provider: String, clientID: String, subject: String, remoteAddress: String?) {
+    package func tokenReplayed(tenantID: UUID, provider: String, clientID: String, subject: String, remoteAddress: String?) {
         let key = SecurityEventSampler.Key(action: Self.tokenReplayed, reason: "token_replayed", scope: .tenant(tenantID))
         guard let row = admit(key, subject: .init(tenantID: tenantID, target: clientID)) else { return }
         var details = JSONWriter(capacity: 256)
@@ -59,7 +59,7 @@ final class SecurityEventRecorder: Sendable {
 
     /// A request's API key was refused. `code` is what the answer said; `keyID` and `tenantID`
     /// are known when the key exists in the database.
-    func apiKeyRefused(
+    package func apiKeyRefused(
         _ reason: APIKeyRefusalReason, code: String, keyPrefix: String?, keyID: UUID?, tenantID: UUID?, remoteAddress: String?
     ) {
         let scope: SecurityEventSampler.Scope
@@ -87,7 +87,7 @@ final class SecurityEventRecorder: Sendable {
 
     /// Returns once every row scheduled so far has been written (or its failure logged): for
     /// tests, and for a shutdown that wants the last events on disk.
-    func settled() async {
+    package func settled() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = writes.withLock { state in
                 guard state.pending > 0 else { return true }
@@ -98,7 +98,7 @@ final class SecurityEventRecorder: Sendable {
         }
     }
 
-    static func countMember(_ action: String) -> String {
+    package static func countMember(_ action: String) -> String {
         action == tokenReplayed ? "replays_not_recorded_before" : "failures_not_recorded_before"
     }
 

@@ -29,8 +29,8 @@ public struct SecurityEventSampling: Sendable {
 /// pruned once a window, and those that left events out are handed
 /// back to be written, so no count is lost. Past ``SecurityEventSampling/maxBuckets`` a new
 /// bucket falls into its reason's overflow bucket.
-struct SecurityEventSampler {
-    enum Scope: Hashable {
+package struct SecurityEventSampler {
+    package enum Scope: Hashable {
         /// Events that name nothing that exists: one bucket per reason.
         case anonymous
         case tenant(UUID)
@@ -39,47 +39,47 @@ struct SecurityEventSampler {
         case overflow
     }
 
-    struct Key: Hashable {
-        var action: String
-        var reason: String
-        var scope: Scope
+    package struct Key: Hashable {
+        package var action: String
+        package var reason: String
+        package var scope: Scope
     }
 
     /// What a row written for a bucket says of it, kept for a row written when it is pruned.
-    struct Subject: Sendable, Equatable {
-        var tenantID: UUID?
-        var target: String?
+    package struct Subject: Sendable, Equatable {
+        package var tenantID: UUID?
+        package var target: String?
     }
 
-    struct Bucket {
-        var windowStart: ContinuousClock.Instant
-        var suppressed: Int
-        var subject: Subject
+    package struct Bucket {
+        package var windowStart: ContinuousClock.Instant
+        package var suppressed: Int
+        package var subject: Subject
     }
 
     /// A row to write: the first event of a window, with the count left out before it, or the
     /// count of a pruned bucket.
-    struct Row: Equatable {
-        var key: Key
-        var subject: Subject
-        var notRecordedBefore: Int
+    package struct Row: Equatable {
+        package var key: Key
+        package var subject: Subject
+        package var notRecordedBefore: Int
         /// Written for a pruned bucket, not for an event.
-        var trailing: Bool
+        package var trailing: Bool
     }
 
-    let window: Duration
-    let maxBuckets: Int
+    package let window: Duration
+    package let maxBuckets: Int
     private(set) var buckets: [Key: Bucket] = [:]
     private var lastPrune: ContinuousClock.Instant?
 
-    init(window: Duration, maxBuckets: Int) {
+    package init(window: Duration, maxBuckets: Int) {
         self.window = window
         self.maxBuckets = maxBuckets
     }
 
     /// Counts an event. Returns the row to write for it (nil: left out, counted) and the rows of
     /// buckets pruned now.
-    mutating func admit(_ requested: Key, subject: Subject, at now: ContinuousClock.Instant) -> (row: Row?, pruned: [Row]) {
+    package mutating func admit(_ requested: Key, subject: Subject, at now: ContinuousClock.Instant) -> (row: Row?, pruned: [Row]) {
         var key = requested
         if buckets[key] == nil, buckets.count >= maxBuckets, key.scope != .anonymous, key.scope != .overflow {
             key.scope = .overflow

@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import Storage
@@ -12,12 +13,12 @@ extension APIHandlers {
     }
 
     func getAccount(_ input: Operations.GetAccount.Input) async throws -> Operations.GetAccount.Output {
-        .ok(.init(body: .json(try await accountDetails(id: input.path.id))))
+        .ok(.init(body: .json(try await accountDetails(id: input.path.id, as: currentCaller))))
     }
 
     /// The account and its identities (served by ``AccountRoute``, which writes `name: null`).
-    func accountDetails(id rawID: String) async throws -> Components.Schemas.AccountDetails {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+    func accountDetails(id rawID: String, as http: HTTPCaller) async throws -> Components.Schemas.AccountDetails {
+        let caller = try await authenticator.authenticate(http, requiring: .accounts)
         guard let id = UUID(uuidString: rawID),
             let (account, identities) = try await services.database.accounts.find(tenantID: caller.tenant.id, accountID: id)
         else { throw Self.accountNotFound(rawID) }
@@ -25,7 +26,7 @@ extension APIHandlers {
     }
 
     func signOutAccount(_ input: Operations.SignOutAccount.Input) async throws -> Operations.SignOutAccount.Output {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+        let caller = try await authenticator.authenticate(currentCaller, requiring: .accounts)
         guard let id = UUID(uuidString: input.path.id),
             let count = try await services.database.sessions.revokeAll(
                 tenantID: caller.tenant.id, accountID: id, reason: "signed_out")

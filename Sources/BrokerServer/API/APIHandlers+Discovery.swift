@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Crypto
 import Foundation

@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import Providers
@@ -16,7 +17,7 @@ extension APIHandlers {
             throw SignInRoute.contractMismatch(error.description)
         }
         let (response, created) = try await linkIdentity(
-            accountID: input.path.id, accountToken: input.headers.xAccountToken, body)
+            accountID: input.path.id, accountToken: input.headers.xAccountToken, body, as: currentCaller)
         return created ? .created(.init(body: .json(response))) : .ok(.init(body: .json(response)))
     }
 
@@ -25,21 +26,22 @@ extension APIHandlers {
             .init(
                 body: .json(
                     try await unlinkIdentity(
-                        accountID: input.path.id, identityID: input.path.identityId, accountToken: input.headers.xAccountToken))))
+                        accountID: input.path.id, identityID: input.path.identityId, accountToken: input.headers.xAccountToken,
+                        as: currentCaller))))
     }
 
     /// The link operation: API key (`accounts`), then the account token, then the proof.
-    func linkIdentity(accountID rawID: String, accountToken: String?, _ body: LinkBody) async throws
+    func linkIdentity(accountID rawID: String, accountToken: String?, _ body: LinkBody, as http: HTTPCaller) async throws
         -> (Components.Schemas.IdentityLinkResponse, created: Bool)
     {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+        let caller = try await authenticator.authenticate(http, requiring: .accounts)
         let service = services.identityLinks
         do {
             let accountID = try await service.requireAccountToken(accountToken, tenant: caller.tenant, accountID: rawID)
             let registered = try await services.providerSettings.registered(body.provider, tenantID: caller.tenant.id, in: services.providers)
             let proof = try body.proof ?? Self.read(registered.descriptor, body.json).proof
             let (account, identity, created) = try await service.link(
-                tenant: caller.tenant, accountID: accountID, provider: body.provider, type: registered, proof: proof)
+                tenant: caller.tenant, accountID: accountID, provider: body.provider, type: registered, proof: proof, context: http.context)
             return (.init(account: .init(account), identity: .init(identity)), created)
         } catch let failure as LinkFailure {
             throw LinkProblems.problem(failure)
@@ -51,15 +53,15 @@ extension APIHandlers {
     }
 
     /// The unlink operation: API key (`accounts`), then the account token.
-    func unlinkIdentity(accountID rawID: String, identityID: String, accountToken: String?) async throws
+    func unlinkIdentity(accountID rawID: String, identityID: String, accountToken: String?, as http: HTTPCaller) async throws
         -> Components.Schemas.IdentityUnlinkResponse
     {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+        let caller = try await authenticator.authenticate(http, requiring: .accounts)
         let service = services.identityLinks
         do {
             let accountID = try await service.requireAccountToken(accountToken, tenant: caller.tenant, accountID: rawID)
             let (account, identity, revoked) = try await service.unlink(
-                tenant: caller.tenant, accountID: accountID, identityID: identityID)
+                tenant: caller.tenant, accountID: accountID, identityID: identityID, context: http.context)
             return .init(account: .init(account), identity: .init(identity), revokedSessions: revoked)
         } catch let failure as LinkFailure {
             throw LinkProblems.problem(failure)

@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerAPI
 import HTTPTypes
 import OpenAPIRuntime

@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -9,19 +10,20 @@ import Storage
 /// Refresh (RFC 6749 §6), revocation (RFC 7009) and introspection (RFC 7662).
 extension APIHandlers {
     static let invalidGrant = BrokerError(
-        code: "invalid_grant", kind: .badRequest, title: "Invalid refresh token",
+        code: "invalid_grant", kind: .invalidInput, title: "Invalid refresh token",
         detail: "The refresh token is unknown, expired, revoked, or was already used (which ends its session).",
         hint: "Sign the person in again.")
 
     func refreshSession(_ input: Operations.RefreshSession.Input) async throws -> Operations.RefreshSession.Output {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
+        let http = currentCaller
+        let caller = try await authenticator.authenticate(http, requiring: .sessions)
         let request: Components.Schemas.RefreshRequest =
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
             }
         let session: IssuedSession
         do {
-            session = try await services.sessions.refresh(tenant: caller.tenant, refreshToken: request.refreshToken)
+            session = try await services.sessions.refresh(tenant: caller.tenant, refreshToken: request.refreshToken, context: http.context)
         } catch is InvalidGrant {
             throw Self.invalidGrant
         }
@@ -31,7 +33,8 @@ extension APIHandlers {
     }
 
     func revokeSession(_ input: Operations.RevokeSession.Input) async throws -> Operations.RevokeSession.Output {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
+        let http = currentCaller
+        let caller = try await authenticator.authenticate(http, requiring: .sessions)
         let request: Components.Schemas.TokenRequest =
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
@@ -42,7 +45,8 @@ extension APIHandlers {
     }
 
     func introspectSession(_ input: Operations.IntrospectSession.Input) async throws -> Operations.IntrospectSession.Output {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
+        let http = currentCaller
+        let caller = try await authenticator.authenticate(http, requiring: .sessions)
         // What a token grants is not for caches (RFC 7662 §4 and RFC 6749 §5.1).
         RequestInfo.setResponseHeader(.cacheControl, "no-store")
         let request: Components.Schemas.TokenRequest =

@@ -1,11 +1,12 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 
 /// The calling tenant.
 extension APIHandlers {
     func getCurrentTenant(_ input: Operations.GetCurrentTenant.Input) async throws -> Operations.GetCurrentTenant.Output {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .tenant)
+        let caller = try await authenticator.authenticate(currentCaller, requiring: .tenant)
         let tenant = caller.tenant
         let info = Components.Schemas.TenantInfo(
             slug: tenant.slug.rawValue,

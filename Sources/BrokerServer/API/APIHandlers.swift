@@ -1,6 +1,8 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
+import Storage
 
 /// The implementation of the generated `APIProtocol`. One file per area extends it.
 struct APIHandlers: APIProtocol {
@@ -11,4 +13,7 @@ struct APIHandlers: APIProtocol {
         self.services = services
         self.authenticator = APIKeyAuthenticator(database: services.database, cache: services.callers, events: services.securityEvents)
     }
+
+    /// The caller of the generated operation running now (see ``HTTPCaller``).
+    var currentCaller: HTTPCaller { .current(.detached(services.database.logger)) }
 }

@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 
 /// The contract's shapes of domain values (openapi.yaml `components/schemas`).

@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerAPI
 import HTTPTypes
 import Hummingbird
@@ -14,7 +15,7 @@ struct AccountRoute: Sendable {
     let handlers: APIHandlers
 
     func respond(_ request: Request, context: BrokerRequestContext) async throws -> Response {
-        let details = try await handlers.accountDetails(id: context.parameters.get("id") ?? "")
+        let details = try await handlers.accountDetails(id: context.parameters.get("id") ?? "", as: HTTPCaller(request, context: context))
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: details.json)))

@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -21,11 +22,13 @@ struct AccountStatusRoute: Sendable {
     let handlers: APIHandlers
 
     func disable(_ request: Request, context: BrokerRequestContext) async throws -> Response {
-        Self.json(try await handlers.setAccountStatus(id: context.parameters.get("id") ?? "", disabled: true))
+        Self.json(try await handlers.setAccountStatus(
+                id: context.parameters.get("id") ?? "", disabled: true, as: HTTPCaller(request, context: context)))
     }
 
     func enable(_ request: Request, context: BrokerRequestContext) async throws -> Response {
-        Self.json(try await handlers.setAccountStatus(id: context.parameters.get("id") ?? "", disabled: false))
+        Self.json(try await handlers.setAccountStatus(
+                id: context.parameters.get("id") ?? "", disabled: false, as: HTTPCaller(request, context: context)))
     }
 
     static func json(_ details: Components.Schemas.AccountDetails) -> Response {
@@ -39,23 +42,23 @@ struct AccountStatusRoute: Sendable {
 extension APIHandlers {
     // The generated entries (unregistered: ``AccountStatusRoute`` serves these operations).
     func disableAccount(_ input: Operations.DisableAccount.Input) async throws -> Operations.DisableAccount.Output {
-        .ok(.init(body: .json(try await setAccountStatus(id: input.path.id, disabled: true))))
+        .ok(.init(body: .json(try await setAccountStatus(id: input.path.id, disabled: true, as: currentCaller))))
     }
 
     func enableAccount(_ input: Operations.EnableAccount.Input) async throws -> Operations.EnableAccount.Output {
-        .ok(.init(body: .json(try await setAccountStatus(id: input.path.id, disabled: false))))
+        .ok(.init(body: .json(try await setAccountStatus(id: input.path.id, disabled: false, as: currentCaller))))
     }
 
     /// API key (`accounts`), then the change; the actor of the audit row is the key's prefix.
-    func setAccountStatus(id rawID: String, disabled: Bool) async throws -> Components.Schemas.AccountDetails {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .accounts)
+    func setAccountStatus(id rawID: String, disabled: Bool, as http: HTTPCaller) async throws -> Components.Schemas.AccountDetails {
+        let caller = try await authenticator.authenticate(http, requiring: .accounts)
         let service = AccountService(database: services.database)
         let change =
             disabled
             ? try await service.disable(tenantID: caller.tenant.id, accountID: rawID, actor: caller.apiKey.prefix)
             : try await service.enable(tenantID: caller.tenant.id, accountID: rawID, actor: caller.apiKey.prefix)
         if change.changed {
-            RequestInfo.current?.logger.info(
+            http.context.logger.info(
                 disabled ? "account disabled" : "account enabled",
                 metadata: ["account_id": "\(change.view.account.id.lowercasedString)", "revoked_sessions": "\(change.revokedSessions)"])
         }

@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -24,7 +25,7 @@ struct LoginOptionsRoute: Sendable {
         guard let platform = ProviderPlatform(rawValue: String(raw)) else {
             throw SignInRoute.contractMismatch("query parameter 'platform' is not one of ios, android, web, macos")
         }
-        let body = try await handlers.loginOptionsJSON(platform: platform)
+        let body = try await handlers.loginOptionsJSON(platform: platform, as: HTTPCaller(request, context: context))
         return Response(
             status: .ok,
             headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "private, max-age=\(Self.clientCacheSeconds)"],
@@ -37,13 +38,13 @@ extension APIHandlers {
         guard let platform = ProviderPlatform(rawValue: input.query.platform.rawValue) else {
             throw SignInRoute.contractMismatch("query parameter 'platform' is not one of ios, android, web, macos")
         }
-        let json = try await loginOptionsJSON(platform: platform)
+        let json = try await loginOptionsJSON(platform: platform, as: currentCaller)
         return .ok(.init(body: .json(try JSONDecoder().decode(Components.Schemas.LoginOptions.self, from: Data(json)))))
     }
 
     /// The rendered body for the caller's tenant (API key with the `sessions` scope).
-    func loginOptionsJSON(platform: ProviderPlatform) async throws -> [UInt8] {
-        let caller = try await authenticator.authenticateCurrentRequest(requiring: .sessions)
+    func loginOptionsJSON(platform: ProviderPlatform, as http: HTTPCaller) async throws -> [UInt8] {
+        let caller = try await authenticator.authenticate(http, requiring: .sessions)
         let store = services.loginCatalogs
         let key = "\(caller.tenant.id.lowercasedString):\(platform.rawValue)"
         if let cached = store.renderedOptions.value(for: key) { return cached }

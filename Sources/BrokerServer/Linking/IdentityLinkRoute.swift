@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -35,14 +36,15 @@ struct IdentityLinkRoute: Sendable {
             throw SignInRoute.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }
         let (response, created) = try await handlers.linkIdentity(
-            accountID: context.parameters.get("id") ?? "", accountToken: Self.accountToken(in: request.headers), body)
+            accountID: context.parameters.get("id") ?? "", accountToken: Self.accountToken(in: request.headers), body,
+            as: HTTPCaller(request, context: context))
         return Self.json(response.json, status: created ? .created : .ok)
     }
 
     func unlink(_ request: Request, context: BrokerRequestContext) async throws -> Response {
         let response = try await handlers.unlinkIdentity(
             accountID: context.parameters.get("id") ?? "", identityID: context.parameters.get("identity_id") ?? "",
-            accountToken: Self.accountToken(in: request.headers))
+            accountToken: Self.accountToken(in: request.headers), as: HTTPCaller(request, context: context))
         return Self.json(response.json, status: .ok)
     }
 

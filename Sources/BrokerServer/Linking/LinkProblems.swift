@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerCore
 
 /// Link and unlink failures in words: the only place they are worded for HTTP.
@@ -6,14 +7,14 @@ enum LinkProblems {
         switch failure {
         case .invalidAccountToken:
             BrokerError(
-                code: "invalid_account_token", kind: .unauthorized, title: "Invalid account token",
+                code: "invalid_account_token", kind: .unauthenticated, title: "Invalid account token",
                 detail: "X-Account-Token must be a current access token of this account (from a live session of it).",
                 hint: "Send the access token of the person's current session with this account; sign them in again if it expired.")
         case .accountNotFound:
             BrokerError(code: "account_not_found", kind: .notFound, title: "Account not found", detail: "This tenant has no such account.")
         case .accountDisabled:
             BrokerError(
-                code: "account_disabled", kind: .forbidden, title: "Account not active",
+                code: "account_disabled", kind: .notPermitted, title: "Account not active",
                 detail: "The account is disabled or deleted; nothing was linked.")
         case .identityAlreadyLinked(let accountID):
             BrokerError(

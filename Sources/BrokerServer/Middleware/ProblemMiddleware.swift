@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerCore
 import HTTPTypes
 import Hummingbird
@@ -68,7 +69,7 @@ struct ProblemMiddleware: RouterMiddleware {
                 status: .methodNotAllowed, code: "method_not_allowed", title: "Method not allowed",
                 detail: "This path allows \(error.allowHeader).")
         case let error as BrokerError:
-            if error.kind == .internalError { logger.error("request failed", metadata: ["code": "\(error.code)"]) }
+            if error.kind == .internalFailure { logger.error("request failed", metadata: ["code": "\(error.code)"]) }
             return Problem(error)
         case let error as ServerError:
             if let underlying = error.underlyingError as? BrokerError { return problem(for: underlying, logger: logger) }

@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerCore
 import Logging
 import Providers
@@ -21,33 +22,33 @@ enum SignInProblems {
         switch failure {
         case .notEnabled(let provider):
             return BrokerError(
-                code: failure.code, kind: .badRequest, title: "Provider not enabled",
+                code: failure.code, kind: .invalidInput, title: "Provider not enabled",
                 detail: "This tenant has not enabled \(displayName(provider)) sign-in; nothing was verified.",
                 hint: enableHint(provider, slug: slug))
         case .unknownClient(.apple, let clientID):
             return BrokerError(
-                code: failure.code, kind: .unauthorized, title: "Unknown client",
+                code: failure.code, kind: .unauthenticated, title: "Unknown client",
                 detail: "'\(clientID.prefix(155))' is not an Apple client of this tenant.",
                 hint: "Register it: broker apple client add --tenant \(slug) --group <primary app id> --client-id \(clientID.prefix(155)) --kind app")
         case .unknownClient(let provider, let clientID):
             return BrokerError(
-                code: failure.code, kind: .unauthorized, title: "Unknown client",
+                code: failure.code, kind: .unauthenticated, title: "Unknown client",
                 detail: "'\(clientID.prefix(155))' is not a \(displayName(provider)) client id of this tenant.",
                 hint: "Enable it with every client id the tenant uses: broker provider enable \(provider.rawValue) --tenant \(slug) --client-id <ID> [--client-id <ID> ...]")
         case .nonceMissing(let provider):
             return BrokerError(
-                code: failure.code, kind: .badRequest, title: "Nonce required",
+                code: failure.code, kind: .invalidInput, title: "Nonce required",
                 detail: "Provider '\(provider.rawValue)' requires the raw nonce of the sign-in in `nonce`.",
                 hint: "Send the raw nonce the app put in the authorization request, or turn the requirement off: broker provider enable \(provider.rawValue) --tenant \(slug) ... without --nonce-required")
         case .nonceRequired(let clientID):
             return BrokerError(
-                code: failure.code, kind: .badRequest, title: "Nonce required",
+                code: failure.code, kind: .invalidInput, title: "Nonce required",
                 detail: "Client '\(clientID)' requires the raw nonce of the sign-in in `nonce`.",
                 hint: "Send the raw nonce the app generated (the app passes its SHA-256 to Apple), or turn the requirement off: broker apple client set --tenant \(slug) --client-id \(clientID) --no-nonce-required")
         case .malformedProof(let detail):
             return SignInRoute.contractMismatch(detail)
         case .rejected(let error):
-            return BrokerError(code: error.code, kind: .unauthorized, title: "Identity token rejected", detail: error.message)
+            return BrokerError(code: error.code, kind: .unauthenticated, title: "Identity token rejected", detail: error.message)
         case .unavailable(let provider, .keys):
             let name = displayName(provider)
             return BrokerError(
@@ -77,26 +78,26 @@ enum SignInProblems {
             switch reason {
             case "invalid_client":
                 return BrokerError(
-                    code: failure.code, kind: .badRequest, title: "Apple rejected the client secret",
+                    code: failure.code, kind: .invalidInput, title: "Apple rejected the client secret",
                     detail: "Apple answered invalid_client for client '\(clientID)': the client secret is not accepted.",
                     hint: "Check the team's key id, team id and .p8 key (broker apple team set) and that '\(clientID)' belongs to that team and has Sign in with Apple enabled.")
             case "invalid_grant":
                 return BrokerError(
-                    code: failure.code, kind: .badRequest, title: "Apple rejected the authorization code",
+                    code: failure.code, kind: .invalidInput, title: "Apple rejected the authorization code",
                     detail: "Apple answered invalid_grant: the authorization code was already used, is older than five minutes, or was issued to another client or redirect URI.",
                     hint: "Send a fresh authorization code from the same client id that signed in, once.")
             default:
                 return BrokerError(
-                    code: failure.code, kind: .badRequest, title: "Apple refused the code exchange",
+                    code: failure.code, kind: .invalidInput, title: "Apple refused the code exchange",
                     detail: "Apple's token endpoint answered '\(reason.prefix(60))'.")
             }
         case .subjectMismatch:
             return BrokerError(
-                code: failure.code, kind: .badRequest, title: "Code belongs to another user",
+                code: failure.code, kind: .invalidInput, title: "Code belongs to another user",
                 detail: "The authorization code was issued for another Apple user than the identity token.")
         case .appleKeyMissing(let teamID):
             return BrokerError(
-                code: failure.code, kind: .badRequest, title: "No Apple key configured",
+                code: failure.code, kind: .invalidInput, title: "No Apple key configured",
                 detail: "Team \(teamID) has no Sign in with Apple key, so the authorization code cannot be exchanged.",
                 hint: "Upload the team's .p8 key: broker apple team set --tenant \(slug) --team-id \(teamID) --key-id <KEYID> --private-key-file key.p8")
         }
@@ -116,11 +117,11 @@ enum SignInProblems {
                 hint: "Use intent sign_up or auto to create the account.")
         case .accountDisabled:
             BrokerError(
-                code: "account_disabled", kind: .forbidden, title: "Account not active",
+                code: "account_disabled", kind: .notPermitted, title: "Account not active",
                 detail: "The account linked to this identity is disabled or deleted.")
         case .tokenReplayed:
             BrokerError(
-                code: "token_replayed", kind: .unauthorized, title: "Identity token already used",
+                code: "token_replayed", kind: .unauthenticated, title: "Identity token already used",
                 detail: "This identity token (or another with the same jti) has already signed in; each is accepted once.",
                 hint: "Get a fresh identity token from the provider (a new sign-in on the device) and send it once.")
         }

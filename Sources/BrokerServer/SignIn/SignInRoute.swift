@@ -1,4 +1,5 @@
 import BrokerAPI
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -40,7 +41,7 @@ struct SignInRoute: Sendable {
         } catch {
             throw Self.contractMismatch("the body is not valid JSON (or repeats a member name)")
         }
-        let response = try await handlers.signIn(provider: provider, json: json)
+        let response = try await handlers.signIn(provider: provider, json: json, as: HTTPCaller(request, context: context))
         return Response(
             status: .ok,
             headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
@@ -72,7 +73,7 @@ struct SignInRoute: Sendable {
 
     static func contractMismatch(_ detail: String) -> BrokerError {
         BrokerError(
-            code: "invalid_request", kind: .badRequest, title: "Invalid request",
+            code: "invalid_request", kind: .invalidInput, title: "Invalid request",
             detail: "The request does not match the API contract (\(detail)).")
     }
 }

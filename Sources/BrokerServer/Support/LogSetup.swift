@@ -1,3 +1,4 @@
+import BrokerApplication
 import Logging
 
 public enum LogSetup {

@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -56,8 +57,21 @@ struct Problem: Encodable, Sendable {
 
     init(_ error: BrokerError) {
         self.init(status: error.kind.httpStatus, code: error.code, title: error.title, detail: error.detail)
-        self.hint = error.hint
+        self.hint = error.hint ?? Self.hint(for: error)
         self.extensions = error.extensions
+    }
+
+    /// The hint an API caller gets for a failure the layers below report as a meaning: what the
+    /// backend, or the operator it asks, can do about it.
+    static func hint(for error: BrokerError) -> String? {
+        switch error.code {
+        case "tenant_disabled": "An operator can re-enable it with 'broker tenant enable <slug>'."
+        case "insufficient_scope":
+            "Ask an operator for a key with it: broker api-key create --tenant <slug> --scopes \(error.arguments["scope"] ?? "<scope>")"
+        case "no_active_signing_key": "An operator creates one with 'broker keys rotate --tenant <slug>'."
+        case "secret_unreadable": "An operator checks that BROKER_MASTER_KEY is the key this database was written with."
+        default: nil
+        }
     }
 
     func response(headers extra: HTTPFields = [:]) -> Response {
@@ -72,16 +86,17 @@ struct Problem: Encodable, Sendable {
     }
 }
 
+/// The one mapping of a failure's meaning to an HTTP status (the CLI's is its exit code).
 extension BrokerError.Kind {
     var httpStatus: HTTPResponse.Status {
         switch self {
-        case .badRequest: .badRequest
-        case .unauthorized: .unauthorized
-        case .forbidden: .forbidden
+        case .invalidInput: .badRequest
+        case .unauthenticated: .unauthorized
+        case .notPermitted: .forbidden
         case .notFound: .notFound
         case .conflict: .conflict
         case .unavailable: .serviceUnavailable
-        case .internalError: .internalServerError
+        case .internalFailure: .internalServerError
         }
     }
 }

@@ -140,17 +140,17 @@ extension OIDCProvider {
                 hint: "Check the issuer URL and outbound HTTPS to it, or pass --jwks-url to skip discovery.")
         case .malformed(let url):
             BrokerError(
-                code: "discovery_failed", kind: .badRequest, title: "Discovery failed",
+                code: "discovery_failed", kind: .invalidInput, title: "Discovery failed",
                 detail: "\(url.prefix(200)) is not a discovery document with issuer and jwks_uri. Nothing was stored.",
                 hint: "Check the issuer URL, or pass --jwks-url to skip discovery.")
         case .issuerMismatch(let expected, let found):
             BrokerError(
-                code: "issuer_mismatch", kind: .badRequest, title: "Issuer mismatch",
+                code: "issuer_mismatch", kind: .invalidInput, title: "Issuer mismatch",
                 detail: "The discovery document names issuer '\(found)', not '\(expected.prefix(200))' (OpenID Connect Discovery §4.3). Nothing was stored.",
                 hint: "Pass --issuer exactly as the document (and the tokens' iss) spells it.")
         case .insecureKeysURL(let url):
             BrokerError(
-                code: "discovery_failed", kind: .badRequest, title: "Discovery failed",
+                code: "discovery_failed", kind: .invalidInput, title: "Discovery failed",
                 detail: "The discovery document's jwks_uri '\(url)' is not https://. Nothing was stored.")
         }
     }
