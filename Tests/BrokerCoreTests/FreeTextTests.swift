@@ -23,7 +23,9 @@ import Testing
         } catch {
             #expect(error.code == "invalid_argument")
             #expect(error.detail.hasPrefix("--note contains a control character (U+001B at position 3)"), "\(error.detail)")
-            #expect(error.hint?.contains("--note") == true)
+            // A meaning for the edges to word: no CLI wording in the domain.
+            #expect(error.hint == nil)
+            #expect(error.arguments == ["rule": "free_text", "option": "--note"])
         }
         #expect(throws: FreeText.ForbiddenCharacter(scalar: "\n", offset: 1)) { try FreeText.check("a\nb") }
     }

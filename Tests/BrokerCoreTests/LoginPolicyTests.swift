@@ -10,8 +10,8 @@ import Testing
     struct ProviderSet: Sendable {
         let name: String
         let offered: [OfferedProvider]
-        let privacyEquivalent: [ProviderPlatform: [ProviderName]]
-        let appleRequired: [ProviderPlatform: [ProviderName]]
+        let privacyEquivalent: [ProviderPlatform: [ProviderID]]
+        let appleRequired: [ProviderPlatform: [ProviderID]]
     }
 
     static let everywhere = Set(ProviderPlatform.allCases)

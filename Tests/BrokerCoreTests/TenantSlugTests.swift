@@ -21,7 +21,8 @@ import Testing
         } catch {
             #expect(error.code == "invalid_slug")
             #expect(error.detail.contains("lowercase"))
-            #expect(error.hint?.contains("3-40") == true)
+            #expect(error.detail.contains("3-40"))
+            #expect(error.hint == nil)
         }
     }
 }

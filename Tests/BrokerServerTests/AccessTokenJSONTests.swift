@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 @Suite struct AccessTokenJSONTests {

@@ -6,6 +6,7 @@ import PostgresNIO
 import Storage
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// Issue 20 §4: `POST /v1/accounts/{id}/disable` and `/enable`, and a disabled account refused

@@ -1,10 +1,12 @@
 import BrokerCore
+import BrokerApplication
 import BrokerServer
 import Foundation
 import MockIdP
 import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
+import Providers
 import Storage
 import Testing
 
@@ -129,11 +131,15 @@ import Testing
         }
     }
 
-    @Test func whoMayAutoLink() {
-        func identity(_ provider: ProviderName, _ email: String?, verified: Bool = true, relay: Bool = false) -> ProviderIdentity {
+    @Test func whoMayAutoLink() throws {
+        // Each provider's email trust is its descriptor's.
+        let descriptors: [ProviderID: ProviderDescriptor] = [
+            .apple: AppleProvider.descriptor, .google: GoogleProvider.descriptor, .facebook: FacebookProvider.descriptor,
+        ]
+        func identity(_ provider: ProviderID, _ email: String?, verified: Bool = true, relay: Bool = false) -> ProviderIdentity {
             ProviderIdentity(
                 provider: provider, providerScope: "", subject: "s", email: email, emailVerified: verified, isPrivateEmail: relay,
-                name: PersonName(givenName: nil, familyName: nil))
+                name: PersonName(givenName: nil, familyName: nil), emailTrust: descriptors[provider]?.emailTrust ?? .never)
         }
         #expect(identity(.google, "a@example.com").mayAutoLinkByEmail)
         #expect(identity(.apple, "a@example.com").mayAutoLinkByEmail)
@@ -143,5 +149,11 @@ import Testing
         #expect(!identity(.facebook, "a@example.com").mayAutoLinkByEmail)
         #expect(!identity(.google, nil).mayAutoLinkByEmail)
         #expect(!identity(.google, "").mayAutoLinkByEmail)
+        // An id of no built-in type (an OpenID Connect provider's) is not trusted unless its settings say so.
+        let line = try #require(ProviderID(rawValue: "line"))
+        #expect(!identity(line, "a@example.com").mayAutoLinkByEmail)
+        var trusted = identity(line, "a@example.com")
+        trusted.emailTrust = .verified
+        #expect(trusted.mayAutoLinkByEmail)
     }
 }

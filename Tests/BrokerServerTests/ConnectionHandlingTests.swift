@@ -5,6 +5,7 @@ import NIOCore
 import TestSupport
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// How connections end (issue 20 §9): an HTTP/1.0 request without keep-alive is answered and its

@@ -2,8 +2,10 @@ import BrokerAPI
 import BrokerCore
 import Foundation
 import Providers
+import TestSupport
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// The sign-in routes read and write their bodies by hand (decision 0011). These fail when
@@ -32,32 +34,42 @@ import Testing
         return names
     }
 
-    /// A value the contract allows for each property of a request schema.
-    static func sample(_ name: String) -> Any {
+    /// Two values the contract allows for each property of a request schema.
+    static func samples(_ name: String) -> (Any, Any) {
         switch name {
-        case "intent": "sign_up"
-        case "platform": "android"
-        case "user": ["name": ["firstName": "Ada", "lastName": "L"], "email": "e@example.com"]
-        default: "value-of-\(name)"
+        case "intent": ("sign_up", "sign_in")
+        case "platform": ("android", "ios")
+        case "user":
+            (["name": ["firstName": "Ada", "lastName": "L"], "email": "e@example.com"],
+             ["name": ["firstName": "Grace", "lastName": "H"], "email": "e@example.com"])
+        default: ("value-of-\(name)", "other-value-of-\(name)")
         }
     }
 
-    /// The members the generated type holds after `read` took a body with every property.
-    static func carried<T: Encodable>(_ schema: String, read: (JSONValue) throws -> T, dropping: Set<String> = []) throws -> Set<String> {
-        let body = Dictionary(uniqueKeysWithValues: try properties(of: schema).filter { !dropping.contains($0) }.map { ($0, sample($0)) })
-        let value = try read(try JSONValue.parse(try JSONSerialization.data(withJSONObject: body)))
-        let object = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(value)) as? [String: Any] ?? [:]
-        return Set(object.keys)
+    /// The properties of `schema` that `descriptor`'s reader (``SignInBody/read(_:_:)``) carries
+    /// into what it reads, from a body with every property (but `dropping`): those whose value,
+    /// changed alone, changes what it reads.
+    static func carried(_ schema: String, by descriptor: ProviderDescriptor, dropping: Set<String> = []) throws -> Set<String> {
+        let names = try properties(of: schema).filter { !dropping.contains($0) }
+        func read(changing changed: String?) throws -> ReadSignIn {
+            let body = Dictionary(uniqueKeysWithValues: names.map { ($0, $0 == changed ? samples($0).1 : samples($0).0) })
+            return ReadSignIn(try SignInBody.read(descriptor, try JSONValue.parse(try JSONSerialization.data(withJSONObject: body))))
+        }
+        let all = try read(changing: nil)
+        return Set(try names.filter { try read(changing: $0) != all })
     }
 
     @Test func everyPropertyOfTheSignInRequestsIsRead() throws {
-        let apple = try Self.carried("AppleSignInRequest") { try Components.Schemas.AppleSignInRequest(json: $0) }
+        let apple = try Self.carried("AppleSignInRequest", by: AppleProvider.descriptor)
         #expect(Set(try Self.properties(of: "AppleSignInRequest")).subtracting(apple).isEmpty)
-        let google = try Self.carried("GoogleSignInRequest") { try Components.Schemas.GoogleSignInRequest(json: $0) }
+        let google = try Self.carried("GoogleSignInRequest", by: GoogleProvider.descriptor)
         #expect(Set(try Self.properties(of: "GoogleSignInRequest")).subtracting(google).isEmpty)
-        let facebook = try Self.carried("FacebookSignInRequest") { try Components.Schemas.FacebookSignInRequest(json: $0) }
+        // One token at a time: a body with both is refused.
+        let facebook = try Self.carried("FacebookSignInRequest", by: FacebookProvider.descriptor, dropping: ["limited_login_token"])
+            .union(try Self.carried("FacebookSignInRequest", by: FacebookProvider.descriptor, dropping: ["access_token"]))
         #expect(Set(try Self.properties(of: "FacebookSignInRequest")).subtracting(facebook).isEmpty)
         #expect(try Self.properties(of: "GoogleSignInRequest").count == 5)
+        #expect(try Self.properties(of: "AppleSignInRequest").count == 7)
     }
 
     @Test func everyPropertyOfTheSignInResponseIsWritten() throws {
@@ -67,7 +79,7 @@ import Testing
                 id: "5f52c1b1-07cb-41c1-8185-af479642caef", email: "a@example.com", emailVerified: true, isPrivateEmail: true,
                 name: .init(givenName: "Ada", familyName: "Lovelace"), status: .active, createdAt: now, lastSeenAt: now),
             identity: .init(
-                id: "5060562a-d8da-407f-bc39-87dca042200b", provider: .google, providerScope: "", subject: "s", email: "a@example.com",
+                id: "5060562a-d8da-407f-bc39-87dca042200b", provider: "google", providerScope: "", subject: "s", email: "a@example.com",
                 emailVerified: true, isPrivateEmail: false, relayEmailDeliverable: true, realUserStatus: 2,
                 hasProviderRefreshToken: true, attributes: .init(additionalProperties: ["hd": "example.com"]), createdAt: now,
                 lastSignInAt: now),
@@ -88,9 +100,11 @@ import Testing
             try Self.properties(of: "AppleSignInRequest") + Self.properties(of: "GoogleSignInRequest")
                 + Self.properties(of: "FacebookSignInRequest"))
         #expect(Set(try Self.properties(of: "LinkIdentityRequest")).subtracting(signIn) == ["provider"])
-        let google = try LinkBody.read(try JSONValue.parse(Array(#"{"provider":"google","id_token":"t","nonce":"n","client_id":"c"}"#.utf8)[...]))
-        #expect(google.provider == .google)
-        #expect(google.proof.nonce == "n")
+        let google = try LinkBody.read(
+            try JSONValue.parse(Array(#"{"provider":"google","id_token":"t","nonce":"n","client_id":"c"}"#.utf8)[...]),
+            providers: ProviderAdmin.registry(secrets: TestDatabase.secrets))
+        #expect(google.provider == ProviderID.google)
+        #expect(google.proof?.nonce == "n")
     }
 
     @Test func everyPropertyOfTheLinkResponsesIsWritten() throws {
@@ -99,7 +113,7 @@ import Testing
             id: "5f52c1b1-07cb-41c1-8185-af479642caef", email: nil, emailVerified: false, isPrivateEmail: false, name: nil,
             status: .active, createdAt: now, lastSeenAt: nil)
         let identity = Components.Schemas.IdentityInfo(
-            id: "5060562a-d8da-407f-bc39-87dca042200b", provider: .google, providerScope: "", subject: "s", email: nil,
+            id: "5060562a-d8da-407f-bc39-87dca042200b", provider: "google", providerScope: "", subject: "s", email: nil,
             emailVerified: false, isPrivateEmail: false, createdAt: now)
         let linked = try #require(
             try JSONSerialization.jsonObject(with: Data(Components.Schemas.IdentityLinkResponse(account: account, identity: identity).json))

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// A clock that moves only when told.

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerApplication
 import BrokerServer
 import NIOCore
 import Foundation

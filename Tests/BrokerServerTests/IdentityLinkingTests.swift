@@ -10,6 +10,7 @@ import Storage
 import Testing
 import TestSupport
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// `POST /v1/accounts/{id}/identities` and `DELETE /v1/accounts/{id}/identities/{identity_id}`
@@ -208,9 +209,13 @@ import TestSupport
             }
             // Malformed bodies: refused before anything else.
             #expect(try await link([:]).problemCode == "invalid_request")
-            #expect(try await link(["provider": "myspace", "id_token": "x"]).problemCode == "invalid_request")
+            #expect(try await link(["provider": "My Space", "id_token": "x"]).problemCode == "invalid_request")
             #expect(try await link(["provider": "google"]).problemCode == "invalid_request")
             #expect(try await link(["provider": "apple", "identity_token": "x"]).problemCode == "invalid_request")
+            // An id the tenant never configured, as sign-in words it.
+            let unknown = try await link(["provider": "myspace", "id_token": "x"])
+            #expect(unknown.status == .notFound)
+            #expect(unknown.problemCode == "unknown_provider")
             // Rejected proofs, as sign-in words them.
             #expect(try await link(["provider": "google", "id_token": "a.b.c"]).status == .unauthorized)
             let foreignAudience = try setup.googleToken(subject: "g-aud", audience: S.bravoClient)

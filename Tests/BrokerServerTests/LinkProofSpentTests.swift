@@ -6,6 +6,7 @@ import PostgresNIO
 import Storage
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// Issue 20 §3: an identity token is accepted once per tenant across sign-in and linking

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// README and the operator guide say the same about how stale `GET /v1/login-options` can be,

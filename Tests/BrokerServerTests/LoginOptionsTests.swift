@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerApplication
 import BrokerServer
 import Foundation
 import HTTPTypes
@@ -72,6 +73,11 @@ import TestSupport
             #expect(google["qualifies"] as? Bool == false)
             #expect(google["nonce_mode"] as? String == "raw")
             #expect(Self.option(ios, "facebook")["nonce_mode"] as? String == "raw", "Limited Login takes a raw nonce")
+            // Each option names its type and the name to show.
+            for (provider, name) in [("apple", "Apple"), ("google", "Google"), ("facebook", "Facebook")] {
+                #expect(Self.option(ios, provider)["type"] as? String == provider)
+                #expect(Self.option(ios, provider)["display_name"] as? String == name)
+            }
 
             let macos = try await Self.options(setup, "macos")
             #expect(Self.providers(macos) == ["apple"])

@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerServer
 import Foundation
 import HTTPTypes

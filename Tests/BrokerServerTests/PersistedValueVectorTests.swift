@@ -12,6 +12,7 @@ import Storage
 import TestSupport
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// Known-answer vectors for the stored values the server composes (see BrokerCoreTests' and

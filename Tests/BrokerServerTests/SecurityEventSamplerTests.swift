@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// The sampler alone (issue 20 §6): one row per bucket per window with the count left out,

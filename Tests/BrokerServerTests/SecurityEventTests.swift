@@ -1,4 +1,5 @@
 import BrokerCore
+@testable import BrokerApplication
 @testable import BrokerServer
 import Crypto
 import Foundation

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 
+@testable import BrokerApplication
 @testable import BrokerServer
 
 /// A wall clock that moves only when told.

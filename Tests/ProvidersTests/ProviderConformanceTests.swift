@@ -7,10 +7,22 @@ import Testing
 
 @testable import Providers
 
+extension ProviderID {
+    /// The descriptor of the built-in type this reserved id names (the tests here name only
+    /// `apple`, `google` and `facebook`).
+    var builtInDescriptor: ProviderDescriptor {
+        switch reservedType {
+        case .apple?: AppleProvider.descriptor
+        case .google?: GoogleProvider.descriptor
+        default: FacebookProvider.descriptor
+        }
+    }
+}
+
 /// One provider under the conformance battery: its own policy (the function its sign-in and
 /// `broker token verify` use) and the claims of a token it would issue.
 struct ConformanceCase: Sendable, CustomTestStringConvertible {
-    let provider: ProviderName
+    let provider: ProviderID
     let issuer: String
     let audience: String
     /// The nonce as the token carries it, for the raw nonce the app generated.
@@ -38,7 +50,7 @@ struct ConformanceCase: Sendable, CustomTestStringConvertible {
     func verifier(_ signer: MockAppleIdP, nonce: String? = nil, audiences: Set<String>? = nil) throws
         -> (IdentityTokenVerifier, NonceExpectation)
     {
-        let (policy, expectation) = provider.tokenPolicy(options(nonce: nonce, audiences: audiences))
+        let (policy, expectation) = provider.builtInDescriptor.tokenPolicy(nil, options(nonce: nonce, audiences: audiences))
         let keys = JWKSCache(source: .fixed(try signer.jwksJSON()), logger: VerifierFixture.logger)
         return (IdentityTokenVerifier(policy: policy, keys: keys), expectation)
     }
@@ -104,7 +116,7 @@ struct ConformanceCase: Sendable, CustomTestStringConvertible {
     @Test(arguments: cases) func anUnknownKidRefetchesOnceWithinTheInterval(_ c: ConformanceCase) async throws {
         try await MockAppleServer.with { signer, baseURL in
             let cache = JWKSCache(source: .url(baseURL + "/auth/keys"), logger: F.logger, minimumRefetchInterval: .seconds(3_600))
-            let (policy, nonce) = c.provider.tokenPolicy(c.options())
+            let (policy, nonce) = c.provider.builtInDescriptor.tokenPolicy(nil, c.options())
             let verifier = IdentityTokenVerifier(policy: policy, keys: cache)
             #expect(await verifier.failureCode(try signer.mint(c.claims())) == nil)
             let (kid, publish) = try signer.rotateKeysUnpublished()

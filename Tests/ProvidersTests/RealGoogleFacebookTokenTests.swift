@@ -7,7 +7,7 @@ import Testing
 
 /// One real provider token of Tests/Fixtures/provider-tokens and the key set it verifies with.
 struct RealProviderToken: Sendable, CustomTestStringConvertible {
-    let provider: ProviderName
+    let provider: ProviderID
     /// Relative to the fixtures folder (`google/…jwt`).
     let file: String
     let keySet: String
@@ -64,7 +64,7 @@ struct UnverifiedToken {
 }
 
 /// The real Google id tokens and the real Facebook Limited Login token, verified through each
-/// provider's own policy (`ProviderName.tokenPolicy`: the function its sign-in and
+/// provider's own policy (its descriptor's `tokenPolicy`: the function its sign-in and
 /// `broker token verify` use) over the fixture key sets, at a fixed clock inside their lifetime,
 /// and refused with the right code past it or against the wrong audience, nonce, hosted domain
 /// or key set. See Tests/Fixtures/provider-tokens/README.md for where each one comes from.
@@ -76,10 +76,10 @@ struct UnverifiedToken {
     }
 
     /// The verifier `provider`'s sign-in builds for `options`, over a fixture key set.
-    static func verifier(_ provider: ProviderName, keySet: String, _ options: TokenCheckOptions) throws
+    static func verifier(_ provider: ProviderID, keySet: String, _ options: TokenCheckOptions) throws
         -> (IdentityTokenVerifier, NonceExpectation)
     {
-        let (policy, expectation) = provider.tokenPolicy(options)
+        let (policy, expectation) = provider.builtInDescriptor.tokenPolicy(nil, options)
         return (IdentityTokenVerifier(policy: policy, keys: try keys(keySet)), expectation)
     }
 
@@ -277,9 +277,9 @@ struct UnverifiedToken {
         #expect(await Self.failedChecks(asFacebook, googleToken.text, nonce: facebookExpectation, at: googleToken.inside) == ["iss"])
         // Facebook's policy ignores a hosted domain: it has no hd rule.
         options.hostedDomain = "example.com"
-        let (policy, _) = ProviderName.facebook.tokenPolicy(options)
+        let (policy, _) = FacebookProvider.tokenPolicy(options)
         #expect(policy.claimChecks.map(\.name) == ["azp"])
-        #expect(ProviderName.google.tokenPolicy(options).0.claimChecks.map(\.name) == ["azp", "hd"])
+        #expect(GoogleProvider.tokenPolicy(options).0.claimChecks.map(\.name) == ["azp", "hd"])
     }
 
     /// The whole Google sign-in verification (settings from the tenant's configuration) on the

@@ -48,6 +48,24 @@ public struct BrokerCLI: Sendable {
         return Result(status: result.status, output: result.output)
     }
 
+    /// Runs the command and awaits it on a thread of its own, never on one of the cooperative
+    /// pool's (two on this machine). The synchronous ``run(_:)-(String...)`` holds its caller's thread
+    /// until the command exits: a command that calls back into this process (OpenID Connect
+    /// discovery or a key set at an in-process MockIdP) then waits for a server that needs the
+    /// threads it holds, and two at once hang the whole test run.
+    @discardableResult
+    public func run(_ arguments: String...) async throws -> Result {
+        try await run(arguments)
+    }
+
+    public func run(_ arguments: [String]) async throws -> Result {
+        let running = try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment)
+        let result = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ProcessRunner.Result, any Error>) in
+            Thread.detachNewThread { continuation.resume(with: Swift.Result { try ProcessRunner.wait(running) }) }
+        }
+        return Result(status: result.status, output: result.output)
+    }
+
     /// Starts `broker serve` in the background.
     public func spawn(_ arguments: [String]) throws -> ProcessRunner.Running {
         try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment)

@@ -13,56 +13,56 @@ import Testing
     @Test func configureTeamGroupsAndClients() async throws {
         try await TestDatabase.withFresh { _, url in
             let cli = BrokerCLI(databaseURL: url)
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
 
-            let early = try cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app")
+            let early = try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app")
             #expect(early.status == 1 && early.output.contains("apple team set"))
 
             let p8 = try writeP8()
             defer { try? FileManager.default.removeItem(atPath: p8) }
-            let badTeam = try cli.run(
+            let badTeam = try await cli.run(
                 "apple", "team", "set", "--tenant", "acme", "--team-id", "short", "--key-id", "ABCDEFGHIJ", "--private-key-file", p8)
             #expect(badTeam.status == 1 && badTeam.output.contains("10 uppercase letters and digits"))
-            let notAKey = try cli.run(
+            let notAKey = try await cli.run(
                 "apple", "team", "set", "--tenant", "acme", "--team-id", "ABCDE12345", "--key-id", "KEY1234567",
                 "--private-key-file", "/etc/hostname")
             #expect(notAKey.status == 1 && notAKey.output.contains(".p8"))
-            let team = try cli.run(
+            let team = try await cli.run(
                 "apple", "team", "set", "--tenant", "acme", "--team-id", "ABCDE12345", "--key-id", "KEY1234567",
                 "--private-key-file", p8)
             #expect(team.status == 0, "\(team.output)")
 
-            #expect(try cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
-            let web = try cli.run(
+            #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
+            let web = try await cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.web",
                 "--kind", "service", "--redirect-uri", "https://acme.example.com/cb", "--return-url", "https://acme.example.com/done")
             #expect(web.status == 0, "\(web.output)")
-            let raw = try cli.run(
+            let raw = try await cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.clip",
                 "--kind", "app", "--nonce", "raw", "--no-nonce-required")
             #expect(raw.status == 0)
             // The nonce requirement: on by default, off with --no-nonce-required, changed by `client set`.
-            let set = try cli.run(
+            let set = try await cli.run(
                 "apple", "client", "set", "--tenant", "acme", "--client-id", "com.acme.web", "--no-nonce-required", "--json")
             #expect(set.status == 0, "\(set.output)")
             #expect(try set.object()["nonce_required"] as? Bool == false)
-            let unknown = try cli.run("apple", "client", "set", "--tenant", "acme", "--client-id", "com.nope", "--nonce-required")
+            let unknown = try await cli.run("apple", "client", "set", "--tenant", "acme", "--client-id", "com.nope", "--nonce-required")
             #expect(unknown.status != 0 && unknown.output.contains("apple show"))
 
             // One group per client id; a Services ID may not reuse an App ID.
-            let clash = try cli.run(
+            let clash = try await cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.app",
                 "--kind", "service")
             #expect(clash.status == 1 && clash.output.contains("already registered"))
-            let badKind = try cli.run(
+            let badKind = try await cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.x",
                 "--kind", "watch")
             #expect(badKind.status == 1)
-            let noGroup = try cli.run(
+            let noGroup = try await cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.nope", "--client-id", "com.acme.y", "--kind", "app")
             #expect(noGroup.status == 1 && noGroup.output.contains("apple group add"))
 
-            let shown = try cli.run("apple", "show", "--tenant", "acme", "--json").object()
+            let shown = try await cli.run("apple", "show", "--tenant", "acme", "--json").object()
             let teams = try #require(shown["teams"] as? [[String: Any]])
             #expect(teams.first?["team_id"] as? String == "ABCDE12345")
             #expect(teams.first?["has_private_key"] as? Bool == true)
@@ -73,7 +73,7 @@ import Testing
             #expect(clients.first { $0["client_id"] as? String == "com.acme.app" }?["nonce_required"] as? Bool == true)
             #expect(clients.first { $0["client_id"] as? String == "com.acme.clip" }?["nonce_required"] as? Bool == false)
             #expect(clients.first { $0["client_id"] as? String == "com.acme.web" }?["nonce_required"] as? Bool == false)
-            let text = try cli.run("apple", "show", "--tenant", "acme")
+            let text = try await cli.run("apple", "show", "--tenant", "acme")
             #expect(text.output.contains("group com.acme.app") && text.output.contains(".p8 stored (encrypted)"))
         }
     }

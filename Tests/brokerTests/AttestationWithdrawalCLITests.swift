@@ -20,7 +20,7 @@ import Testing
     static func withAcme(_ body: @Sendable (Database, BrokerCLI, Tenant, _ secretFile: String) async throws -> Void) async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try PolicyCLITests.tenant("acme", cli: cli)
+            try await PolicyCLITests.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let secret = try Self.secretFile()
             defer { try? FileManager.default.removeItem(atPath: secret) }
@@ -38,23 +38,23 @@ import Testing
     @Test func disablingAndReenablingAsAnotherAppNeedsForce() async throws {
         try await Self.withAcme { database, cli, tenant, secret in
 
-            let attest = try cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags)
+            let attest = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags)
             #expect(attest.status == 0, "\(attest.output)")
-            let first = try cli.run(
+            let first = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
                 "--platforms", "android")
             #expect(first.status == 0, "\(first.output)")
             // A new app secret for the same app keeps the attestation.
             let otherSecret = try Self.secretFile("fedcba9876543210")
             defer { try? FileManager.default.removeItem(atPath: otherSecret) }
-            let rotated = try cli.run(
+            let rotated = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", otherSecret, "--limited-login",
                 "--platforms", "android")
             #expect(rotated.status == 0 && !rotated.output.contains("withdrawn"), "\(rotated.output)")
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).map(\.provider) == [.facebook])
 
             // Disabling withdraws it, in the same change, and says so.
-            let disabled = try cli.run("provider", "disable", "facebook", "--tenant", "acme")
+            let disabled = try await cli.run("provider", "disable", "facebook", "--tenant", "acme")
             #expect(disabled.status == 0, "\(disabled.output)")
             #expect(disabled.output.contains("note: the guideline 4.8 attestation of facebook"), "\(disabled.output)")
             #expect(disabled.output.contains("facebook was disabled"), "\(disabled.output)")
@@ -73,10 +73,15 @@ import Testing
             try PolicyCLITests.expectRefused(
                 cli, again, mentions: ["facebook on ios", "facebook on macos"],
                 hintParts: ["broker provider attest --tenant acme --provider facebook"])
-            #expect(try await database.providerConfigs.list(tenantID: tenant.id).isEmpty)
-            let forced = try cli.run(again + ["--force"])
+            // The refusal leaves the disabled settings as they were (a disabled provider keeps them).
+            let kept = try await database.providerConfigs.list(tenantID: tenant.id)
+            #expect(kept.map(\.provider) == [.facebook])
+            #expect(kept.first?.enabled == false)
+            #expect(kept.first?.appID == "55")
+            #expect(kept.first?.limitedLogin == true)
+            let forced = try await cli.run(again + ["--force"])
             #expect(forced.status == 0, "\(forced.output)")
-            let check = try cli.run("policy", "check", "--tenant", "acme")
+            let check = try await cli.run("policy", "check", "--tenant", "acme")
             #expect(check.status == 1, "\(check.output)")
             #expect(check.output.contains("violation"), "\(check.output)")
             #expect(try PolicyCLITests.forced(cli, "acme").count == 1)
@@ -88,12 +93,12 @@ import Testing
     /// leaves both the settings and the attestation as they were.
     @Test func changingTheAppOrLoginModeInPlaceIsJudgedWithoutTheAttestation() async throws {
         try await Self.withAcme { database, cli, tenant, secret in
-            #expect(try cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags).status == 0)
-            let enabled = try cli.run(
+            #expect(try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags).status == 0)
+            let enabled = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
                 "--platforms", "ios")
             #expect(enabled.status == 0, "\(enabled.output)")
-            #expect(try cli.run("policy", "check", "--tenant", "acme").status == 0)
+            #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 0)
 
             // Limited Login turned off: not the provider that was attested.
             try PolicyCLITests.expectRefused(
@@ -112,15 +117,15 @@ import Testing
             #expect(try Self.withdrawals(cli, "acme").isEmpty)
 
             // Adding a platform keeps it: platforms are where the provider is offered, not how it works.
-            let macos = try cli.run(
+            let macos = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
                 "--platforms", "ios,macos,android")
             #expect(macos.status == 0 && !macos.output.contains("withdrawn"), "\(macos.output)")
             #expect(macos.output.contains("attested:      yes"), "\(macos.output)")
-            #expect(try cli.run("policy", "check", "--tenant", "acme").status == 0)
+            #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 0)
 
             // Forced: applied, withdrawn and audited with what changed.
-            let forced = try cli.run(
+            let forced = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "99", "--app-secret-file", secret, "--platforms",
                 "ios,macos,android", "--force")
             #expect(forced.status == 0, "\(forced.output)")
@@ -139,33 +144,33 @@ import Testing
     @Test func aGoogleClientIDChangeWithdrawsTheAttestation() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try PolicyCLITests.tenant("acme", cli: cli)
+            try await PolicyCLITests.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let (a, b, c) = ("1-ios.apps.googleusercontent.com", "1-web.apps.googleusercontent.com", "2-ios.apps.googleusercontent.com")
-            #expect(try cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status == 0)
-            let enabled = try cli.run(
+            #expect(try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status == 0)
+            let enabled = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", a, "--client-id", b, "--platforms", "ios")
             #expect(enabled.status == 0, "\(enabled.output)")
-            let reordered = try cli.run(
+            let reordered = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", b, "--client-id", a, "--platforms", "ios,macos,web")
             #expect(reordered.status == 0 && !reordered.output.contains("withdrawn"), "\(reordered.output)")
-            #expect(try cli.run("policy", "check", "--tenant", "acme").status == 0)
+            #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 0)
 
             let changed = ["provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--platforms", "ios,macos,web"]
             try PolicyCLITests.expectRefused(cli, changed, mentions: ["google on ios", "google on macos"], hintParts: [])
             #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .google)?.clientIDs == [b, a])
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).map(\.provider) == [.google])
-            let forced = try cli.run(changed + ["--force"])
+            let forced = try await cli.run(changed + ["--force"])
             #expect(forced.status == 0, "\(forced.output)")
             #expect(forced.output.contains("its client ids changed"), "\(forced.output)")
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).isEmpty)
             #expect(try Self.withdrawals(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["changed"] as? [String] == ["client_ids"])
-            #expect(try cli.run("policy", "check", "--tenant", "acme").status == 1)
+            #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 1)
 
             // A hosted domain is part of what was attested too; off the Apple platforms no
             // violation follows, but the attestation still ends.
-            #expect(try cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status == 0)
-            let domain = try cli.run(
+            #expect(try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status == 0)
+            let domain = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--hosted-domain", "example.com",
                 "--platforms", "web")
             #expect(domain.status == 0, "\(domain.output)")

@@ -126,16 +126,16 @@ import TestSupport
                 databaseURL: cluster.url,
                 extra: ["BROKER_PORT": "\(port)", "BROKER_APPLE_BASE_URL": appleURL, "BROKER_LOG_LEVEL": "warning"]
                     .merging(extra) { $1 })
-            let migrated = try cli.run("db", "migrate")
+            let migrated = try await cli.run("db", "migrate")
             try #require(migrated.status == 0, "\(migrated.output)")
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
-            let created = try cli.run("api-key", "create", "--tenant", "acme", "--json")
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let created = try await cli.run("api-key", "create", "--tenant", "acme", "--json")
             let key = (try? JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String
             let p8 = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey-\(UUID().uuidString).p8").path
             try P256.Signing.PrivateKey().pemRepresentation.write(toFile: p8, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: p8) }
-            #expect(try cli.run("apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8).status == 0)
-            #expect(try cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required").status == 0)
+            #expect(try await cli.run("apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8).status == 0)
+            #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required").status == 0)
             let server = try cli.spawn(["serve"])
             defer {
                 server.signal(SIGKILL)

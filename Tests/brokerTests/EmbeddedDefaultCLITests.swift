@@ -55,8 +55,8 @@ import Testing
         try await waitUntilReady(base, server: server)
 
         // While the server runs, an admin command in the same folder works...
-        #expect(try cli.run("tenant", "create", "demo").status == 0)
-        let key = try cli.run("api-key", "create", "--tenant", "demo", "--json").object()["key"] as? String ?? ""
+        #expect(try await cli.run("tenant", "create", "demo").status == 0)
+        let key = try await cli.run("api-key", "create", "--tenant", "demo", "--json").object()["key"] as? String ?? ""
         // ...and leaves the cluster running for the server.
         #expect(clusterRunning(directory))
         let response = try await HTTPClient.shared.get(url: "\(base)/v1/tenant", headers: ["Authorization": "Bearer \(key)"])
@@ -79,8 +79,8 @@ import Testing
             let cli = BrokerCLI(
                 databaseURL: url,
                 extra: ["BROKER_PORT": "\(port)", "BROKER_PUBLIC_URL": "https://id.example.com", "BROKER_APPLE_BASE_URL": appleURL])
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
-            let key = try cli.run("api-key", "create", "--tenant", "acme", "--json").object()["key"] as? String ?? ""
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let key = try await cli.run("api-key", "create", "--tenant", "acme", "--json").object()["key"] as? String ?? ""
             let server = try cli.spawn(["serve"])
             defer {
                 server.signal(SIGTERM)

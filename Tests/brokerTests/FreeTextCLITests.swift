@@ -30,7 +30,7 @@ import Testing
     @Test func controlCharactersAreRefusedInEveryFreeTextOption() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let exempt = ["policy", "exempt", "--tenant", "acme", "--reason", "education-enterprise", "--note"]
             for note in [Self.forged, Self.clearScreen, "Staff app \u{202E}ylno", "Staff\u{7F}", "Staff\u{85}app", "a\u{2028}b"] {
@@ -50,7 +50,7 @@ import Testing
             #expect(try await database.providerConfigs.list(tenantID: tenant.id).isEmpty)
 
             // Plain text still passes (a trailing line break is trimmed, as before).
-            let plain = try cli.run(exempt + ["Staff app; existing company accounts only\n"])
+            let plain = try await cli.run(exempt + ["Staff app; existing company accounts only\n"])
             #expect(plain.status == 0, "\(plain.output)")
             #expect(try await database.tenants.find(slug: "acme")?.policy.exemption?.note == "Staff app; existing company accounts only")
         }
@@ -61,8 +61,8 @@ import Testing
     @Test func storedControlCharactersArePrintedEscaped() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
-            #expect(try cli.run("api-key", "create", "--tenant", "acme", "--name", "ci").status == 0)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            #expect(try await cli.run("api-key", "create", "--tenant", "acme", "--name", "ci").status == 0)
             let note = Self.forged
             let name = "Acme\u{1B}[2J\nbravo     x"
             _ = try await database.client.query(
@@ -73,25 +73,25 @@ import Testing
                 """)
             _ = try await database.client.query("UPDATE api_keys SET name = \(name) WHERE name = 'ci'")
             // Offered on iOS, the platform stands by the exemption: `policy check` prints its note.
-            let google = try cli.run(
+            let google = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", "1-ios.apps.googleusercontent.com", "--platforms", "ios")
             #expect(google.status == 0, "\(google.output)")
 
-            let check = try cli.run("policy", "check", "--tenant", "acme")
+            let check = try await cli.run("policy", "check", "--tenant", "acme")
             #expect(check.status == 0, "\(check.output)")
             let lines = check.output.split(separator: "\n", omittingEmptySubsequences: false)
             #expect(!lines.contains { $0.hasPrefix("acme      macos") }, "no forged row: \(check.output)")
             #expect(check.output.contains("Staff app\\nacme      macos     compliant"), "\(check.output)")
 
             for arguments in [["tenant", "list"], ["tenant", "show", "acme"], ["api-key", "list", "--tenant", "acme"]] {
-                let result = try cli.run(arguments)
+                let result = try await cli.run(arguments)
                 #expect(result.status == 0, "\(arguments): \(result.output)")
                 #expect(!result.output.contains("\u{1B}"), "\(arguments): \(result.output)")
                 #expect(result.output.contains("Acme\\u{1B}[2J\\nbravo     x"), "\(arguments): \(result.output)")
                 #expect(!result.output.split(separator: "\n").contains { $0.hasPrefix("bravo") }, "\(arguments): \(result.output)")
             }
             // JSON keeps the stored value as it is (JSON escapes it).
-            let json = try cli.run("tenant", "show", "acme", "--json")
+            let json = try await cli.run("tenant", "show", "acme", "--json")
             #expect(try json.object()["name"] as? String == name)
         }
     }

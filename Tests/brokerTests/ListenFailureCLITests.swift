@@ -9,7 +9,7 @@ import Testing
             let taken = try HeldPort()
             defer { taken.close() }
             let cli = BrokerCLI(databaseURL: url, extra: ["BROKER_PORT": "\(taken.port)"])
-            let result = try cli.run("serve")
+            let result = try await cli.run("serve")
             #expect(result.status == 1)
             #expect(result.output.contains("127.0.0.1:\(taken.port)"), "\(result.output.suffix(600))")
             #expect(result.output.contains("BROKER_PORT"))
@@ -22,7 +22,7 @@ import Testing
             let taken = try HeldPort()
             defer { taken.close() }
             let cli = BrokerCLI(databaseURL: url)
-            let result = try cli.run("demo", "--idp-port", "\(taken.port)")
+            let result = try await cli.run("demo", "--idp-port", "\(taken.port)")
             #expect(result.status == 1)
             #expect(result.output.contains("127.0.0.1:\(taken.port)"), "\(result.output.suffix(600))")
             #expect(result.output.contains("--idp-port"))

@@ -36,7 +36,7 @@ import TestSupport
                 return await group.reduce(into: []) { $0.append($1) }
             }
             let commandStart = ContinuousClock.now
-            let command = try cli.run("tenant", "list")
+            let command = try await cli.run("tenant", "list")
             let commandSeconds = (ContinuousClock.now - commandStart).seconds
             try await Task.sleep(until: stopped + .seconds(90))
 

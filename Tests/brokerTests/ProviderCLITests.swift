@@ -16,10 +16,10 @@ import Testing
         init(url: String) { cli = BrokerCLI(databaseURL: url) }
 
         @discardableResult
-        func run(_ arguments: String...) throws -> BrokerCLI.Result { try run(arguments) }
+        func run(_ arguments: String...) async throws -> BrokerCLI.Result { try await run(arguments) }
 
-        func run(_ arguments: [String]) throws -> BrokerCLI.Result {
-            let result = try cli.run(arguments)
+        func run(_ arguments: [String]) async throws -> BrokerCLI.Result {
+            let result = try await cli.run(arguments)
             outputs.append((arguments, result.output))
             return result
         }
@@ -51,38 +51,39 @@ import Testing
             let cli = Transcript(url: url)
             let secret = Self.makeSecret()
             let appID = "1234567890123"
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
             // Google and Facebook on iOS with no Apple: the tenant is exempt from guideline 4.8
             // (PolicyCLITests covers the policy).
             #expect(
-                try cli.run(
+                try await cli.run(
                     "policy", "exempt", "--tenant", "acme", "--reason", "own-accounts-only", "--note", "Test tenant"
                 ).status == 0)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
 
             // Nothing but Apple's row, and nothing enabled.
-            let initial = try cli.run("provider", "list", "--tenant", "acme", "--json")
+            let initial = try await cli.run("provider", "list", "--tenant", "acme", "--json")
             #expect(initial.status == 0, "\(initial.output)")
             let rows = try initial.array()
             #expect(rows.compactMap { $0["provider"] as? String } == ["apple", "google", "facebook"])
+            #expect(rows.compactMap { $0["type"] as? String } == ["apple", "google", "facebook"])
             #expect(rows.allSatisfy { $0["enabled"] as? Bool == false })
             #expect(rows.allSatisfy { $0["has_app_secret"] as? Bool == false })
-            let table = try cli.run("provider", "list", "--tenant", "acme")
+            let table = try await cli.run("provider", "list", "--tenant", "acme")
             #expect(table.status == 0)
             for name in ["apple", "google", "facebook"] {
                 #expect(table.output.split(separator: "\n").contains { $0.hasPrefix(name) && $0.contains(" no ") }, "\(table.output)")
             }
-            let notYet = try cli.run("provider", "show", "google", "--tenant", "acme")
-            #expect(notYet.status == 0 && notYet.output.contains("google: not enabled"))
+            let notYet = try await cli.run("provider", "show", "google", "--tenant", "acme")
+            #expect(notYet.status == 0 && notYet.output.contains("google (google): not enabled"), "\(notYet.output)")
 
             // Google: two clients, a Workspace domain, three platforms.
-            let google = try cli.run(
+            let google = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", "111-ios.apps.googleusercontent.com",
                 "--client-id", "111-web.apps.googleusercontent.com", "--hosted-domain", "Example.COM", "--platforms", "web,ios,android",
                 "--json")
             #expect(google.status == 0, "\(google.output)")
             #expect(try google.object()["enabled"] as? Bool == true)
-            let shownGoogle = try cli.run("provider", "show", "google", "--tenant", "acme", "--json").object()
+            let shownGoogle = try await cli.run("provider", "show", "google", "--tenant", "acme", "--json").object()
             #expect(shownGoogle["provider"] as? String == "google")
             #expect(shownGoogle["enabled"] as? Bool == true)
             #expect(
@@ -92,22 +93,26 @@ import Testing
             #expect(shownGoogle["has_app_secret"] as? Bool == false)
             #expect(shownGoogle["app_id"] is NSNull)
             #expect(shownGoogle["limited_login"] is NSNull)
-            let googleText = try cli.run("provider", "show", "google", "--tenant", "acme")
-            #expect(googleText.output.contains("google: enabled"))
+            #expect(shownGoogle["type"] as? String == "google")
+            #expect(shownGoogle["display_name"] as? String == "Google")
+            #expect((shownGoogle["settings"] as? [String: Any])?["hosted_domain"] as? String == "example.com")
+            #expect((shownGoogle["abilities"] as? [String])?.contains("id_tokens") == true)
+            let googleText = try await cli.run("provider", "show", "google", "--tenant", "acme")
+            #expect(googleText.output.contains("google (google): enabled"), "\(googleText.output)")
             #expect(googleText.output.contains("hosted domain: example.com"))
             #expect(googleText.output.contains("111-ios.apps.googleusercontent.com, 111-web.apps.googleusercontent.com"))
 
             // Re-running enable replaces every setting: one client, no domain, no platforms.
-            let replaced = try cli.run(
+            let replaced = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", "222-web.apps.googleusercontent.com")
             #expect(replaced.status == 0, "\(replaced.output)")
             #expect(replaced.output.contains("google is enabled for tenant 'acme'."))
-            let shownReplaced = try cli.run("provider", "show", "google", "--tenant", "acme", "--json").object()
+            let shownReplaced = try await cli.run("provider", "show", "google", "--tenant", "acme", "--json").object()
             #expect(shownReplaced["client_ids"] as? [String] == ["222-web.apps.googleusercontent.com"])
             #expect(shownReplaced["hosted_domain"] is NSNull)
             #expect(shownReplaced["platforms"] as? [String] == [])
             #expect(shownReplaced["enabled"] as? Bool == true)
-            let replacedText = try cli.run("provider", "show", "google", "--tenant", "acme")
+            let replacedText = try await cli.run("provider", "show", "google", "--tenant", "acme")
             #expect(!replacedText.output.contains("hosted domain"))
             #expect(!replacedText.output.contains("111-"))
             let storedGoogle = try #require(try await database.providerConfigs.find(tenantID: tenant.id, provider: .google))
@@ -118,13 +123,13 @@ import Testing
             // Facebook: the secret file has whitespace around the secret and a trailing newline.
             let secretFile = try Self.writeFile("  \t\(secret) \n\n")
             defer { try? FileManager.default.removeItem(atPath: secretFile) }
-            let facebook = try cli.run(
+            let facebook = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile,
                 "--platforms", "android,ios")
             #expect(facebook.status == 0, "\(facebook.output)")
             #expect(facebook.output.contains("app secret:    set (encrypted; never shown)"))
             #expect(facebook.output.contains("limited login: off"))
-            let limited = try cli.run(
+            let limited = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile,
                 "--limited-login", "--platforms", "android,ios", "--json")
             #expect(limited.status == 0, "\(limited.output)")
@@ -148,7 +153,7 @@ import Testing
                     what: "Facebook app secret")
             }
 
-            let listed = try cli.run("provider", "list", "--tenant", "acme", "--json").array()
+            let listed = try await cli.run("provider", "list", "--tenant", "acme", "--json").array()
             let listedFacebook = try #require(listed.first { $0["provider"] as? String == "facebook" })
             #expect(listedFacebook["enabled"] as? Bool == true)
             #expect(listedFacebook["app_id"] as? String == appID)
@@ -157,21 +162,21 @@ import Testing
             #expect(listedFacebook["platforms"] as? [String] == ["ios", "android"])
             #expect(listedFacebook["client_ids"] as? [String] == [])
             #expect(listed.first { $0["provider"] as? String == "google" }?["enabled"] as? Bool == true)
-            let shownFacebook = try cli.run("provider", "show", "facebook", "--tenant", "acme", "--json").object()
+            let shownFacebook = try await cli.run("provider", "show", "facebook", "--tenant", "acme", "--json").object()
             #expect(shownFacebook["app_id"] as? String == appID)
             #expect(shownFacebook["has_app_secret"] as? Bool == true)
             #expect(shownFacebook["limited_login"] as? Bool == true)
             #expect(shownFacebook["enabled"] as? Bool == true)
             #expect(Set(shownFacebook.keys).isSuperset(of: ["provider", "enabled", "platforms", "client_ids", "hosted_domain", "app_id", "has_app_secret", "limited_login", "updated_at"]))
-            let facebookText = try cli.run("provider", "show", "facebook", "--tenant", "acme")
+            let facebookText = try await cli.run("provider", "show", "facebook", "--tenant", "acme")
             #expect(facebookText.output.contains("app id:        \(appID)"))
             #expect(facebookText.output.contains("limited login: on"))
-            let listText = try cli.run("provider", "list", "--tenant", "acme")
+            let listText = try await cli.run("provider", "list", "--tenant", "acme")
             #expect(listText.output.contains(appID))
 
             // Bad input: exit 1 with a hint, and nothing changes.
             let before = try await database.providerConfigs.list(tenantID: tenant.id)
-            let auditBefore = try cli.run("audit", "list", "--tenant", "acme", "--limit", "1000", "--json").array().count
+            let auditBefore = try await cli.run("audit", "list", "--tenant", "acme", "--limit", "1000", "--json").array().count
             let directory = NSTemporaryDirectory()
             let spaced = try Self.writeFile("s3cr3t part two\n")
             let empty = try Self.writeFile(" \n")
@@ -180,17 +185,21 @@ import Testing
                 try? FileManager.default.removeItem(atPath: empty)
             }
             let bad: [(arguments: [String], message: String, hint: String)] = [
-                (["enable", "github", "--tenant", "acme", "--client-id", "x"], "Unknown provider 'github'", "Use google or facebook"),
-                (["enable", "apple", "--tenant", "acme", "--client-id", "com.acme.app"], "Unknown provider 'apple'", "'broker apple'"),
-                (["enable", "google", "--tenant", "acme"], "Give at least one --client-id.", "Repeat --client-id"),
+                (["enable", "github", "--tenant", "acme", "--client-id", "x"], "Give the type of the new provider 'github'.", "--type oidc"),
+                (["enable", "Git Hub", "--tenant", "acme", "--client-id", "x"], "'Git Hub' is not a provider id.", "the tenant's own id"),
+                (["enable", "apple", "--tenant", "acme", "--client-id", "com.acme.app"], "Apple takes no settings here.", "'broker apple ...'"),
+                (
+                    ["enable", "google", "--tenant", "acme", "--hosted-domain", "example.com"], "Give at least one --client-id.",
+                    "Repeat --client-id"
+                ),
                 (["enable", "google", "--tenant", "acme", "--client-id", " "], "is not a client id", "OAuth client id"),
                 (
-                    ["enable", "google", "--tenant", "acme", "--client-id", "x", "--app-id", appID], "are Facebook options",
-                    "--client-id"
+                    ["enable", "google", "--tenant", "acme", "--client-id", "x", "--app-id", appID],
+                    "--app-id is not a setting of a google provider.", "A google provider takes: --client-id, --hosted-domain."
                 ),
                 (
                     ["enable", "facebook", "--tenant", "acme", "--app-id", appID], "Facebook needs --app-id and --app-secret-file.",
-                    "broker provider enable facebook --tenant acme"
+                    "broker provider enable facebook --tenant <slug>"
                 ),
                 (
                     ["enable", "facebook", "--tenant", "acme", "--app-secret-file", secretFile],
@@ -222,7 +231,7 @@ import Testing
                 ),
                 (
                     ["enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--client-id", "x"],
-                    "are Google options", "--app-secret-file"
+                    "--client-id is not a setting of a facebook provider.", "A facebook provider takes: --app-id"
                 ),
                 (
                     ["enable", "google", "--tenant", "acme", "--client-id", "x", "--platforms", "ios,windows"],
@@ -249,54 +258,72 @@ import Testing
                     ["enable", "facebook", "--tenant", "nobody", "--app-id", appID, "--app-secret-file", secretFile],
                     "There is no tenant 'nobody'", "broker tenant list"
                 ),
-                (["disable", "apple", "--tenant", "acme"], "Unknown provider 'apple'", "'broker apple'"),
                 (["disable", "google", "--tenant", "nobody"], "There is no tenant 'nobody'", "broker tenant list"),
-                (["show", "github", "--tenant", "acme"], "Unknown provider 'github'", "Use apple, google or facebook"),
+                (["disable", "github", "--tenant", "acme"], "Tenant 'acme' has no provider 'github'.", "broker provider list --tenant acme"),
+                (["show", "github", "--tenant", "acme"], "Tenant 'acme' has no provider 'github'.", "broker provider list --tenant acme"),
                 (["list", "--tenant", "nobody"], "There is no tenant 'nobody'", "broker tenant list"),
             ]
             for (arguments, message, hint) in bad {
-                let result = try cli.run(["provider"] + arguments)
+                let result = try await cli.run(["provider"] + arguments)
                 #expect(result.status == 1, "\(arguments): \(result.output)")
                 #expect(result.output.contains("error: ") && result.output.contains(message), "\(arguments): \(result.output)")
                 let hintLine = result.output.split(separator: "\n").first { $0.hasPrefix("hint: ") }
                 #expect(hintLine?.contains(hint) == true, "\(arguments): \(result.output)")
-                let json = try cli.run(["provider"] + arguments + ["--json"])
+                let json = try await cli.run(["provider"] + arguments + ["--json"])
                 #expect(json.status == 1, "\(arguments) --json")
                 let error = try json.object()["error"] as? [String: Any]
                 #expect((error?["hint"] as? String)?.contains(hint) == true, "\(arguments) --json: \(json.output)")
             }
             #expect(try await database.providerConfigs.list(tenantID: tenant.id) == before)
-            #expect(try cli.run("audit", "list", "--tenant", "acme", "--limit", "1000", "--json").array().count == auditBefore)
+            #expect(try await cli.run("audit", "list", "--tenant", "acme", "--limit", "1000", "--json").array().count == auditBefore)
 
-            // Disable Google: its settings go; a second disable is refused.
-            let disabled = try cli.run("provider", "disable", "google", "--tenant", "acme")
+            // Disable Google: its settings are kept; a second disable is refused; a bare enable
+            // turns it back on with them.
+            let disabled = try await cli.run("provider", "disable", "google", "--tenant", "acme")
             #expect(disabled.status == 0, "\(disabled.output)")
-            #expect(disabled.output.contains("google is disabled for tenant 'acme'"))
-            let shownDisabled = try cli.run("provider", "show", "google", "--tenant", "acme", "--json").object()
+            #expect(disabled.output.contains("google is disabled for tenant 'acme'; its settings and identities are kept."))
+            let shownDisabled = try await cli.run("provider", "show", "google", "--tenant", "acme", "--json").object()
             #expect(shownDisabled["enabled"] as? Bool == false)
-            #expect(shownDisabled["client_ids"] as? [String] == [])
-            #expect(try cli.run("provider", "show", "google", "--tenant", "acme").output.contains("google: not enabled"))
-            #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .google) == nil)
-            let again = try cli.run("provider", "disable", "google", "--tenant", "acme")
+            #expect(shownDisabled["client_ids"] as? [String] == ["222-web.apps.googleusercontent.com"])
+            #expect(try await cli.run("provider", "show", "google", "--tenant", "acme").output.contains("google (google): not enabled"))
+            let storedDisabled = try #require(try await database.providerConfigs.find(tenantID: tenant.id, provider: .google))
+            #expect(!storedDisabled.enabled)
+            #expect(storedDisabled.clientIDs == ["222-web.apps.googleusercontent.com"])
+            let again = try await cli.run("provider", "disable", "google", "--tenant", "acme")
             #expect(again.status == 1, "\(again.output)")
-            #expect(again.output.contains("Tenant 'acme' has not enabled google."))
-            #expect(again.output.contains("hint: See 'broker provider list --tenant acme'."))
-            let againJSON = try cli.run("provider", "disable", "google", "--tenant", "acme", "--json")
+            #expect(again.output.contains("google is already disabled for tenant 'acme'."), "\(again.output)")
+            #expect(again.output.contains("hint: Turn it back on with 'broker provider enable google --tenant acme'."))
+            let againJSON = try await cli.run("provider", "disable", "google", "--tenant", "acme", "--json")
             #expect(againJSON.status == 1)
             #expect((try againJSON.object()["error"] as? [String: Any])?["code"] as? String == "provider_not_enabled")
+            let reenabled = try await cli.run("provider", "enable", "google", "--tenant", "acme", "--json")
+            #expect(reenabled.status == 0, "\(reenabled.output)")
+            #expect(try reenabled.object()["enabled"] as? Bool == true)
+            #expect(try reenabled.object()["client_ids"] as? [String] == ["222-web.apps.googleusercontent.com"])
+            // Apple is turned off and on the same way (its team, groups and clients are 'broker apple').
+            let appleOff = try await cli.run("provider", "disable", "apple", "--tenant", "acme")
+            #expect(appleOff.status == 0, "\(appleOff.output)")
+            #expect(appleOff.output.contains("apple is disabled for tenant 'acme'"), "\(appleOff.output)")
+            #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .apple)?.enabled == false)
+            #expect(try await cli.run("provider", "enable", "apple", "--tenant", "acme").status == 0)
+            #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .apple)?.enabled == true)
             // Facebook is untouched.
-            let stillFacebook = try cli.run("provider", "show", "facebook", "--tenant", "acme", "--json").object()
+            let stillFacebook = try await cli.run("provider", "show", "facebook", "--tenant", "acme", "--json").object()
             #expect(stillFacebook["enabled"] as? Bool == true && stillFacebook["has_app_secret"] as? Bool == true)
 
             // The audit log records the operator's actions, never the secret.
-            let audit = try cli.run("audit", "list", "--tenant", "acme", "--limit", "1000", "--json")
+            let audit = try await cli.run("audit", "list", "--tenant", "acme", "--limit", "1000", "--json")
             #expect(audit.status == 0, "\(audit.output)")
             let events = try audit.array()
             let providerEvents = events.filter { ($0["action"] as? String)?.hasPrefix("provider.") == true }
             #expect(providerEvents.compactMap { $0["action"] as? String } == [
-                "provider.disable", "provider.enable", "provider.enable", "provider.enable", "provider.enable",
+                "provider.enable", "provider.disable", "provider.enable", "provider.disable", "provider.enable", "provider.enable",
+                "provider.enable", "provider.enable",
             ])
-            #expect(providerEvents.compactMap { $0["target"] as? String } == ["google", "facebook", "facebook", "google", "google"])
+            #expect(
+                providerEvents.compactMap { $0["target"] as? String } == [
+                    "apple", "apple", "google", "google", "facebook", "facebook", "google", "google",
+                ])
             for event in events {
                 let row = String(decoding: try JSONSerialization.data(withJSONObject: event), as: UTF8.self)
                 #expect(!row.contains(secret), "audit row: \(row)")

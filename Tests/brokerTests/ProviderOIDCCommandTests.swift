@@ -12,12 +12,10 @@ import Testing
 /// jwks_uri, a discovery document naming another issuer stores nothing, and Apple is turned
 /// off and on again.
 @Suite(.timeLimit(.minutes(2))) struct ProviderOIDCCommandTests {
-    /// Runs the CLI on a thread of its own: the process is waited for synchronously, and MockIdP
-    /// answers it from this same test process.
+    /// Runs the CLI without holding a thread of the cooperative pool (``BrokerCLI/run(_:)-([String])``):
+    /// MockIdP answers it from this same test process.
     static func run(_ cli: BrokerCLI, _ arguments: String...) async throws -> BrokerCLI.Result {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try cli.run(arguments) }) }.start()
-        }
+        try await cli.run(arguments)
     }
 
     /// MockIdP serving `issuers` on 127.0.0.1 for the duration of `body`, which gets its base URL.

@@ -26,14 +26,14 @@ import Testing
                         "BROKER_FACEBOOK_JWKS_URL": MockFacebookIdP.jwksURL(base: mocks.baseURL),
                         "BROKER_FACEBOOK_GRAPH_URL": MockFacebookIdP.graphURL(base: mocks.baseURL), "BROKER_PROVIDER_TIMEOUT": "3",
                     ])
-                #expect(try cli.run("tenant", "create", "acme").status == 0)
-                let created = try cli.run("api-key", "create", "--tenant", "acme", "--json")
+                #expect(try await cli.run("tenant", "create", "acme").status == 0)
+                let created = try await cli.run("api-key", "create", "--tenant", "acme", "--json")
                 let key = try #require((try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String)
                 let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("fb-\(UUID().uuidString)").path
                 try (secret + "\n").write(toFile: secretFile, atomically: true, encoding: .utf8)
                 defer { try? FileManager.default.removeItem(atPath: secretFile) }
-                #expect(try cli.run("provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--limited-login", "--platforms", "android,web").status == 0)
-                #expect(try cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com", "--platforms", "android,web").status == 0)
+                #expect(try await cli.run("provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--limited-login", "--platforms", "android,web").status == 0)
+                #expect(try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com", "--platforms", "android,web").status == 0)
                 var tracing = cli
                 tracing.environment["BROKER_LOG_LEVEL"] = "trace"
                 let server = try tracing.spawn(["serve"])

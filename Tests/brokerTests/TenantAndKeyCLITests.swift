@@ -8,27 +8,27 @@ import Testing
     @Test func tenantRoundTrip() async throws {
         try await TestDatabase.withFresh { _, url in
             let cli = BrokerCLI(databaseURL: url)
-            let created = try cli.run("tenant", "create", "acme", "--name", "Acme Inc", "--json")
+            let created = try await cli.run("tenant", "create", "acme", "--name", "Acme Inc", "--json")
             #expect(created.status == 0, "\(created.output)")
             let tenant = try created.object()
             #expect(tenant["slug"] as? String == "acme")
             #expect(tenant["name"] as? String == "Acme Inc")
             #expect(tenant["status"] as? String == "active")
 
-            let list = try cli.run("tenant", "list", "--json")
+            let list = try await cli.run("tenant", "list", "--json")
             #expect(try list.array().map { $0["slug"] as? String } == ["acme"])
-            let text = try cli.run("tenant", "list")
+            let text = try await cli.run("tenant", "list")
             #expect(text.output.contains("acme") && text.output.contains("Acme Inc"))
 
-            let shown = try cli.run("tenant", "show", "acme", "--json")
+            let shown = try await cli.run("tenant", "show", "acme", "--json")
             #expect(try shown.object()["id"] as? String == tenant["id"] as? String)
 
-            let disabled = try cli.run("tenant", "disable", "acme", "--json")
+            let disabled = try await cli.run("tenant", "disable", "acme", "--json")
             #expect(try disabled.object()["status"] as? String == "disabled")
-            #expect(try cli.run("tenant", "enable", "acme").status == 0)
+            #expect(try await cli.run("tenant", "enable", "acme").status == 0)
 
             // The first signing key exists and is active.
-            let keys = try cli.run("keys", "list", "--tenant", "acme", "--json")
+            let keys = try await cli.run("keys", "list", "--tenant", "acme", "--json")
             #expect(try keys.array().map { $0["state"] as? String } == ["active"])
         }
     }
@@ -37,21 +37,21 @@ import Testing
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
             for bad in ["Acme", "ab", "acme_prod", "-acme", String(repeating: "x", count: 41)] {
-                let result = try cli.run("tenant", "create", "--", bad)
+                let result = try await cli.run("tenant", "create", "--", bad)
                 #expect(result.status == 1, "\(bad)")
                 #expect(result.output.contains("is not a valid tenant slug"))
                 #expect(result.output.contains("hint:"))
             }
             #expect(try await database.tenants.list().isEmpty)
 
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
-            let duplicate = try cli.run("tenant", "create", "acme")
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let duplicate = try await cli.run("tenant", "create", "acme")
             #expect(duplicate.status == 1)
             #expect(duplicate.output.contains("already exists"))
-            let json = try cli.run("tenant", "create", "acme", "--json")
+            let json = try await cli.run("tenant", "create", "acme", "--json")
             #expect(json.output.contains("\"code\":\"tenant_exists\""))
 
-            let missing = try cli.run("tenant", "show", "nobody")
+            let missing = try await cli.run("tenant", "show", "nobody")
             #expect(missing.status == 1 && missing.output.contains("broker tenant list"))
         }
     }
@@ -59,51 +59,51 @@ import Testing
     @Test func apiKeyRoundTrip() async throws {
         try await TestDatabase.withFresh { _, url in
             let cli = BrokerCLI(databaseURL: url)
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
 
             // Plain output: the key alone on stdout (the note goes to stderr).
-            let plain = try cli.run("api-key", "create", "--tenant", "acme", "--name", "backend")
+            let plain = try await cli.run("api-key", "create", "--tenant", "acme", "--name", "backend")
             #expect(plain.status == 0)
             #expect(plain.output.split(separator: "\n").contains { $0.hasPrefix("ibk_") && $0.count == 48 })
 
-            let created = try cli.run("api-key", "create", "--tenant", "acme", "--scopes", "sessions", "tenant", "--json")
+            let created = try await cli.run("api-key", "create", "--tenant", "acme", "--scopes", "sessions", "tenant", "--json")
             let body = try created.object()
             let key = try #require(body["key"] as? String)
             let id = try #require(body["id"] as? String)
             #expect(body["scopes"] as? [String] == ["sessions", "tenant"])
 
-            let listed = try cli.run("api-key", "list", "--tenant", "acme", "--json")
+            let listed = try await cli.run("api-key", "list", "--tenant", "acme", "--json")
             let keys = try listed.array()
             #expect(keys.count == 2)
             #expect(!listed.output.contains(key))
             #expect(keys.contains { $0["id"] as? String == id && key.hasPrefix($0["prefix"] as? String ?? "-") })
 
-            let revoked = try cli.run("api-key", "revoke", "--tenant", "acme", id, "--json")
+            let revoked = try await cli.run("api-key", "revoke", "--tenant", "acme", id, "--json")
             #expect(revoked.status == 0)
             #expect(try revoked.object()["revoked_at"] != nil)
-            let after = try cli.run("api-key", "list", "--tenant", "acme", "--json").array()
+            let after = try await cli.run("api-key", "list", "--tenant", "acme", "--json").array()
             #expect(after.first { $0["id"] as? String == id }?["revoked_at"] != nil)
 
-            #expect(try cli.run("api-key", "revoke", "--tenant", "acme", "not-a-uuid").status == 1)
-            #expect(try cli.run("api-key", "create", "--tenant", "acme", "--scopes", "root").status == 1)
-            #expect(try cli.run("api-key", "list", "--tenant", "nobody").status == 1)
+            #expect(try await cli.run("api-key", "revoke", "--tenant", "acme", "not-a-uuid").status == 1)
+            #expect(try await cli.run("api-key", "create", "--tenant", "acme", "--scopes", "root").status == 1)
+            #expect(try await cli.run("api-key", "list", "--tenant", "nobody").status == 1)
         }
     }
 
     @Test func keyRotationFromTheCLI() async throws {
         try await TestDatabase.withFresh { _, url in
             let cli = BrokerCLI(databaseURL: url)
-            #expect(try cli.run("tenant", "create", "acme").status == 0)
-            let rotated = try cli.run("keys", "rotate", "--tenant", "acme", "--json").object()
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let rotated = try await cli.run("keys", "rotate", "--tenant", "acme", "--json").object()
             #expect(rotated["state"] as? String == "next")
-            let states = try cli.run("keys", "list", "--tenant", "acme", "--json").array().compactMap { $0["state"] as? String }
+            let states = try await cli.run("keys", "list", "--tenant", "acme", "--json").array().compactMap { $0["state"] as? String }
             #expect(states.sorted() == ["active", "next"])
             // A kid is a base64url thumbprint: one in 64 starts with '-', which only '--' keeps an argument.
-            let retired = try cli.run("keys", "retire", "--tenant", "acme", "--json", "--", rotated["kid"] as? String ?? "")
+            let retired = try await cli.run("keys", "retire", "--tenant", "acme", "--json", "--", rotated["kid"] as? String ?? "")
             #expect(retired.status == 0)
             #expect(try retired.array().compactMap { $0["state"] as? String }.sorted() == ["active", "retired"])
             // After '--' a kid starting with '-' is the argument: an unknown key (1), not a usage error (64).
-            #expect(try cli.run("keys", "retire", "--tenant", "acme", "--", "-no-such-kid").status == 1)
+            #expect(try await cli.run("keys", "retire", "--tenant", "acme", "--", "-no-such-kid").status == 1)
         }
     }
 
@@ -127,12 +127,12 @@ import Testing
         try await TestDatabase.withFresh(migrated: false) { _, url in
             let cli = BrokerCLI(databaseURL: url)
             // An external database is never migrated behind the operator's back.
-            let refused = try cli.run("tenant", "list")
+            let refused = try await cli.run("tenant", "list")
             #expect(refused.status == 1 && refused.output.contains("broker db migrate"))
-            #expect(try cli.run("db", "status", "--json").array().allSatisfy { $0["state"] as? String == "pending" })
-            #expect(try cli.run("db", "migrate").output.contains("applied 0001_foundation"))
-            #expect(try cli.run("db", "migrate").output.contains("up to date"))
-            #expect(try cli.run("db", "status", "--json").array().allSatisfy { $0["state"] as? String == "applied" })
+            #expect(try await cli.run("db", "status", "--json").array().allSatisfy { $0["state"] as? String == "pending" })
+            #expect(try await cli.run("db", "migrate").output.contains("applied 0001_foundation"))
+            #expect(try await cli.run("db", "migrate").output.contains("up to date"))
+            #expect(try await cli.run("db", "status", "--json").array().allSatisfy { $0["state"] as? String == "applied" })
         }
     }
 }

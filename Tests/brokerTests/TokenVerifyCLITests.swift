@@ -207,18 +207,24 @@ struct CLIRealToken: Sendable, CustomTestStringConvertible {
         #expect(own.status == 0, "\(own.output)")
     }
 
+    /// A tenant's own id has no policy without the tenant's settings; what is not an id is refused.
     @Test func anUnknownProviderIsRefusedWithAHint() throws {
         let real = try #require(CLIRealToken.google.first)
         let result = try Self.cli.run(
             "token", "verify", "--provider", "github", "--token", "@\(real.tokenPath)", "--jwks", real.jwksPath)
         #expect(result.status == 1, "\(result.output)")
-        #expect(result.output.contains("Unknown provider 'github'"))
-        #expect(result.output.contains("hint: Use --provider apple, google or facebook."))
+        #expect(result.output.contains("'github' is a tenant's own provider"), "\(result.output)")
+        #expect(result.output.contains("hint: Add --tenant <slug>."), "\(result.output)")
         let json = try Self.cli.run(
             "token", "verify", "--provider", "github", "--token", "@\(real.tokenPath)", "--jwks", real.jwksPath, "--json")
         #expect(json.status == 1)
         let error = try #require(try json.object()["error"] as? [String: Any])
-        #expect(error["hint"] as? String == "Use --provider apple, google or facebook.")
+        #expect(error["hint"] as? String == "Add --tenant <slug>.")
+        let notAnID = try Self.cli.run(
+            "token", "verify", "--provider", "Git Hub", "--token", "@\(real.tokenPath)", "--jwks", real.jwksPath)
+        #expect(notAnID.status == 1, "\(notAnID.output)")
+        #expect(notAnID.output.contains("'Git Hub' is not a provider id."), "\(notAnID.output)")
+        #expect(notAnID.output.contains("hint: Use --provider apple, google, facebook or a tenant's own id with --tenant."))
     }
 
     @Test(arguments: ["apple", "facebook"])
