@@ -11,7 +11,9 @@ import Testing
 /// multi-tenant), tokens of every algorithm verifying against the served keys with jwt-kit,
 /// rotation, and each fault. Hangs are seen through a client-side timeout; the tests wait on
 /// events (``MockOIDCIssuer/waitUntilHanging(_:)``, the server's end), never on sleeps.
-@Suite(.timeLimit(.minutes(1))) struct MockOIDCIssuerTests {
+// A guard against a hang, not a bound on speed: every suite runs at once, so a test here takes
+// about as long as the whole run (150-160 s on two cores), whatever it takes alone (1-20 s).
+@Suite(.timeLimit(.minutes(10))) struct MockOIDCIssuerTests {
     /// The claims of an id token the tests read back after verifying.
     struct IDToken: JWTPayload {
         var iss: IssuerClaim

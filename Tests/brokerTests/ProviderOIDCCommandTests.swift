@@ -11,7 +11,9 @@ import Testing
 /// issuer on loopback: discovery at enable, `show` and `list` print the issuer and its
 /// jwks_uri, a discovery document naming another issuer stores nothing, and Apple is turned
 /// off and on again.
-@Suite(.timeLimit(.minutes(2))) struct ProviderOIDCCommandTests {
+// A guard against a hang, not a bound on speed: every suite runs at once, so a test here takes
+// about as long as the whole run (150-160 s on two cores), whatever it takes alone (1-20 s).
+@Suite(.timeLimit(.minutes(10))) struct ProviderOIDCCommandTests {
     /// Runs the CLI without holding a thread of the cooperative pool (``BrokerCLI/run(_:)-([String])``):
     /// MockIdP answers it from this same test process.
     static func run(_ cli: BrokerCLI, _ arguments: String...) async throws -> BrokerCLI.Result {
