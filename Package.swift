@@ -190,6 +190,7 @@ let package = Package(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerServer", "BrokerApplication", "TestSupport", "MockIdP", "BrokerCore", "Storage", "Providers",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -74,6 +74,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_MAX_BODY_BYTES", "largest accepted request body in bytes (default 65536)"),
         ("BROKER_APPLE_BASE_URL", "Apple's base URL: keys at /auth/keys, tokens at /auth/token (default https://appleid.apple.com)"),
         ("BROKER_GOOGLE_JWKS_URL", "Google's signing keys (default \(Google.defaultKeysURL))"),
+        ("BROKER_GOOGLE_DISCOVERY_URL", "Google's discovery document, for its web flow (default \(Google.defaultDiscoveryURL))"),
         ("BROKER_FACEBOOK_GRAPH_URL", "Facebook Graph API base URL, versioned (default \(Facebook.defaultGraphURL))"),
         ("BROKER_FACEBOOK_JWKS_URL", "Facebook Limited Login signing keys (default \(Facebook.defaultKeysURL))"),
         ("BROKER_PROVIDER_TIMEOUT", "seconds an outbound call to a provider may take; longer is 503 provider_unavailable (default 10)"),
@@ -130,7 +131,8 @@ public struct BrokerConfiguration: Sendable {
             appleBaseURL: appleBaseURL, googleKeysURL: try url("BROKER_GOOGLE_JWKS_URL", default: Google.defaultKeysURL),
             facebookGraphURL: graph.hasSuffix("/") ? String(graph.dropLast()) : graph,
             facebookKeysURL: try url("BROKER_FACEBOOK_JWKS_URL", default: Facebook.defaultKeysURL),
-            timeoutSeconds: try integer("BROKER_PROVIDER_TIMEOUT", default: 10, range: 1...120))
+            timeoutSeconds: try integer("BROKER_PROVIDER_TIMEOUT", default: 10, range: 1...120),
+            googleDiscoveryURL: try url("BROKER_GOOGLE_DISCOVERY_URL", default: Google.defaultDiscoveryURL), publicURL: self.publicURL)
         refreshReuseInterval = TimeInterval(
             try integer("BROKER_REFRESH_REUSE_INTERVAL", default: Int(Self.defaultRefreshReuseInterval), range: 0...300))
     }

@@ -53,6 +53,7 @@ public struct BrokerServices: Sendable {
     ) {
         var endpoints = endpoints
         if let appleBaseURL { endpoints.appleBaseURL = appleBaseURL }
+        endpoints.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
         let logger = logger ?? database.logger
         self.database = database
         self.secrets = secrets
@@ -90,6 +91,11 @@ public struct BrokerServices: Sendable {
         SignInService(
             database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents,
             loginCatalogs: loginCatalogs)
+    }
+
+    package var webSignIn: WebSignInService {
+        WebSignInService(
+            database: database, providers: providers, store: providerSettings, signIn: signIn, secrets: secrets, events: securityEvents)
     }
 
     package var identityLinks: IdentityLinkService {

@@ -49,9 +49,22 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(LoginOptionsRoute.operation.path), method: LoginOptionsRoute.operation.method) { request, context in
         try await loginOptions.respond(request, context: context)
     }
+    let web = WebSignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
+    router.on(RouterPath(WebSignInRoute.startPath), method: .post) { request, context in
+        try await web.start(request, context: context)
+    }
+    router.on(RouterPath(WebSignInRoute.exchangePath), method: .post) { request, context in
+        try await web.exchange(request, context: context)
+    }
+    router.on(RouterPath(WebSignInRoute.appleCallbackPath), method: .post) { request, context in
+        await web.appleCallback(request, context: context)
+    }
+    router.on(RouterPath(WebSignInRoute.oidcCallbackPath), method: .get) { request, context in
+        await web.oidcCallback(request, context: context)
+    }
     let servedDirectly =
         SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation] + IdentityLinkRoute.operations
-        + AccountStatusRoute.operations
+        + AccountStatusRoute.operations + WebSignInRoute.operations
     try handlers.registerHandlers(
         on: GeneratedRoutes(router: router, servedDirectly: Set(servedDirectly), routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))

@@ -16,6 +16,11 @@ public final class MockAppleIdP: MockTokenIssuer {
         var revokedTokens: [String] = []
         /// Team id → the P-256 public key (PEM) client secrets of that team must verify with.
         var teams: [String: (keyID: String, publicKey: P256.Signing.PublicKey)] = [:]
+        /// The web flow's authorize page: who consents, its fault, and (client, subject) pairs
+        /// that authorized before (Apple sends `user` the first time only).
+        var webUser = WebUser(subject: "000123.web0user0000000000000000000.0001", email: "web.user@example.com", givenName: "Web", familyName: "User")
+        var authorizeFault = AuthorizeFault.none
+        var authorizedOnce: Set<String> = []
     }
 
     struct IssuedCode {

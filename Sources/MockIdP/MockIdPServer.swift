@@ -74,6 +74,16 @@ public enum MockIdPServer {
 
     static func addAppleRoutes<C: RequestContext>(to router: Router<C>, apple: MockAppleIdP) {
         router.get("/auth/keys") { _, _ -> Response in try keysResponse(apple.keys) }
+        router.get("/auth/authorize") { request, _ -> Response in
+            var query: [String: String] = [:]
+            for (name, value) in request.uri.queryParameters { query[String(name)] = String(value) }
+            guard let form = try apple.authorizeForm(query) else {
+                return json(.badRequest, try MockAppleIdP.json(["error": .string("invalid_request")]))
+            }
+            return Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: MockAppleIdP.formPage(action: form.action, fields: form.fields))))
+        }
         router.post("/auth/token") { request, _ -> Response in
             let form = String(buffer: try await request.body.collect(upTo: 65_536))
             switch apple.tokenFault {

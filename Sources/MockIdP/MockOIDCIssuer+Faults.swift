@@ -84,7 +84,7 @@ extension MockOIDCIssuer {
     }
 
     /// Applies a fault change and wakes every hanging request to re-check its fault.
-    private func changeFaults(_ change: (inout State) -> Void) {
+    func changeFaults(_ change: (inout State) -> Void) {
         let hanging = state.withLock { state in
             change(&state)
             state.faultGeneration += 1

@@ -23,8 +23,8 @@ import Synchronization
 /// - per tenant T also `<base>/oidc/entra/T/v2.0/.well-known/openid-configuration` (issuer
 ///   `<base>/oidc/entra/T/v2.0`) and `<base>/oidc/entra/T/discovery/v2.0/keys`
 ///
-/// The authorization and token endpoints discovery names are not served: the broker only
-/// verifies id tokens.
+/// Single-tenant issuers also serve the web flow (``MockOIDCIssuer+Web``): `<issuer>/authorize`
+/// and `<issuer>/token` with PKCE, for clients registered with ``registerWebClient(_:secret:)``.
 public final class MockOIDCIssuer: Sendable {
     /// Where ``MockIdPServer`` serves issuers: `/oidc/<name>`.
     public static let pathPrefix = "/oidc"
@@ -60,6 +60,8 @@ public final class MockOIDCIssuer: Sendable {
     }
 
     let state: Mutex<State>
+    /// The web flow's clients, codes, person and faults (``MockOIDCIssuer+Web``).
+    let web = Mutex(WebState())
 
     /// An issuer named `name` (letters, digits, `-`, `_`, `.`) holding one published key for
     /// each of `algorithms` (RS256 and ES256 unless told otherwise; RSA keys take a moment to
@@ -146,7 +148,8 @@ public final class MockOIDCIssuer: Sendable {
             "jwks_uri": isMultiTenant ? jwksURL(base: base, tenant: tenant ?? "common") : jwksURL(base: base),
             "authorization_endpoint": endpoints + "/authorize",
             "token_endpoint": endpoints + "/token",
-            "id_token_signing_alg_values_supported": algorithms.map(\.rawValue),
+            "token_endpoint_auth_methods_supported": web.withLock { $0.authMethods },
+            "id_token_signing_alg_values_supported": algorithms.map(\.rawValue) + (web.withLock { $0.hs256 } ? ["HS256"] : []),
             "response_types_supported": ["code", "id_token", "code id_token"],
             "subject_types_supported": [isMultiTenant ? "pairwise" : "public"],
         ]

@@ -22,5 +22,11 @@ public enum FormEncoding {
         return query
     }
 
+    /// One value percent-encoded as ``encode(_:)`` encodes it (e.g. for HTTP Basic client
+    /// authentication, RFC 6749 §2.3.1).
+    public static func escape(_ value: String) -> String {
+        String(encode([("", value)]).dropFirst())
+    }
+
     private static let hexDigits = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "A", "B", "C", "D", "E", "F"]
 }

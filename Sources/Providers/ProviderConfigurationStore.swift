@@ -9,4 +9,11 @@ public protocol ProviderConfigurationStore: Sendable {
     /// The tenant's configuration of a provider id, enabled or not; nil when it never
     /// configured it.
     func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration?
+    /// The tenant's Apple clients of kind `service` (Services IDs, for the web flow).
+    func appleServiceClients(tenantID: UUID) async throws -> [AppleClient]
+}
+
+extension ProviderConfigurationStore {
+    /// A store without Services IDs (a native-only test store).
+    public func appleServiceClients(tenantID: UUID) async throws -> [AppleClient] { [] }
 }

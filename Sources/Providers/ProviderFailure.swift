@@ -35,6 +35,9 @@ public enum ProviderFailure: Error, Sendable, Equatable {
     case unreadableAnswer(ProviderID, Service)
     /// Apple refused the code exchange: `invalid_client`, `invalid_grant` or another error.
     case codeExchangeRefused(reason: String, clientID: String)
+    /// An OpenID Connect token endpoint refused the web flow's code (`invalid_grant`,
+    /// `invalid_client`, ...): the reason is for the operator's log and audit.
+    case tokenRequestRefused(ProviderID, reason: String)
     /// The authorization code belongs to another user than the identity token.
     case subjectMismatch
     /// Apple's team has no Sign in with Apple key, so a code cannot be exchanged.
@@ -58,6 +61,7 @@ public enum ProviderFailure: Error, Sendable, Equatable {
             case "invalid_grant": "apple_invalid_grant"
             default: "apple_token_error"
             }
+        case .tokenRequestRefused: "provider_refused"
         case .subjectMismatch: "subject_mismatch"
         case .appleKeyMissing: "apple_key_missing"
         }

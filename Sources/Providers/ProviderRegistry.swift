@@ -20,22 +20,36 @@ public struct ProviderRegistry: Sendable {
     public struct Entry: Sendable {
         /// Resolves the tenant's settings of the provider id for the proof and verifies it.
         public let verify: @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification
+        /// The tenant's web client (client id or nil for its only one), when the type has a web
+        /// flow (``WebAuthorizing``).
+        public let webClient: (@Sendable (String?, ProviderID, UUID, any ProviderConfigurationStore) async throws -> WebClient)?
 
-        public init(verify: @escaping @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification) {
+        public init(
+            verify: @escaping @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification,
+            webClient: (@Sendable (String?, ProviderID, UUID, any ProviderConfigurationStore) async throws -> WebClient)? = nil
+        ) {
             self.verify = verify
+            self.webClient = webClient
         }
 
         /// The entry of a provider, its abilities looked up once, here, not at every sign-in.
         public static func of<P: IdentityProvider>(_ provider: P) -> Entry {
             let exchange = ProviderRegistry.exchange(of: provider)
             let revocation = ProviderRegistry.revocation(of: provider)
-            return Entry { proof, id, tenantID, store, now in
-                let settings = try await provider.settings(for: proof, provider: id, tenantID: tenantID, store: store)
-                let verified = try await provider.verify(proof, settings: settings, tenantID: tenantID, at: now)
-                return ProviderVerification(
-                    verified: verified, exchangeCode: exchange?(settings, verified.identity.subject, tenantID),
-                    revokeLater: revocation?(settings))
+            var webClient: (@Sendable (String?, ProviderID, UUID, any ProviderConfigurationStore) async throws -> WebClient)?
+            if let web = provider as? any WebAuthorizing {
+                webClient = { clientID, id, tenantID, store in
+                    try await web.webClient(clientID: clientID, provider: id, tenantID: tenantID, store: store)
+                }
             }
+            return Entry(
+                verify: { proof, id, tenantID, store, now in
+                    let settings = try await provider.settings(for: proof, provider: id, tenantID: tenantID, store: store)
+                    let verified = try await provider.verify(proof, settings: settings, tenantID: tenantID, at: now)
+                    return ProviderVerification(
+                        verified: verified, exchangeCode: exchange?(settings, verified.identity.subject, tenantID),
+                        revokeLater: revocation?(settings))
+                }, webClient: webClient)
         }
     }
 

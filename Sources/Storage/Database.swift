@@ -55,6 +55,7 @@ public struct Database: Sendable {
     }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
     public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }
+    public var webSignIns: WebSignInRepository { WebSignInRepository(client: client, logger: logger) }
 
     public func migrator() throws -> Migrator {
         Migrator(client: client, migrations: try Migration.bundled(), logger: logger)

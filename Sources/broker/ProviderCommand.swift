@@ -86,11 +86,13 @@ struct ProviderCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Enable a provider for a tenant (or replace its settings), or turn Apple back on.",
             discussion: """
-                google:   --client-id ID [--client-id ID ...] [--hosted-domain DOMAIN]
+                google:   --client-id ID [--client-id ID ...] [--hosted-domain DOMAIN] [web flow]
                 facebook: --app-id ID --app-secret-file FILE [--limited-login]
                 <id> --type oidc: --issuer URL --client-id ID [--client-id ID ...] [--display-name TEXT] \
                 [--jwks-url URL] [--algorithms LIST] [--email-trust never|verified] [--allowed-tid TID ...] \
-                [--nonce-required]
+                [--nonce-required] [web flow]
+                web flow: --client-secret-file FILE --return-url URL [--return-url URL ...] [--redirect-uri URL] \
+                [--scopes "openid email profile"]
                 apple:    no settings (turns Sign in with Apple back on after 'disable apple')
 
                 An OpenID Connect provider (LINE, Yahoo! JAPAN ID, Microsoft Entra ID, any conforming \
@@ -99,6 +101,11 @@ struct ProviderCommand: AsyncParsableCommand {
                 --issuer makes a multi-tenant issuer (Microsoft). URLs are https:// (http:// on loopback \
                 only). Its emails never join accounts unless --email-trust verified. docs/providers.md has \
                 worked examples.
+
+                The web flow (Google, OIDC): --client-secret-file turns on the authorization code flow \
+                with PKCE for the first --client-id (POST /v1/sign-in/{id}/web/start); the provider sends \
+                the person to --redirect-uri (default {BROKER_PUBLIC_URL}/oidc/callback, register it at \
+                the provider) and the broker on to one of the --return-url pages.
 
                 Without --platforms the provider counts as offered on every platform, iOS and macOS \
                 included: App Store Review Guideline 4.8 then needs a qualifying login option on both \
@@ -124,6 +131,13 @@ struct ProviderCommand: AsyncParsableCommand {
         @Option(name: .customLong("allowed-tid"), help: "OIDC with {tid}: a tenant id tokens may come from (repeatable).")
         var allowedTIDs: [String] = []
         @Flag(help: "OIDC: refuse sign-ins without the raw nonce.") var nonceRequired = false
+        @Option(help: "Google, OIDC web flow: a file holding the first --client-id's secret (stored encrypted; never printed).")
+        var clientSecretFile: String?
+        @Option(name: .customLong("return-url"), help: "Google, OIDC web flow: a URL the broker may send the person back to (repeatable).")
+        var returnURLs: [String] = []
+        @Option(help: "Google, OIDC web flow: the redirect URI registered at the provider (default {BROKER_PUBLIC_URL}/oidc/callback).")
+        var redirectUri: String?
+        @Option(help: "Google, OIDC web flow: the scopes asked for (default \"openid email profile\").") var scopes: String?
         @Option(help: "Where the provider is offered: a comma-separated list of ios, android, web, macos (default: everywhere).")
         var platforms: String?
         @Flag(help: "Apply it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
@@ -133,11 +147,12 @@ struct ProviderCommand: AsyncParsableCommand {
         func values() throws -> [String: [String]] {
             var values: [String: [String]] = [
                 "client-id": clientIDs, "allowed-tid": allowedTIDs, "limited-login": limitedLogin ? ["true"] : [],
-                "nonce-required": nonceRequired ? ["true"] : [],
+                "nonce-required": nonceRequired ? ["true"] : [], "return-url": returnURLs,
             ]
             for (name, value) in [
                 ("hosted-domain", hostedDomain), ("app-id", appId), ("issuer", issuer), ("display-name", displayName),
-                ("jwks-url", jwksUrl), ("algorithms", algorithms), ("email-trust", emailTrust),
+                ("jwks-url", jwksUrl), ("algorithms", algorithms), ("email-trust", emailTrust), ("redirect-uri", redirectUri),
+                ("scopes", scopes),
             ] {
                 if let value { values[name] = [value] }
             }
@@ -147,6 +162,13 @@ struct ProviderCommand: AsyncParsableCommand {
                         "Cannot read the app secret file '\(appSecretFile)'.", hint: "Check the path and that the file is readable.")
                 }
                 values["app-secret"] = [raw.trimmingCharacters(in: .whitespacesAndNewlines)]
+            }
+            if let clientSecretFile {
+                guard let raw = try? String(contentsOfFile: clientSecretFile, encoding: .utf8) else {
+                    throw BrokerError.invalidArgument(
+                        "Cannot read the client secret file '\(clientSecretFile)'.", hint: "Check the path and that the file is readable.")
+                }
+                values["client-secret"] = [raw.trimmingCharacters(in: .whitespacesAndNewlines)]
             }
             return values
         }
@@ -158,7 +180,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 let values = try values()
                 let context = try CLIContext()
                 // Only a type that keeps a secret needs the master key.
-                let secrets = try values["app-secret"] == nil ? SecretBox(masterKey: MasterKey.generate().key) : SecretBox(masterKey: context.masterKey())
+                let secrets = try values["app-secret"] == nil && values["client-secret"] == nil ? SecretBox(masterKey: MasterKey.generate().key) : SecretBox(masterKey: context.masterKey())
                 let registry = ProviderAdmin.registry(
                     secrets: secrets, endpoints: context.configuration.providerEndpoints, logger: context.logger)
                 let status = try await context.withDatabase { database in

@@ -21,8 +21,11 @@ package struct LoginOption: Sendable, Equatable {
     package let nonceRequired: Bool
     /// Counts as the guideline 4.8 equivalent, privacy-preserving option under the tenant's mode.
     package let qualifies: Bool
-    /// Apple on the web: where the broker's web flow starts, once it exists (nil until then).
+    /// Where the broker's web flow of the provider starts (`/v1/sign-in/{provider}/web/start`,
+    /// relative to the broker), when the tenant turned it on; nil otherwise.
     package let startEndpoint: String?
+
+    package static func startPath(_ provider: ProviderID) -> String { "/v1/sign-in/\(provider.rawValue)/web/start" }
 }
 
 /// The providers to show on one platform, the qualifying option first, with the tenant's
@@ -57,7 +60,9 @@ package struct LoginCatalog: Sendable {
                     LoginOption(
                         provider: .apple, type: .apple, displayName: "Apple", clientID: first.clientID,
                         clientIDs: clients.map(\.clientID), nonceMode: first.nonceMode.rawValue, nonceRequired: first.nonceRequired,
-                        qualifies: true, startEndpoint: nil))
+                        qualifies: true,
+                        startEndpoint: clients.contains { $0.kind == .service && !$0.returnURLs.isEmpty }
+                            ? LoginOption.startPath(.apple) : nil))
                 continue
             }
             guard let configuration = configurations.first(where: { $0.provider == provider }), configuration.enabled,
@@ -71,7 +76,7 @@ package struct LoginCatalog: Sendable {
                     displayName: configuration.displayName ?? Self.builtInNames[configuration.type] ?? provider.rawValue,
                     clientID: first, clientIDs: configuration.clientIDs, nonceMode: classicFacebook ? nil : NonceMode.raw.rawValue,
                     nonceRequired: configuration.settings["nonce_required"] == .bool(true), qualifies: policy.qualifies(provider),
-                    startEndpoint: nil))
+                    startEndpoint: configuration.settings["web"] == nil ? nil : LoginOption.startPath(provider)))
         }
         // The equivalent option first, at equal prominence; otherwise the providers' own order.
         let ordered = options.filter(\.qualifies) + options.filter { !$0.qualifies }

@@ -20,6 +20,10 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
         return resolved
     }
 
+    package func appleServiceClients(tenantID: UUID) async throws -> [AppleClient] {
+        try await database.apple.clients(tenantID: tenantID).filter { $0.kind == .service }
+    }
+
     package func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
         let key = "\(tenantID):\(provider.rawValue)"
         if let cached = configurations.value(for: key) { return cached }

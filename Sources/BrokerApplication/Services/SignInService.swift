@@ -49,8 +49,22 @@ package struct SignInService: Sendable {
             try await requireSignInPossible(tenant: tenant, identity: identity, intent: intent)
             kept = try await exchange(code, now)
         }
+        return try await complete(
+            tenant: tenant, provider: name, verified: verified, kept: kept, revokeLater: verification.revokeLater, intent: intent,
+            platform: platform, context: context, now: now)
+    }
+
+    /// The sign-in after the provider vouched for the identity (a native proof, or a web
+    /// sign-in's broker code): find or create the account and identity, open the session, sign
+    /// the access token. A kept provider token is given back when no session opens.
+    package func complete(
+        tenant: Tenant, provider name: ProviderID, verified: VerifiedProof, kept: KeptProviderToken?,
+        revokeLater: (@Sendable (KeptProviderToken, String) -> Void)?, intent: SignInIntent, platform: String?,
+        context: OperationContext, now: Date
+    ) async throws -> SignInOutcome {
+        let identity = verified.identity
         let giveBack = { (reason: String) in
-            if let kept, let revoke = verification.revokeLater { revoke(kept, reason) }
+            if let kept, let revokeLater { revokeLater(kept, reason) }
         }
 
         var newSession = tokens.newSession(for: tenant, now: now)
@@ -91,9 +105,13 @@ package struct SignInService: Sendable {
 
     /// Refuses, before a code is redeemed, a sign-in that would open no session: an unknown
     /// identity with intent `sign_in`, or an account that is not active.
-    private func requireSignInPossible(tenant: Tenant, identity: ProviderIdentity, intent: SignInIntent) async throws {
+    package func requireSignInPossible(tenant: Tenant, identity: ProviderIdentity, intent: SignInIntent) async throws {
+        try await requireSignInPossible(tenantID: tenant.id, identity: identity, intent: intent)
+    }
+
+    package func requireSignInPossible(tenantID: UUID, identity: ProviderIdentity, intent: SignInIntent) async throws {
         let status = try await database.accounts.accountStatus(
-            tenantID: tenant.id, provider: identity.provider.rawValue, providerScope: identity.providerScope,
+            tenantID: tenantID, provider: identity.provider.rawValue, providerScope: identity.providerScope,
             subject: identity.subject)
         switch status {
         case nil: if intent == .signIn { throw SignInFailure.accountNotFound(identity.provider) }

@@ -41,6 +41,7 @@ package final class SecurityEventRecorder: Sendable {
 
     package static let tokenReplayed = "sign_in.token_replayed"
     package static let apiKeyRefused = "api_key.refused"
+    package static let webCodeRefused = "web_sign_in.code_refused"
 
     /// An identity token that opened a session before was presented again (401 token_replayed).
     /// Sampled per tenant.
@@ -83,6 +84,25 @@ package final class SecurityEventRecorder: Sendable {
         if row.key.scope == .overflow { details.member("sampled_with_others", true) }
         details.endObject()
         write(tenantID: tenantID, actor: remoteAddress ?? "unknown", action: Self.apiKeyRefused, target: keyPrefix, details: details)
+    }
+
+    /// A provider refused the web flow's code exchange (Apple's `invalid_client` or
+    /// `invalid_grant`, a token endpoint's error) or the broker could not make its request (no
+    /// Apple key): what the operator must fix. Sampled per tenant and reason.
+    package func webCodeRefused(
+        tenantID: UUID, provider: String, clientID: String, reason: String, fix: String, remoteAddress: String?
+    ) {
+        let key = SecurityEventSampler.Key(action: Self.webCodeRefused, reason: reason, scope: .tenant(tenantID))
+        guard let row = admit(key, subject: .init(tenantID: tenantID, target: clientID)) else { return }
+        var details = JSONWriter(capacity: 512)
+        details.beginObject()
+        details.member("provider", provider)
+        details.member("reason", reason)
+        details.member("fix", fix)
+        details.memberIfPresent("remote_address", remoteAddress)
+        details.member(Self.countMember(Self.webCodeRefused), row.notRecordedBefore)
+        details.endObject()
+        write(tenantID: tenantID, actor: "broker", action: Self.webCodeRefused, target: clientID, details: details)
     }
 
     /// Returns once every row scheduled so far has been written (or its failure logged): for

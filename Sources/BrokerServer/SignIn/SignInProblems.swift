@@ -91,6 +91,10 @@ enum SignInProblems {
                     code: failure.code, kind: .invalidInput, title: "Apple refused the code exchange",
                     detail: "Apple's token endpoint answered '\(reason.prefix(60))'.")
             }
+        case .tokenRequestRefused(let provider, let reason):
+            return BrokerError(
+                code: failure.code, kind: .unavailable, title: "Provider refused the code",
+                detail: "\(displayName(provider))'s token endpoint answered '\(reason.prefix(60))'.")
         case .subjectMismatch:
             return BrokerError(
                 code: failure.code, kind: .invalidInput, title: "Code belongs to another user",

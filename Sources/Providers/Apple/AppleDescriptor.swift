@@ -18,7 +18,8 @@ extension AppleProvider {
                 AppleProvider(
                     baseURL: context.endpoints.appleBaseURL,
                     keys: context.keySets.declare("apple", url: Apple.keysURL(base: context.endpoints.appleBaseURL)),
-                    secrets: context.secrets, httpClient: context.httpClient, timeout: context.timeout, logger: context.logger))
+                    secrets: context.secrets, httpClient: context.httpClient, timeout: context.timeout,
+                    callbackURL: context.endpoints.appleCallbackURL, logger: context.logger))
         })
 
     /// `{"client_id", "identity_token", "nonce"?, "authorization_code"?, "user"?: {"name"?: {"firstName"?, "lastName"?}, "email"?}}`.

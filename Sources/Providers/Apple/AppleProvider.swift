@@ -17,12 +17,18 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
     let clientSecrets: AppleClientSecrets
     let secrets: SecretBox
     let logger: Logger
+    /// Apple's base URL (`BROKER_APPLE_BASE_URL`): the web flow's authorize URL is under it.
+    let baseURL: String
+    /// Where Apple posts the web flow's answer unless the Services ID registered a redirect URI.
+    let callbackURL: String
 
     /// `timeout` bounds each call to Apple's token and revoke endpoints (`BROKER_PROVIDER_TIMEOUT`).
     public init(
         baseURL: String, keys: JWKSCache, secrets: SecretBox, httpClient: HTTPClient = .providers, timeout: Duration = .seconds(10),
-        logger: Logger
+        callbackURL: String = ProviderEndpoints().appleCallbackURL, logger: Logger
     ) {
+        self.baseURL = baseURL
+        self.callbackURL = callbackURL
         self.keys = keys
         self.tokenClient = AppleTokenClient(baseURL: baseURL, httpClient: httpClient, timeout: timeout)
         self.clientSecrets = AppleClientSecrets(secrets: secrets)
@@ -75,12 +81,24 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
     public func exchange(code: String, subject: String, settings resolved: ResolvedAppleClient, tenantID: UUID, at now: Date)
         async throws -> KeptProviderToken?
     {
+        try await redeem(code: code, subject: subject, resolved: resolved, redirectURI: nil, strict: false, at: now)
+    }
+
+    /// Redeems `code` at Apple's token endpoint. `strict` (the web flow): Apple's answer must
+    /// carry an id token that verifies and names `subject`, else the sign-in fails
+    /// (``ProviderFailure/unreadableAnswer(_:_:)``, ``ProviderFailure/rejected(_:)``,
+    /// ``ProviderFailure/subjectMismatch``); not strict (a native sign-in, whose identity token
+    /// the app posted): an answer without one only keeps no refresh token.
+    func redeem(code: String, subject: String, resolved: ResolvedAppleClient, redirectURI: String?, strict: Bool, at now: Date)
+        async throws -> KeptProviderToken?
+    {
         let clientID = resolved.client.clientID
         let secret = try await clientSecrets.secret(team: resolved.team, clientID: clientID)
-        let answer = try await tokenClient.exchange(code: code, clientID: clientID, clientSecret: secret)
-        guard let refreshToken = answer.refreshToken, !refreshToken.isEmpty else { return nil }
+        let answer = try await tokenClient.exchange(code: code, clientID: clientID, clientSecret: secret, redirectURI: redirectURI)
+        let refreshToken = answer.refreshToken.flatMap { $0.isEmpty ? nil : $0 }
         guard let idToken = answer.idToken else {
-            revoke(refreshToken, resolved: resolved, reason: "Apple's answer carried no id_token")
+            if let refreshToken { revoke(refreshToken, resolved: resolved, reason: "Apple's answer carried no id_token") }
+            if strict { throw ProviderFailure.unreadableAnswer(.apple, .tokenEndpoint) }
             return nil
         }
         let codeSubject: String
@@ -89,13 +107,15 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
             let (verifier, _) = verifier(TokenCheckOptions(audiences: [clientID]))
             codeSubject = try await verifier.verify(idToken, nonce: .notChecked, at: now).subject
         } catch {
-            revoke(refreshToken, resolved: resolved, reason: "Apple's id_token did not verify")
+            if let refreshToken { revoke(refreshToken, resolved: resolved, reason: "Apple's id_token did not verify") }
+            if strict { throw ProviderFailure.rejected(error) }
             return nil
         }
         guard codeSubject == subject else {
-            revoke(refreshToken, resolved: resolved, reason: "the code belongs to another user")
+            if let refreshToken { revoke(refreshToken, resolved: resolved, reason: "the code belongs to another user") }
             throw ProviderFailure.subjectMismatch
         }
+        guard let refreshToken else { return nil }
         do {
             let sealed = try secrets.seal(
                 Data(refreshToken.utf8),
@@ -119,7 +139,7 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
 
     /// Revokes at Apple in the background (the answer to the client does not wait for Apple);
     /// a failure is logged, without the token.
-    private func revoke(_ refreshToken: String, resolved: ResolvedAppleClient, reason: String) {
+    func revoke(_ refreshToken: String, resolved: ResolvedAppleClient, reason: String) {
         let (logger, tokenClient, clientSecrets) = (logger, tokenClient, clientSecrets)
         let (team, clientID) = (resolved.team, resolved.client.clientID)
         Task {

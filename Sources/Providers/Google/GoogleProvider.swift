@@ -15,8 +15,18 @@ public struct GoogleProvider: IDTokenProvider {
     }
 
     public let keys: JWKSCache
+    /// The web flow (nil: a provider built without one).
+    let codeFlow: OIDCCodeFlow?
 
-    public init(keys: JWKSCache) { self.keys = keys }
+    public init(keys: JWKSCache) {
+        self.keys = keys
+        self.codeFlow = nil
+    }
+
+    init(keys: JWKSCache, codeFlow: OIDCCodeFlow) {
+        self.keys = keys
+        self.codeFlow = codeFlow
+    }
 
     public static func tokenPolicy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
         var policy = VerificationPolicy(issuers: Google.issuers, algorithms: ["RS256"], audiences: options.audiences)
@@ -51,6 +61,11 @@ public struct GoogleProvider: IDTokenProvider {
                 audiences: settings.requestedClientID.map { [$0] } ?? configured, rawNonce: proof.nonce,
                 hostedDomain: settings.configuration.hostedDomain, authorizedParties: configured),
             at: now)
+        return Self.verified(claims, token: token, tenantID: tenantID)
+    }
+
+    /// The identity of verified claims: `sub` is global at Google.
+    static func verified(_ claims: IdentityClaims, token: String, tenantID: UUID) -> VerifiedProof {
         var attributes: [String: String] = [:]
         if let domain = claims.hostedDomain, !domain.isEmpty { attributes["hd"] = domain }
         let identity = ProviderIdentity(
@@ -73,6 +88,30 @@ public struct GoogleProvider: IDTokenProvider {
             return domain.lowercased() == required.lowercased()
                 ? .success(domain)
                 : .failure(.init("hosted_domain_mismatch", "The token's hosted domain '\(domain.prefix(120))' is not \(required)."))
+        }
+    }
+}
+
+extension GoogleProvider: WebAuthorizing {
+    public func webClient(clientID: String?, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore)
+        async throws -> WebClient
+    {
+        guard let configuration = try await store.configuration(tenantID: tenantID, provider: .google), configuration.enabled else {
+            throw ProviderFailure.notEnabled(.google)
+        }
+        guard let codeFlow, let web = OIDCWebSettings(configuration) else { throw WebClientFailure.notSupported(.google) }
+        if let clientID, clientID != web.clientID {
+            throw WebClientFailure.unknownClient(.google, clientID: clientID, candidates: [web.clientID])
+        }
+        let configured = Set(configuration.clientIDs)
+        return try codeFlow.webClient(provider: .google, configuration: configuration, web: web) { [keys] idToken, nonce, _, tenantID, now throws(ProviderFailure) in
+            // Google never signs with the client secret: its keys only.
+            let (policy, expectation) = Self.tokenPolicy(
+                TokenCheckOptions(
+                    audiences: [web.clientID], rawNonce: nonce, hostedDomain: configuration.hostedDomain, authorizedParties: configured))
+            let claims = try await IdentityTokenVerifier(policy: policy, keys: keys).verifyForProvider(
+                idToken, provider: .google, nonce: expectation, at: now)
+            return Self.verified(claims, token: idToken, tenantID: tenantID)
         }
     }
 }

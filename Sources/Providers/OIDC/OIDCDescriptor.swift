@@ -5,7 +5,7 @@ extension OIDCProvider {
     /// Any conforming OpenID Connect issuer (LINE, Yahoo! JAPAN ID, Microsoft Entra ID, ...):
     /// `broker provider enable <id> --type oidc --issuer URL --client-id ID ...` (decision 0035).
     public static let descriptor = ProviderDescriptor(
-        type: .oidc, displayName: "OpenID Connect", abilities: [.idTokens], emailTrust: .never,
+        type: .oidc, displayName: "OpenID Connect", abilities: [.idTokens, .webAuthorization], emailTrust: .never,
         settingFlags: [
             ProviderSettingFlag("issuer", value: "URL", help: "The issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer)."),
             ProviderSettingFlag("client-id", value: "ID", repeatable: true, help: "A client id tokens may be issued to."),
@@ -15,7 +15,7 @@ extension OIDCProvider {
             ProviderSettingFlag("email-trust", value: "never|verified", help: "Whether email_verified may join accounts (default never)."),
             ProviderSettingFlag("allowed-tid", value: "TID", repeatable: true, help: "A tenant id a {tid} issuer accepts."),
             ProviderSettingFlag("nonce-required", value: nil, help: "Refuse sign-ins without the raw nonce."),
-        ],
+        ] + OIDCWebSettings.flags,
         readProof: readProof,
         configure: { input, context in try await configure(input, context: context) },
         tokenPolicy: { configuration, options in
@@ -41,9 +41,16 @@ extension OIDCProvider {
                 ("email_trust", .string(settings.emailTrust.rawValue)),
                 ("allowed_tids", .array(settings.allowedTenantIDs.map(JSONValue.string))),
                 ("nonce_required", .bool(settings.nonceRequired)),
-            ]
+            ] + (OIDCWebSettings(configuration)?.described ?? [("web_flow", .bool(false))])
         },
-        make: { context in .of(OIDCProvider(keySets: context.keySets)) })
+        make: { context in
+            .of(
+                OIDCProvider(
+                    keySets: context.keySets,
+                    codeFlow: OIDCCodeFlow(
+                        httpClient: context.httpClient, timeout: context.timeout, secrets: context.secrets,
+                        defaultRedirectURI: context.endpoints.oidcCallbackURL)))
+        })
 
     /// `{"id_token", "nonce"?, "client_id"?, "name"?: {"given_name"?, "family_name"?}}`.
     static func readProof(_ object: [String: JSONValue]) throws(ContractMismatch) -> ProviderProof {
@@ -111,24 +118,30 @@ extension OIDCProvider {
             }
             settings.displayName = trimmed
         }
-        if settings.jwksURL == nil {
-            let discovery: OIDCDiscovery
+        // Discovery names the key set (unless --jwks-url does) and the web flow's endpoints.
+        var discovery: OIDCDiscovery?
+        if settings.jwksURL == nil || OIDCWebSettings.requested(input) {
             do {
                 discovery = try await OIDCDiscovery.fetch(issuer: issuer, httpClient: context.httpClient, timeout: context.timeout)
             } catch {
                 throw discoveryError(error, issuer: issuer)
             }
+        }
+        if settings.jwksURL == nil, let discovery {
             settings.discoveredJWKSURI = discovery.jwksURI
             settings.discoveredAlgorithms = discovery.algorithms
         }
-        guard !settings.acceptedAlgorithms.isEmpty else {
+        let web = try OIDCWebSettings.configure(input, clientID: clientIDs[0], discovery: discovery, secrets: context.secrets)
+        guard !settings.acceptedAlgorithms.isEmpty || web?.settings.acceptsHS256 == true else {
             throw BrokerError.invalidArgument(
                 "No signing algorithm is left to accept (discovery lists \(settings.discoveredAlgorithms?.joined(separator: ", ") ?? "none"); --algorithms \(settings.algorithms?.joined(separator: ",") ?? "not given")).",
-                hint: "The broker accepts \(OIDCSettings.supportedAlgorithms.joined(separator: ", ")); HS* tokens (LINE web login) arrive through the web flow, not this route.")
+                hint: "The broker accepts \(OIDCSettings.supportedAlgorithms.joined(separator: ", ")); HS256 tokens (LINE web login) arrive only through the web flow (--client-secret-file, --return-url).")
         }
+        var json = settings.json
+        json["web"] = web?.settings.json
         return ProviderConfiguration(
             tenantID: input.tenantID, provider: input.provider, type: .oidc, platforms: input.platforms, clientIDs: clientIDs,
-            settings: settings.json)
+            settings: json, sealedSecret: web?.sealedSecret)
     }
 
     static func discoveryError(_ failure: OIDCDiscoveryFailure, issuer: String) -> BrokerError {
@@ -152,6 +165,10 @@ extension OIDCProvider {
             BrokerError(
                 code: "discovery_failed", kind: .invalidInput, title: "Discovery failed",
                 detail: "The discovery document's jwks_uri '\(url)' is not https://. Nothing was stored.")
+        case .insecureEndpoint(let name, let url):
+            BrokerError(
+                code: "discovery_failed", kind: .invalidInput, title: "Discovery failed",
+                detail: "The discovery document's \(name) '\(url)' is not https://. Nothing was stored.")
         }
     }
 }

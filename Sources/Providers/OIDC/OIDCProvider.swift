@@ -15,8 +15,18 @@ public struct OIDCProvider: IdentityProvider {
     }
 
     let keySets: ProviderKeySets
+    /// The web flow (nil: a provider built without one, which never starts it).
+    let codeFlow: OIDCCodeFlow?
 
-    public init(keySets: ProviderKeySets) { self.keySets = keySets }
+    public init(keySets: ProviderKeySets) {
+        self.keySets = keySets
+        self.codeFlow = nil
+    }
+
+    init(keySets: ProviderKeySets, codeFlow: OIDCCodeFlow) {
+        self.keySets = keySets
+        self.codeFlow = codeFlow
+    }
 
     public func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore)
         async throws -> Settings
@@ -42,11 +52,43 @@ public struct OIDCProvider: IdentityProvider {
                 audiences: settings.requestedClientID.map { [$0] } ?? configured, rawNonce: proof.nonce, authorizedParties: configured))
         let verifier = IdentityTokenVerifier(policy: policy, keys: keySets.keys(settings.oidc.issuer, url: keysURL))
         let claims = try await verifier.verifyForProvider(token, provider: settings.provider, nonce: nonce, at: now)
-        let name = proof.name.givenName != nil || proof.name.familyName != nil ? proof.name : claims.name
+        return Self.verified(claims, name: proof.name, token: token, settings: settings.oidc, provider: settings.provider, tenantID: tenantID)
+    }
+
+    /// The identity of verified claims: the issuer (after `{tid}`) and `sub`.
+    static func verified(
+        _ claims: IdentityClaims, name given: PersonName, token: String, settings: OIDCSettings, provider: ProviderID, tenantID: UUID
+    ) -> VerifiedProof {
+        let name = given.givenName != nil || given.familyName != nil ? given : claims.name
         let identity = ProviderIdentity(
-            provider: settings.provider, providerScope: claims.issuer, subject: claims.subject, email: claims.email,
+            provider: provider, providerScope: claims.issuer, subject: claims.subject, email: claims.email,
             emailVerified: !(claims.email ?? "").isEmpty && claims.payload["email_verified"] == .bool(true), isPrivateEmail: false,
-            name: name, emailTrust: settings.oidc.emailTrust)
+            name: name, emailTrust: settings.emailTrust)
         return VerifiedProof(identity: identity, clientID: claims.audiences.first ?? "", claims: claims, token: token, tenantID: tenantID)
+    }
+}
+
+extension OIDCProvider: WebAuthorizing {
+    public func webClient(clientID: String?, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore)
+        async throws -> WebClient
+    {
+        guard let configuration = try await store.configuration(tenantID: tenantID, provider: provider), configuration.enabled,
+            let oidc = OIDCSettings(configuration)
+        else { throw ProviderFailure.notEnabled(provider) }
+        guard let codeFlow, let web = OIDCWebSettings(configuration) else { throw WebClientFailure.notSupported(provider) }
+        if let clientID, clientID != web.clientID {
+            throw WebClientFailure.unknownClient(provider, clientID: clientID, candidates: [web.clientID])
+        }
+        let keySets = keySets
+        return try codeFlow.webClient(provider: provider, configuration: configuration, web: web) { idToken, nonce, secret, tenantID, now throws(ProviderFailure) in
+            guard let keysURL = oidc.keysURL else { throw .unavailable(provider, .keys) }
+            var (policy, expectation) = oidc.policy(
+                TokenCheckOptions(audiences: [web.clientID], rawNonce: nonce, authorizedParties: [web.clientID]))
+            if secret != nil { policy.algorithms.insert("HS256") }
+            let verifier = IdentityTokenVerifier(policy: policy, keys: keySets.keys(oidc.issuer, url: keysURL), sharedSecret: secret)
+            let claims = try await verifier.verifyForProvider(idToken, provider: provider, nonce: expectation, at: now)
+            return Self.verified(
+                claims, name: PersonName(givenName: nil, familyName: nil), token: idToken, settings: oidc, provider: provider, tenantID: tenantID)
+        }
     }
 }

@@ -39,10 +39,16 @@ public struct VerificationReport: Sendable {
 public struct IdentityTokenVerifier: Sendable {
     public let policy: VerificationPolicy
     public let keys: JWKSCache
+    /// The client secret an HS256 token is signed with. Only the OpenID Connect web flow sets
+    /// it, for the id token in the token endpoint's own answer when discovery lists HS256 (LINE's
+    /// web login); everywhere else it is nil and an HS256 token is refused, as the policy's
+    /// algorithms never list it.
+    public let sharedSecret: SymmetricKey?
 
-    public init(policy: VerificationPolicy, keys: JWKSCache) {
+    public init(policy: VerificationPolicy, keys: JWKSCache, sharedSecret: SymmetricKey? = nil) {
         self.policy = policy
         self.keys = keys
+        self.sharedSecret = sharedSecret
     }
 
     /// Verifies and returns the claims, or throws the first failure.
@@ -99,6 +105,26 @@ public struct IdentityTokenVerifier: Sendable {
             return report
         }
         report.pass("alg", alg)
+        if alg == "HS256" {
+            // A token signed with the client secret: checked with it (swift-crypto's HMAC, in
+            // constant time), never with a published key.
+            guard let sharedSecret else {
+                report.fail("signature", .invalid("HS256 tokens are accepted only from the token endpoint's own answer."))
+                return report
+            }
+            let forbidden = ["jku", "x5u", "jwk", "x5c", "crit"].filter { header[$0] != nil }
+            guard forbidden.isEmpty else {
+                report.fail("header", .invalid("The token header carries \(forbidden.joined(separator: ", ")), which is refused."))
+                return report
+            }
+            guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data(bytes[..<secondDot]), using: sharedSecret) else {
+                report.fail("signature", .invalid("The signature does not verify."))
+                return report
+            }
+            report.pass("signature", "HS256 signature verifies with the client secret")
+            checkClaims(payload: payload, nonce: nonce, at: now, report: &report)
+            return report
+        }
         guard let kid = header["kid"]?.string, !kid.isEmpty else {
             report.fail("kid", .invalid("The token header has no kid."))
             return report
@@ -135,8 +161,12 @@ public struct IdentityTokenVerifier: Sendable {
             return report
         }
         report.pass("signature", "\(alg) signature verifies with key \(kid)")
+        checkClaims(payload: payload, nonce: nonce, at: now, report: &report)
+        return report
+    }
 
-        // Claims.
+    /// Every claim check, after the signature verified.
+    private func checkClaims(payload: [String: JSONValue], nonce: NonceExpectation, at now: Date, report: inout VerificationReport) {
         let skew = policy.clockSkew
         let issuer = payload["iss"]?.string
         if let template = policy.issuerTemplate {
@@ -219,7 +249,6 @@ public struct IdentityTokenVerifier: Sendable {
             report.claims = IdentityClaims(
                 issuer: issuer, subject: subject, audiences: audiences, issuedAt: issuedAt, expiresAt: expiresAt, object: payload)
         }
-        return report
     }
 
     private func checkNonce(payload: [String: JSONValue], expectation: NonceExpectation, report: inout VerificationReport) {

@@ -1,0 +1,266 @@
+import BrokerCore
+import Crypto
+import Foundation
+import Logging
+import Providers
+import Storage
+
+/// Sign-in on the web (issue 22, decision 0038): three calls and no cookies for a product's web
+/// page. `start` keeps a fresh state and hands back the provider's authorize URL; the provider
+/// sends the person to the broker's callback, which verifies what came back, redeems the code and
+/// keeps the verified sign-in under a broker code on the return URL; the product's backend
+/// exchanges that code once, within a minute, for the same answer as a native sign-in.
+package struct WebSignInService: Sendable {
+    package let database: Database
+    package let providers: ProviderRegistry
+    package let store: ProviderSettingsStore
+    package let signIn: SignInService
+    package let secrets: SecretBox
+    package let events: SecurityEventRecorder
+
+    /// How long a started sign-in waits for the provider's callback.
+    package static let stateLifetime: TimeInterval = 600
+    /// How long a broker code waits for its exchange.
+    package static let codeLifetime: TimeInterval = 60
+    /// The longest `state` the caller may pass through, and the longest return URL.
+    package static let maxCallerState = 512
+    package static let maxReturnURL = 2_048
+
+    package struct Started: Sendable, Equatable {
+        package let authorizeURL: String
+        package let expiresAt: Date
+    }
+
+    /// Which callback route the provider came back to: Apple's `form_post`, or an OpenID
+    /// Connect provider's redirect.
+    package enum CallbackRoute: Sendable {
+        case apple
+        case oidc
+    }
+
+    /// Where the person's browser goes after the callback.
+    package enum CallbackOutcome: Sendable, Equatable {
+        /// 303 to the return URL (with `code` or `error`, and the caller's `state`).
+        case redirect(String)
+        /// The state is unknown, used or expired: a plain 400 page; nothing was created.
+        case invalidState
+        /// The broker's database did not answer: the state could not be read (a plain 503 page).
+        case unavailable
+    }
+
+    // MARK: Start
+
+    package func start(
+        tenant: Tenant, provider: ProviderID, clientID: String?, returnURL: String, callerState: String?, intent: SignInIntent,
+        context: OperationContext, now: Date = Date()
+    ) async throws -> Started {
+        let registered = try await store.registered(provider, tenantID: tenant.id, in: providers)
+        guard registered.descriptor.abilities.contains(.webAuthorization), let webClient = registered.entry.webClient else {
+            throw WebSignInFailure.notSupported(provider)
+        }
+        let client: WebClient
+        do {
+            client = try await webClient(clientID, provider, tenant.id, store)
+        } catch let failure as WebClientFailure {
+            switch failure {
+            case .notSupported(let id): throw WebSignInFailure.notSupported(id)
+            case .unknownClient(let id, let clientID, let candidates):
+                throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: candidates)
+            }
+        } catch ProviderFailure.unknownClient(let id, let clientID) {
+            throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: [])
+        }
+        guard client.returnURLs.contains(returnURL) else {
+            throw WebSignInFailure.returnURLNotRegistered(provider, clientID: client.clientID)
+        }
+        let state = Self.randomToken()
+        let expiresAt = now.addingTimeInterval(Self.stateLifetime)
+        try await database.webSignIns.createState(
+            WebSignInState(
+                stateHash: Self.hash(state), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
+                redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt))
+        return Started(authorizeURL: client.authorizationURL(request(for: state)), expiresAt: expiresAt)
+    }
+
+    // MARK: Callback
+
+    /// The provider's callback. Never throws: every outcome is a page or a redirect that shows
+    /// no token, email or internal detail; what went wrong is logged (and, for what the operator
+    /// must fix, audited).
+    package func callback(
+        route: CallbackRoute, state: String?, providerError: String?, response: AuthorizationResponse, context: OperationContext,
+        now: Date = Date()
+    ) async -> CallbackOutcome {
+        guard let state, !state.isEmpty, state.utf8.count <= 128 else { return .invalidState }
+        let stored: WebSignInState
+        do {
+            guard let found = try await database.webSignIns.takeState(hash: Self.hash(state), now: now) else { return .invalidState }
+            stored = found
+        } catch {
+            context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return .unavailable
+        }
+        guard let provider = ProviderID(rawValue: stored.provider), (provider == .apple) == (route == .apple) else { return .invalidState }
+        let back = { (pairs: [(String, String)]) in
+            CallbackOutcome.redirect(Self.returnURL(stored.returnURL, pairs + (stored.callerState.map { [("state", $0)] } ?? [])))
+        }
+        if let providerError {
+            return back([("error", Self.shownError(providerError))])
+        }
+        do {
+            let registered = try await store.registered(provider, tenantID: stored.tenantID, in: providers)
+            guard let webClient = registered.entry.webClient else { return back([("error", "web_flow_not_supported")]) }
+            let client = try await webClient(stored.clientID, provider, stored.tenantID, store)
+            let (tenantID, intent, signIn) = (stored.tenantID, stored.intent, signIn)
+            let verification = try await client.complete(
+                response, request(for: state), stored.tenantID,
+                { identity in try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent) }, now)
+            let code = Self.randomToken()
+            do {
+                let grant = try JSONEncoder().encode(WebSignInGrant(verification, intent: stored.intent))
+                let sealed = try secrets.seal(grant, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
+                try await database.webSignIns.storeGrant(
+                    codeHash: Self.hash(code), tenantID: stored.tenantID, provider: provider.rawValue, sealed: sealed,
+                    expiresAt: now.addingTimeInterval(Self.codeLifetime))
+            } catch {
+                if let kept = verification.kept { verification.revokeLater?(kept, "the web sign-in could not be kept") }
+                throw error
+            }
+            return back([("code", code)])
+        } catch {
+            return back([("error", callbackError(error, stored: stored, provider: provider, context: context))])
+        }
+    }
+
+    /// The `error` a failed callback sends the person back with, after logging (and auditing)
+    /// what happened.
+    private func callbackError(_ error: any Error, stored: WebSignInState, provider: ProviderID, context: OperationContext) -> String {
+        let metadata: Logger.Metadata = ["provider": "\(provider)", "client_id": "\(stored.clientID)", "tenant_id": "\(stored.tenantID)"]
+        switch error {
+        case let failure as ProviderFailure:
+            switch failure {
+            case .rejected, .subjectMismatch, .malformedProof, .nonceRequired, .nonceMissing:
+                context.logger.notice("web sign-in refused: the provider's answer did not verify", metadata: metadata.merging(["code": "\(failure.code)"]) { $1 })
+                return "invalid_token"
+            case .unavailable, .unreadableAnswer:
+                context.logger.warning("web sign-in: the provider did not answer usefully", metadata: metadata.merging(["code": "\(failure.code)"]) { $1 })
+                return "provider_unavailable"
+            case .codeExchangeRefused(let reason, _), .tokenRequestRefused(_, let reason):
+                let fix = Self.fix(provider: provider, reason: reason)
+                context.logger.error("web sign-in: the provider refused the code exchange", metadata: metadata.merging(["reason": "\(reason)", "fix": "\(fix)"]) { $1 })
+                events.webCodeRefused(
+                    tenantID: stored.tenantID, provider: provider.rawValue, clientID: stored.clientID, reason: reason, fix: fix,
+                    remoteAddress: context.remoteAddress)
+                return "provider_refused"
+            case .appleKeyMissing(let teamID):
+                let fix = "Team \(teamID) has no Sign in with Apple key: broker apple key set --tenant <slug> --team-id \(teamID) --key-id <KEY ID> --p8 <file>."
+                context.logger.error("web sign-in: no Apple key to make a client secret", metadata: metadata.merging(["fix": "\(fix)"]) { $1 })
+                events.webCodeRefused(
+                    tenantID: stored.tenantID, provider: provider.rawValue, clientID: stored.clientID, reason: "apple_key_missing", fix: fix,
+                    remoteAddress: context.remoteAddress)
+                return "provider_refused"
+            case .notEnabled: return "provider_not_enabled"
+            case .unknownClient: return "web_flow_not_supported"
+            }
+        case let failure as SignInFailure:
+            switch failure {
+            case .accountNotFound: return "account_not_found"
+            case .accountDisabled: return "account_disabled"
+            case .tokenReplayed: return "invalid_token"
+            case .unknownProvider: return "provider_not_enabled"
+            }
+        case let failure as WebClientFailure:
+            if case .notSupported = failure { return "web_flow_not_supported" }
+            return "web_flow_not_supported"
+        default:
+            if error.isDatabaseUnavailable {
+                context.logger.warning("web sign-in callback: the database did not answer", metadata: metadata)
+                return "temporarily_unavailable"
+            }
+            context.logger.error("web sign-in callback failed", metadata: metadata.merging(["error": "\(String(describing: type(of: error)))"]) { $1 })
+            return "server_error"
+        }
+    }
+
+    /// What the operator must fix when a provider refused the code exchange.
+    static func fix(provider: ProviderID, reason: String) -> String {
+        switch (provider == .apple, reason) {
+        case (true, "invalid_client"):
+            "Apple refused the client secret: check the team id and key id (broker apple team list), that the .p8 key is not revoked in the developer account, and that the Services ID is enabled for Sign in with Apple in that team."
+        case (true, "invalid_grant"):
+            "Apple refused the code: the redirect URI must be registered for the Services ID exactly as sent (broker apple client add --redirect-uri), and a code is single use and expires after 5 minutes."
+        case (true, _):
+            "Apple refused the code exchange (\(reason)); check the Services ID's configuration in the developer account."
+        case (false, "invalid_client"), (false, "unauthorized_client"):
+            "The token endpoint refused the client: check the client id and the secret (broker provider enable ... --client-secret-file)."
+        case (false, "invalid_grant"):
+            "The token endpoint refused the code: the redirect URI registered at the provider must equal the broker's (--redirect-uri), and a code is single use."
+        default:
+            "The token endpoint refused the code exchange (\(reason)); check the provider's client configuration."
+        }
+    }
+
+    // MARK: Exchange
+
+    /// Exchanges a broker code of this tenant and provider, once, for the session a native
+    /// sign-in would open.
+    package func exchange(tenant: Tenant, provider: ProviderID, code: String, context: OperationContext, now: Date = Date()) async throws
+        -> SignInOutcome
+    {
+        guard !code.isEmpty, code.utf8.count <= 128 else { throw WebSignInFailure.invalidGrant }
+        guard let sealed = try await database.webSignIns.takeGrant(codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
+        else { throw WebSignInFailure.invalidGrant }
+        let opened = try secrets.open(sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
+        guard let grant = try? JSONDecoder().decode(WebSignInGrant.self, from: opened), let verified = grant.verified else {
+            throw WebSignInFailure.invalidGrant
+        }
+        let (store, providers, tenantID, clientID) = (store, providers, tenant.id, verified.clientID)
+        @Sendable func giveBack(_ token: KeptProviderToken, _ reason: String) {
+            Task {
+                guard let registered = try? await store.registered(provider, tenantID: tenantID, in: providers),
+                    let webClient = registered.entry.webClient,
+                    let client = try? await webClient(clientID, provider, tenantID, store)
+                else { return }
+                client.revokeLater?(token, reason)
+            }
+        }
+        let revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = grant.kept == nil ? nil : giveBack
+        return try await signIn.complete(
+            tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater, intent: grant.signInIntent,
+            platform: "web", context: context, now: now)
+    }
+
+    // MARK: Support
+
+    /// The request of a state: its nonce and PKCE verifier are derived from it with keys of the
+    /// master key, so neither is stored (decision 0038).
+    func request(for state: String) -> AuthorizationRequest {
+        AuthorizationRequest(
+            state: state, nonce: Self.derive(state, secrets.derivedKey(purpose: "web-sign-in-nonce")),
+            codeVerifier: Self.derive(state, secrets.derivedKey(purpose: "web-sign-in-pkce")))
+    }
+
+    static func derive(_ state: String, _ key: SymmetricKey) -> String {
+        Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(state.utf8), using: key)))
+    }
+
+    /// 256 random bits, base64url (43 characters).
+    static func randomToken() -> String { Base64URL.encode(SecureRandom.bytes(32)) }
+
+    package static func hash(_ value: String) -> Data { Data(SHA256.hash(data: Data(value.utf8))) }
+
+    /// The return URL with `pairs` added to its query.
+    static func returnURL(_ base: String, _ pairs: [(String, String)]) -> String {
+        let fragmentStart = base.firstIndex(of: "#")
+        let head = fragmentStart.map { String(base[..<$0]) } ?? base
+        let fragment = fragmentStart.map { String(base[$0...]) } ?? ""
+        return head + (head.contains("?") ? "&" : "?") + FormEncoding.encode(pairs) + fragment
+    }
+
+    /// A provider's `error` as passed on: a short code of lowercase letters, digits and `_`.
+    static func shownError(_ error: String) -> String {
+        let allowed = error.utf8.count <= 64 && !error.isEmpty
+            && error.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+        return allowed ? error : "provider_error"
+    }
+}

@@ -1,0 +1,107 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A web sign-in between its start and the provider's callback (`web_sign_in_states`): found by
+/// the SHA-256 of its state, single use.
+public struct WebSignInState: Sendable, Equatable {
+    public var stateHash: Data
+    public var tenantID: UUID
+    public var provider: String
+    public var clientID: String
+    public var redirectURI: String
+    public var returnURL: String
+    public var intent: SignInIntent
+    /// The caller's own opaque `state`, handed back on the return URL.
+    public var callerState: String?
+    public var expiresAt: Date
+
+    public init(
+        stateHash: Data, tenantID: UUID, provider: String, clientID: String, redirectURI: String, returnURL: String,
+        intent: SignInIntent, callerState: String?, expiresAt: Date
+    ) {
+        self.stateHash = stateHash
+        self.tenantID = tenantID
+        self.provider = provider
+        self.clientID = clientID
+        self.redirectURI = redirectURI
+        self.returnURL = returnURL
+        self.intent = intent
+        self.callerState = callerState
+        self.expiresAt = expiresAt
+    }
+}
+
+/// The states of web sign-ins and the broker codes that end them (decision 0038). Each is
+/// taken once: `DELETE ... RETURNING`, so two callbacks with one state, or two exchanges of one
+/// code, never both succeed.
+public struct WebSignInRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public func createState(_ state: WebSignInState) async throws {
+        _ = try await client.rows(
+            """
+            INSERT INTO web_sign_in_states
+                (state_hash, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at)
+            VALUES (\(state.stateHash), \(state.tenantID), \(state.provider), \(state.clientID), \(state.redirectURI),
+                \(state.returnURL), \(state.intent.rawValue), \(state.callerState), \(state.expiresAt))
+            """, logger: logger)
+    }
+
+    /// Takes the state with this hash: removes it and returns it when it has not expired at
+    /// `now`. An expired state is removed all the same; nil for both.
+    public func takeState(hash: Data, now: Date) async throws -> WebSignInState? {
+        // The state is the only key the callback has: it says which tenant the sign-in is for.
+        let rows = try await client.rows(
+            """
+            DELETE FROM web_sign_in_states WHERE state_hash = \(hash)
+            RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at
+            """, logger: logger)
+        guard let row = rows.first else { return nil }
+        var reader = RowReader(row)
+        let state = WebSignInState(
+            stateHash: hash, tenantID: try reader.next(), provider: try reader.next(), clientID: try reader.next(),
+            redirectURI: try reader.next(), returnURL: try reader.next(),
+            intent: SignInIntent(rawValue: try reader.next(String.self)) ?? .signIn, callerState: try reader.next(),
+            expiresAt: try reader.next())
+        return state.expiresAt > now ? state : nil
+    }
+
+    /// Keeps a verified sign-in under the hash of its broker code.
+    public func storeGrant(codeHash: Data, tenantID: UUID, provider: String, sealed: Data, expiresAt: Date) async throws {
+        _ = try await client.rows(
+            """
+            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at)
+            VALUES (\(codeHash), \(tenantID), \(provider), \(sealed), \(expiresAt))
+            """, logger: logger)
+    }
+
+    /// Takes the sign-in kept under this code hash for this tenant and provider, unexpired at
+    /// `now`. A code of another tenant or provider is left alone (nil): only its own caller
+    /// spends it. An expired one is removed (nil).
+    public func takeGrant(codeHash: Data, tenantID: UUID, provider: String, now: Date) async throws -> Data? {
+        let rows = try await client.rows(
+            """
+            DELETE FROM web_sign_in_codes
+            WHERE code_hash = \(codeHash) AND tenant_id = \(tenantID) AND provider = \(provider)
+            RETURNING grant_sealed, expires_at
+            """, logger: logger)
+        guard let row = rows.first else { return nil }
+        var reader = RowReader(row)
+        let sealed: Data = try reader.next()
+        let expiresAt: Date = try reader.next()
+        return expiresAt > now ? sealed : nil
+    }
+
+    /// Removes states and codes that expired before `now`; returns how many.
+    @discardableResult
+    public func deleteExpired(before now: Date) async throws -> Int {
+        let states = try await client.rows(
+            "DELETE FROM web_sign_in_states WHERE expires_at < \(now) RETURNING 1", logger: logger)
+        let codes = try await client.rows(
+            "DELETE FROM web_sign_in_codes WHERE expires_at < \(now) RETURNING 1", logger: logger)
+        return states.count + codes.count
+    }
+}
