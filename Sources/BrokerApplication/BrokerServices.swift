@@ -114,7 +114,22 @@ public struct BrokerServices: Sendable {
     public func backgroundTasks() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await keySets.runBackground() }
+            group.addTask { await sweepWebSignIns() }
             group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
+        }
+    }
+
+    /// Deletes web sign-in states and broker codes past their time, once a minute (decision 0038).
+    func sweepWebSignIns() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: .seconds(60))
+                try await database.webSignIns.deleteExpired(before: Date())
+            } catch is CancellationError {
+                return
+            } catch {
+                database.logger.debug("could not sweep expired web sign-ins", metadata: ["error": "\(String(describing: type(of: error)))"])
+            }
         }
     }
 

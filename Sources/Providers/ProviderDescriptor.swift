@@ -36,6 +36,10 @@ public struct ProviderSettingFlag: Sendable, Equatable {
     public let repeatable: Bool
     public let help: String
 
+    /// The flag as `broker provider enable` takes it: a secret is read from a file
+    /// (`--app-secret-file`, `--client-secret-file`).
+    public var commandLine: String { valueName == "SECRET" ? "--\(name)-file" : "--\(name)" }
+
     public init(_ name: String, value: String?, repeatable: Bool = false, help: String) {
         self.name = name
         self.valueName = value
@@ -76,8 +80,8 @@ public struct ProviderSettingsInput: Sendable {
         let unknown = values.filter { !$0.value.isEmpty && !known.contains($0.key) }.keys.sorted()
         guard unknown.isEmpty else {
             throw BrokerError.invalidArgument(
-                "\(unknown.map { "--\($0)" }.joined(separator: ", ")) \(unknown.count == 1 ? "is not a setting" : "are not settings") of a \(type.rawValue) provider.",
-                hint: "A \(type.rawValue) provider takes: \(flags.map { "--\($0.name)" }.joined(separator: ", ")).")
+                "\(unknown.map { $0.hasSuffix("-secret") ? "--\($0)-file" : "--\($0)" }.joined(separator: ", ")) \(unknown.count == 1 ? "is not a setting" : "are not settings") of a \(type.rawValue) provider.",
+                hint: "A \(type.rawValue) provider takes: \(flags.map(\.commandLine).joined(separator: ", ")).")
         }
     }
 

@@ -79,8 +79,17 @@ struct MockIdPCommand: AsyncParsableCommand {
                     + "Entra ID's shape (e.g. entra:multi-tenant). Repeat for more issuers.",
                 valueName: "name[:multi-tenant]"))
         var oidc: [String] = []
+        @Option(
+            name: .customLong("oidc-web-client"),
+            help: ArgumentHelp(
+                "A client of every single-tenant --oidc issuer's web flow (its /authorize and /token), with its secret. "
+                    + "Repeat for more clients.", valueName: "client-id:secret"))
+        var oidcWebClients: [String] = []
 
         func validate() throws {
+            for client in oidcWebClients where client.split(separator: ":", maxSplits: 1).count != 2 {
+                throw ValidationError("--oidc-web-client takes CLIENT_ID:SECRET, not \(client).")
+            }
             guard facebookAppID.count == facebookAppSecret.count else {
                 throw ValidationError("Give one --facebook-app-secret per --facebook-app-id.")
             }
@@ -112,7 +121,12 @@ struct MockIdPCommand: AsyncParsableCommand {
             let oidcKeyFile = key.keyFile == nil ? nil : key.appleURL
             let issuers = try oidc.map { value in
                 let (name, multiTenant) = try Self.oidcIssuer(value)
-                return try MockOIDCIssuer(name: name, multiTenant: multiTenant, keyFile: multiTenant ? nil : oidcKeyFile)
+                let issuer = try MockOIDCIssuer(name: name, multiTenant: multiTenant, keyFile: multiTenant ? nil : oidcKeyFile)
+                for client in oidcWebClients {
+                    let parts = client.split(separator: ":", maxSplits: 1)
+                    issuer.registerWebClient(String(parts[0]), secret: String(parts[1]))
+                }
+                return issuer
             }
             let app = MockIdPServer.application(apple: apple, google: google, facebook: facebook, oidc: issuers, port: port) { port in
                 let base = "http://127.0.0.1:\(port)"

@@ -47,7 +47,7 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             #expect(status.settings["jwks_uri"] == .string(setup.line.jwksURL(base: setup.base)))
             #expect(status.settings["email_trust"] == .string("never"))
             #expect(status.settings["algorithms"] == .array([.string("ES256"), .string("RS256")]))
-            #expect(status.abilities == ["id_tokens"])
+            #expect(status.abilities == ["id_tokens", "web_authorization"])
             #expect(setup.line.discoveryFetches == 1)
             #expect(setup.line.keyFetches == 0, "keys are fetched at the first sign-in, not at enable")
             let stored = try #require(try await setup.stored("line"))

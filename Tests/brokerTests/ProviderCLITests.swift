@@ -195,7 +195,8 @@ import Testing
                 (["enable", "google", "--tenant", "acme", "--client-id", " "], "is not a client id", "OAuth client id"),
                 (
                     ["enable", "google", "--tenant", "acme", "--client-id", "x", "--app-id", appID],
-                    "--app-id is not a setting of a google provider.", "A google provider takes: --client-id, --hosted-domain."
+                    "--app-id is not a setting of a google provider.",
+                    "A google provider takes: --client-id, --hosted-domain, --client-secret-file, --return-url, --redirect-uri, --scopes."
                 ),
                 (
                     ["enable", "facebook", "--tenant", "acme", "--app-id", appID], "Facebook needs --app-id and --app-secret-file.",

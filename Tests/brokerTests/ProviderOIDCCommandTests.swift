@@ -138,4 +138,53 @@ import Testing
             }
         }
     }
+
+    @Test func theWebFlowIsTurnedOnWithASecretThatIsNeverPrinted() async throws {
+        let line = try MockOIDCIssuer(name: "line")
+        try await Self.withMock([line]) { base in
+            try await TestDatabase.withFresh { database, url in
+                let cli = BrokerCLI(databaseURL: url)
+                #expect(try await Self.run(cli, "tenant", "create", "acme").status == 0)
+                let folder = FileManager.default.temporaryDirectory.appendingPathComponent("web-\(UUID().uuidString)")
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                defer { try? FileManager.default.removeItem(at: folder) }
+                let secretFile = folder.appendingPathComponent("secret.txt")
+                try "channel-secret-never-printed\n".write(to: secretFile, atomically: true, encoding: .utf8)
+                let issuer = line.issuer(base: base)
+
+                // A secret without a return URL is refused, nothing stored.
+                let noReturn = try await Self.run(
+                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id", "1657000001",
+                    "--client-secret-file", secretFile.path)
+                #expect(noReturn.status != 0)
+                #expect(noReturn.output.contains("--return-url"), "\(noReturn.output)")
+                #expect(try await Self.run(cli, "provider", "show", "line", "--tenant", "acme").status != 0)
+
+                let enabled = try await Self.run(
+                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id", "1657000001",
+                    "--client-id", "1657000009", "--client-secret-file", secretFile.path, "--return-url", "https://shop.example.com/done",
+                    "--scopes", "openid profile")
+                #expect(enabled.status == 0, "\(enabled.output)")
+                #expect(!enabled.output.contains("channel-secret-never-printed"))
+                let shown = try await Self.run(cli, "provider", "show", "line", "--tenant", "acme", "--json")
+                #expect(!shown.output.contains("channel-secret-never-printed"))
+                let settings = try #require(try shown.object()["settings"] as? [String: Any])
+                #expect(settings["web_client_id"] as? String == "1657000001")
+                #expect(settings["return_urls"] as? [String] == ["https://shop.example.com/done"])
+                #expect(settings["scopes"] as? String == "openid profile")
+                #expect(settings["token_endpoint"] as? String == issuer + "/token")
+                #expect(settings["authorization_endpoint"] as? String == issuer + "/authorize")
+                #expect(settings["token_auth_method"] as? String == "client_secret_basic")
+                #expect(settings["redirect_uri"] is NSNull)
+
+                // At rest the secret is sealed: its text is nowhere in the row.
+                let rows = try await database.client.query("SELECT secret_sealed, settings::text FROM provider_configs WHERE provider = 'line'")
+                for try await (sealed, json) in rows.decode((Data?, String).self) {
+                    let sealedText = String(decoding: sealed ?? Data(), as: UTF8.self)
+                    #expect(sealed != nil && !sealedText.contains("channel-secret"))
+                    #expect(!json.contains("channel-secret"))
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Web sign-in benchmark (issue 22): Apple's form_post flow with a Services ID and the OpenID
+# Connect code flow with PKCE (line), end to end on one freshly migrated database, MockIdP
+# playing Apple and the issuer on loopback, wrk with 1 thread and 16 connections. No manual step.
+# For each provider, in order:
+#   start      POST /v1/sign-in/<p>/web/start                       (each a new state)
+#   authorize  MockIdP's authorize page, as the browser gets it      (not the broker: not measured)
+#   callback   POST /apple/callback or GET /oidc/callback: the state taken, the id token
+#              verified, the code exchanged at MockIdP's token endpoint (Apple: a client secret,
+#              the exchanged id token verified too; line: PKCE and the client secret), the
+#              verified sign-in sealed under a broker code, 303 to the return URL
+#   exchange   POST /v1/sign-in/<p>/web/exchange: the broker code for a session (every person new)
+# Each phase sends every request once and is timed from its first to its last answer.
+# Usage: [TARGET=embedded|tcp] [WEB_SIGN_INS=N] Benchmarks/e2e/web.sh
+source "$(dirname "$0")/lib.sh"
+count=${WEB_SIGN_INS:-12000}
+return_url=https://bench.example.com/done
+
+"$bin/broker" apple client add --tenant bench --group com.bench.app --client-id com.bench.web --kind service \
+    --redirect-uri "$base/apple/callback" --return-url "$return_url" >/dev/null
+printf '%s\n' "$oidc_web_secret" >"$work/line-secret.txt"
+"$bin/broker" provider enable line --tenant bench --type oidc --issuer "$oidc_issuer" --client-id bench-line \
+    --client-secret-file "$work/line-secret.txt" --return-url "$return_url" --platforms ios,android,web >/dev/null
+
+# phase NAME TARGET_URL REQUESTS SAVE [ENV...]: every request once; prints RESULT.
+phase() {
+    local name=$1 url=$2 requests=$3 save=$4 out="$work/wrk.out" done="$work/done"
+    shift 4
+    rm -f "$done".* "$save".*
+    env "$@" REQUESTS="$requests" SAVE="$save" DONE_FILE="$done" \
+        wrk -t"$threads" -c"$connections" -d3600s --latency -s Benchmarks/e2e/web.lua "$url" >"$out" &
+    local wrk_pid=$!
+    while kill -0 "$wrk_pid" 2>/dev/null; do
+        if (( $(ls "$done".* 2>/dev/null | wc -l) >= threads )); then sleep 0.2; kill -INT "$wrk_pid"; break; fi
+        sleep 0.1
+    done
+    wait "$wrk_pid" || true
+    cat "$save".* >"$save"
+    echo "   $name: $(grep RESULT "$out") (next phase: $(wc -l <"$save") requests)"
+}
+
+for provider in apple line; do
+    echo "== $provider on the web: $count sign-ins, every person new"
+    seq "$count" | awk -v p="$provider" -v r="$return_url" '{ printf "POST /v1/sign-in/%s/web/start {\"return_url\":\"%s\",\"state\":\"b%d\"}\n", p, r, $1 }' >"$work/start.txt"
+    phase start "$base" "$work/start.txt" "$work/authorize.txt" API_KEY="$API_KEY" EXTRACT=authorize_url
+    if [ "$provider" = apple ]; then
+        phase authorize "$idp" "$work/authorize.txt" "$work/callback.txt" EXTRACT=apple_form
+        cpu_start
+        phase callback "$base" "$work/callback.txt" "$work/exchange.txt" CONTENT_TYPE=application/x-www-form-urlencoded \
+            EXTRACT=code EXCHANGE_PATH=/v1/sign-in/apple/web/exchange
+    else
+        phase authorize "$idp" "$work/authorize.txt" "$work/callback.txt" EXTRACT=location
+        cpu_start
+        phase callback "$base" "$work/callback.txt" "$work/exchange.txt" EXTRACT=code EXCHANGE_PATH=/v1/sign-in/line/web/exchange
+    fi
+    cpu_report "$(wc -l <"$work/exchange.txt")"
+    phase exchange "$base" "$work/exchange.txt" "$work/sessions.txt" API_KEY="$API_KEY" EXTRACT=none
+done
+echo "   (accounts: $(psql_db "SELECT provider || ' ' || count(*) FROM identities GROUP BY provider ORDER BY provider" | tr '\n' ' '))"
+echo "== broker peak RSS: $(peak_rss)"
