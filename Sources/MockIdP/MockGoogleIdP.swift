@@ -1,5 +1,6 @@
 import Foundation
 import JWTKit
+import Synchronization
 
 /// A Google-shaped identity provider for tests, the demo and benchmarks: a JWKS (served at
 /// ``jwksPath``), key rotation, and id tokens with any claims (also wrong ones). Serve it with
@@ -16,6 +17,8 @@ public final class MockGoogleIdP: MockTokenIssuer {
 
     /// Signing keys, the published set, key set faults.
     public let keys: MockKeyRing
+    /// The web flow's clients, codes, consenting person and faults.
+    public let web = MockCodeFlow()
 
     public init() throws {
         keys = try MockKeyRing(kidPrefix: "google-")
@@ -67,4 +70,43 @@ func trimmedBase(_ base: String) -> String {
     var base = base
     while base.hasSuffix("/") { base.removeLast() }
     return base
+}
+
+/// Google's web flow, as the mock serves it: a discovery document naming Google's issuer with
+/// the mock's authorize and token endpoints (``MockCodeFlow``), and id tokens shaped like
+/// Google's from the token endpoint.
+extension MockGoogleIdP {
+    /// `BROKER_GOOGLE_DISCOVERY_URL` for a mock served at `base`.
+    public static func discoveryURL(base: String) -> String { trimmedBase(base) + discoveryPath }
+    static let discoveryPath = "/google/.well-known/openid-configuration"
+    static let authorizePath = "/google/o/oauth2/v2/auth"
+    static let tokenPath = "/google/token"
+
+    /// Registers a client of the web flow with its secret.
+    public func registerWebClient(_ clientID: String, secret: String) {
+        web.state.withLock { $0.clients[clientID] = secret }
+    }
+
+    func discoveryDocument(base: String) throws -> Data {
+        let base = trimmedBase(base)
+        return try JSONSerialization.data(
+            withJSONObject: [
+                "issuer": Self.issuer, "authorization_endpoint": base + Self.authorizePath, "token_endpoint": base + Self.tokenPath,
+                "jwks_uri": base + Self.jwksPath, "id_token_signing_alg_values_supported": ["RS256"],
+                "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
+            ], options: [.sortedKeys, .withoutEscapingSlashes])
+    }
+
+    /// The token endpoint's status and body.
+    func tokenAnswer(form: [String: String], authorization: String?, now: Date = Date()) throws -> (status: Int, body: Data) {
+        switch web.redeem(form: form, authorization: authorization, now: now) {
+        case .failure(let error): return (error.status, error.body)
+        case .success(let redeemed):
+            let idToken = try mint(
+                claims(
+                    subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce, email: redeemed.user.email,
+                    name: redeemed.user.name, issuedAt: now))
+            return (200, try MockCodeFlow.tokenBody(idToken: idToken))
+        }
+    }
 }

@@ -38,14 +38,7 @@ extension MockIdPServer {
                 }
                 router.post(RouterPath(issuer.path + "/token")) { request, context -> Response in
                     let text = String(buffer: try await request.body.collect(upTo: 65_536))
-                    let fields = try URLEncodedFormDecoder().decode(TokenForm.self, from: text)
-                    var form: [String: String] = [:]
-                    form["grant_type"] = fields.grant_type
-                    form["code"] = fields.code
-                    form["redirect_uri"] = fields.redirect_uri
-                    form["code_verifier"] = fields.code_verifier
-                    form["client_id"] = fields.client_id
-                    form["client_secret"] = fields.client_secret
+                    let form = try TokenForm.decode(text)
                     let authorization = request.headers[.authorization]
                     let base = base(of: request, context)
                     return try await oidcResponse(issuer, context) { count in
@@ -63,6 +56,19 @@ extension MockIdPServer {
         var code_verifier: String?
         var client_id: String?
         var client_secret: String?
+
+        /// The form's fields by name.
+        static func decode(_ text: String) throws -> [String: String] {
+            let fields = try URLEncodedFormDecoder().decode(TokenForm.self, from: text)
+            var form: [String: String] = [:]
+            form["grant_type"] = fields.grant_type
+            form["code"] = fields.code
+            form["redirect_uri"] = fields.redirect_uri
+            form["code_verifier"] = fields.code_verifier
+            form["client_id"] = fields.client_id
+            form["client_secret"] = fields.client_secret
+            return form
+        }
     }
 
     /// `http://` and the request's `Host` (else the address it reached).

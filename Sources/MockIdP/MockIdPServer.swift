@@ -40,6 +40,22 @@ public enum MockIdPServer {
         if let apple { addAppleRoutes(to: router, apple: apple) }
         if let google {
             router.get(RouterPath(MockGoogleIdP.jwksPath)) { _, _ -> Response in try keysResponse(google.keys) }
+            router.get(RouterPath(MockGoogleIdP.discoveryPath)) { request, context -> Response in
+                json(.ok, try google.discoveryDocument(base: base(of: request, context)))
+            }
+            router.get(RouterPath(MockGoogleIdP.authorizePath)) { request, _ -> Response in
+                var query: [String: String] = [:]
+                for (name, value) in request.uri.queryParameters { query[String(name)] = String(value) }
+                guard let location = google.web.authorizeRedirect(query) else {
+                    return json(.badRequest, Data(#"{"error":"invalid_request"}"#.utf8))
+                }
+                return Response(status: .found, headers: [.location: location])
+            }
+            router.post(RouterPath(MockGoogleIdP.tokenPath)) { request, _ -> Response in
+                let text = String(buffer: try await request.body.collect(upTo: 65_536))
+                let answer = try google.tokenAnswer(form: try TokenForm.decode(text), authorization: request.headers[.authorization])
+                return json(.init(code: answer.status), answer.body)
+            }
         }
         if let facebook { addFacebookRoutes(to: router, facebook: facebook) }
         addOIDCRoutes(to: router, issuers: oidc)

@@ -61,7 +61,7 @@ public final class MockOIDCIssuer: Sendable {
 
     let state: Mutex<State>
     /// The web flow's clients, codes, person and faults (``MockOIDCIssuer+Web``).
-    let web = Mutex(WebState())
+    let web = MockCodeFlow()
 
     /// An issuer named `name` (letters, digits, `-`, `_`, `.`) holding one published key for
     /// each of `algorithms` (RS256 and ES256 unless told otherwise; RSA keys take a moment to
@@ -148,8 +148,8 @@ public final class MockOIDCIssuer: Sendable {
             "jwks_uri": isMultiTenant ? jwksURL(base: base, tenant: tenant ?? "common") : jwksURL(base: base),
             "authorization_endpoint": endpoints + "/authorize",
             "token_endpoint": endpoints + "/token",
-            "token_endpoint_auth_methods_supported": web.withLock { $0.authMethods },
-            "id_token_signing_alg_values_supported": algorithms.map(\.rawValue) + (web.withLock { $0.hs256 } ? ["HS256"] : []),
+            "token_endpoint_auth_methods_supported": web.state.withLock { $0.authMethods },
+            "id_token_signing_alg_values_supported": algorithms.map(\.rawValue) + (web.state.withLock { $0.hs256 } ? ["HS256"] : []),
             "response_types_supported": ["code", "id_token", "code id_token"],
             "subject_types_supported": [isMultiTenant ? "pairwise" : "public"],
         ]

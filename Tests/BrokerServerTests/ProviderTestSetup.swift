@@ -45,7 +45,8 @@ struct ProviderTestSetup {
             let endpoints = ProviderEndpoints(
                 appleBaseURL: appleBaseURL ?? mocks.baseURL, googleKeysURL: MockGoogleIdP.jwksURL(base: mocks.baseURL),
                 facebookGraphURL: MockFacebookIdP.graphURL(base: mocks.baseURL),
-                facebookKeysURL: MockFacebookIdP.jwksURL(base: mocks.baseURL), timeoutSeconds: graphTimeoutSeconds)
+                facebookKeysURL: MockFacebookIdP.jwksURL(base: mocks.baseURL), timeoutSeconds: graphTimeoutSeconds,
+                googleDiscoveryURL: MockGoogleIdP.discoveryURL(base: mocks.baseURL), publicURL: TestApp.publicURL)
             try await TestApp.run(endpoints: endpoints) { app, client in
                 var keys: [String: String] = [:]
                 var acme: Tenant?

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import MockIdP
+import PostgresNIO
 import Storage
 import TestSupport
 import Testing
@@ -163,7 +164,7 @@ import Testing
                 let enabled = try await Self.run(
                     cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id", "1657000001",
                     "--client-id", "1657000009", "--client-secret-file", secretFile.path, "--return-url", "https://shop.example.com/done",
-                    "--scopes", "openid profile")
+                    "--scopes", "openid profile", "--platforms", "web")
                 #expect(enabled.status == 0, "\(enabled.output)")
                 #expect(!enabled.output.contains("channel-secret-never-printed"))
                 let shown = try await Self.run(cli, "provider", "show", "line", "--tenant", "acme", "--json")

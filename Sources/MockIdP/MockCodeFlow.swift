@@ -1,0 +1,130 @@
+import Crypto
+import Foundation
+import JWTKit
+import Synchronization
+
+/// The clients, codes, consenting person and faults of a mock provider's authorization code
+/// flow (``MockOIDCIssuer`` and ``MockGoogleIdP`` each have one): the authorize endpoint's
+/// redirect and the token endpoint's checks of the client's secret (HTTP Basic or in the form),
+/// the code, the redirect URI and the PKCE verifier (S256).
+public final class MockCodeFlow: Sendable {
+    struct State {
+        var clients: [String: String] = [:]
+        var codes: [String: Code] = [:]
+        var user = MockOIDCIssuer.WebUser(subject: "oidc-web-user", email: "web.user@example.com", name: "Web User")
+        var authorizeFault = MockOIDCIssuer.WebAuthorizeFault.none
+        var tokenFault = MockOIDCIssuer.WebTokenFault.none
+        /// Id tokens of the token endpoint are HS256 with the client secret (LINE's web login),
+        /// and discovery lists HS256.
+        var hs256 = false
+        var authMethods = ["client_secret_basic", "client_secret_post"]
+        var tokenRequests = 0
+    }
+
+    struct Code {
+        let clientID: String
+        let redirectURI: String
+        let challenge: String?
+        let nonce: String?
+        let user: MockOIDCIssuer.WebUser
+        let issuedAt: Date
+        var used = false
+    }
+
+    /// A code the token endpoint accepted: whom and what to mint the id token for.
+    struct Redeemed {
+        let clientID: String
+        let secret: String
+        let nonce: String?
+        let user: MockOIDCIssuer.WebUser
+    }
+
+    let state = Mutex(State())
+
+    public init() {}
+
+    /// Who consents on the authorize endpoint.
+    public var user: MockOIDCIssuer.WebUser {
+        get { state.withLock { $0.user } }
+        set { state.withLock { $0.user = newValue } }
+    }
+
+    /// Where the authorize endpoint sends the browser for these query parameters: the redirect
+    /// URI with `code` and `state` (or `error`); nil for a request the provider would not take.
+    func authorizeRedirect(_ query: [String: String], now: Date = Date()) -> String? {
+        guard query["response_type"] == "code", let clientID = query["client_id"], let redirectURI = query["redirect_uri"],
+            (query["scope"] ?? "").split(separator: " ").contains("openid")
+        else { return nil }
+        let challenge = query["code_challenge"]
+        if challenge != nil, query["code_challenge_method"] != "S256" { return nil }
+        let requestState = query["state"] ?? ""
+        let separator = redirectURI.contains("?") ? "&" : "?"
+        return state.withLock { web -> String? in
+            guard web.clients[clientID] != nil else { return nil }
+            if web.authorizeFault == .deny {
+                return redirectURI + separator + Self.form([("error", "access_denied"), ("state", requestState)])
+            }
+            let code = "oc" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            web.codes[code] = Code(
+                clientID: clientID, redirectURI: redirectURI, challenge: challenge, nonce: query["nonce"], user: web.user, issuedAt: now)
+            return redirectURI + separator + Self.form([("code", code), ("state", requestState)])
+        }
+    }
+
+    /// The token endpoint's checks of a form (and its `Authorization` header): the redeemed
+    /// code, or the error answer (status, OAuth error code).
+    func redeem(form: [String: String], authorization: String?, now: Date = Date()) -> Result<Redeemed, TokenError> {
+        var clientID = form["client_id"]
+        var secret = form["client_secret"]
+        if let authorization, authorization.hasPrefix("Basic "),
+            let decoded = Data(base64Encoded: String(authorization.dropFirst(6))).map({ String(decoding: $0, as: UTF8.self) }),
+            let colon = decoded.firstIndex(of: ":")
+        {
+            clientID = String(decoded[..<colon]).removingPercentEncoding
+            secret = String(decoded[decoded.index(after: colon)...]).removingPercentEncoding
+        }
+        guard let clientID, let secret, state.withLock({ $0.clients[clientID] }) == secret else {
+            return .failure(TokenError(status: 401, code: "invalid_client"))
+        }
+        guard form["grant_type"] == "authorization_code", let code = form["code"] else {
+            return .failure(TokenError(status: 400, code: "invalid_request"))
+        }
+        let issued = state.withLock { web -> Code? in
+            guard var entry = web.codes[code], !entry.used, entry.clientID == clientID, now.timeIntervalSince(entry.issuedAt) < 300 else {
+                return nil
+            }
+            entry.used = true
+            web.codes[code] = entry
+            return entry
+        }
+        guard let issued, form["redirect_uri"] == issued.redirectURI else { return .failure(TokenError(status: 400, code: "invalid_grant")) }
+        if let challenge = issued.challenge {
+            guard let verifier = form["code_verifier"], Self.s256(verifier) == challenge else {
+                return .failure(TokenError(status: 400, code: "invalid_grant"))
+            }
+        }
+        let wrongNonce = state.withLock { $0.tokenFault == .wrongNonce }
+        return .success(Redeemed(clientID: clientID, secret: secret, nonce: wrongNonce ? "not-the-nonce" : issued.nonce, user: issued.user))
+    }
+
+    struct TokenError: Error {
+        let status: Int
+        let code: String
+        var body: Data { Data(#"{"error":"\#(code)"}"#.utf8) }
+    }
+
+    /// The token endpoint's 200 body around `idToken`.
+    static func tokenBody(idToken: String) throws -> Data {
+        try JSONSerialization.data(
+            withJSONObject: ["access_token": "at" + UUID().uuidString, "token_type": "Bearer", "expires_in": 3600, "id_token": idToken],
+            options: [.sortedKeys])
+    }
+
+    static func s256(_ verifier: String) -> String { base64URL(Data(SHA256.hash(data: Data(verifier.utf8)))) }
+
+    static func form(_ pairs: [(String, String)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return pairs.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
+    }
+}
