@@ -298,4 +298,40 @@ import Testing
             #expect(iosApple["start_endpoint"] is NSNull)
         }
     }
+
+    @Test func aDatabaseOutageAnswersInBoundedTimeAndSpendsNothing() async throws {
+        try await AppleTestSetup.run { setup in
+            let authorize = try await Self.start(setup)
+            let page = try await WebBrowser.get(authorize)
+            let form = try #require(WebBrowser.form(in: page.body))
+            let code = try #require(try await Self.signInOnTheWeb(setup, state: "before")["code"])
+            let name = TestDatabase.name(of: setup.app.databaseURL)
+
+            // The broker's database goes away: no new connection, the open ones killed.
+            try await TestDatabase.adminQuery("ALTER DATABASE \(name) ALLOW_CONNECTIONS false")
+            try await TestDatabase.adminQuery("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'")
+            let started = ContinuousClock.now
+            let callback = try await Self.browser(setup).submit(action: form.action, fields: form.fields)
+            #expect(callback.status == 503, "\(callback.status) \(callback.body)")
+            #expect(callback.location == nil)
+            #expect(!callback.body.contains("eyJ") && !callback.body.contains("@"))
+            let exchange = try await Self.exchange(setup, code: code)
+            #expect(exchange.status == .serviceUnavailable)
+            #expect(try exchange.json()["code"] as? String == "database_unavailable")
+            #expect(ContinuousClock.now - started < .seconds(30), "answered within the request timeouts")
+
+            // Back: the state and the code were not spent, and finish the sign-in.
+            try await TestDatabase.adminQuery("ALTER DATABASE \(name) ALLOW_CONNECTIONS true")
+            var answered: WebBrowser.Page?
+            let recovered = try await eventually(timeout: .seconds(20)) {
+                let retry = try await Self.browser(setup).submit(action: form.action, fields: form.fields)
+                if retry.status != 503 { answered = retry }
+                return retry.status != 503
+            }
+            #expect(recovered)
+            #expect(answered?.status == 303)
+            #expect(answered?.location.map { WebBrowser.query($0)["code"] != nil } == true)
+            #expect(try await Self.exchange(setup, code: code).status == .ok)
+        }
+    }
 }

@@ -25,6 +25,24 @@ public enum TestDatabase {
         return url
     }
 
+    /// Runs one statement on the test cluster's admin database (e.g. to take a test's own
+    /// database away from its pool: `ALTER DATABASE ... ALLOW_CONNECTIONS false`).
+    public static func adminQuery(_ sql: String) async throws {
+        var admin = try DatabaseConfiguration(url: try clusterURL(), maxConnections: 1)
+        admin.statementTimeout = .seconds(60)
+        let client = PostgresClient(configuration: try admin.clientConfiguration(), backgroundLogger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        }
+    }
+
+    /// The database name of a URL ``withFresh(migrated:_:)`` handed out.
+    public static func name(of url: String) -> String {
+        String(url.split(separator: "///").last?.prefix { $0 != "?" } ?? "")
+    }
+
     /// Creates an empty database and returns its name and URL.
     public static func create() async throws -> (name: String, url: String, configuration: DatabaseConfiguration) {
         let adminURL = try clusterURL()
