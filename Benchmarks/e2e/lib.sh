@@ -79,7 +79,7 @@ esac
 oidc_issuer=$idp/oidc/line oidc_web_secret=bench-line-web-secret
 "$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" \
     --facebook-app-id "$facebook_app" --facebook-app-secret "$facebook_secret" --oidc line \
-    --oidc-web-client "bench-line:$oidc_web_secret" >"$work/idp.log" 2>&1 &
+    --oidc-web-client "bench-line:$oidc_web_secret" --web-new-person >"$work/idp.log" 2>&1 &
 pids+=($!)
 # MockIdP is up (its key files written) before anything mints or enables line (which reads discovery).
 for _ in $(seq 300); do curl -sf "$oidc_issuer/.well-known/openid-configuration" >/dev/null && break; sleep 0.1; done

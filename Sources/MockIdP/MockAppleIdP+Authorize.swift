@@ -43,6 +43,12 @@ extension MockAppleIdP {
         set { state.withLock { $0.webUser = newValue } }
     }
 
+    /// Each consent on the authorize page is a new person (`mock-idp serve --web-new-person`).
+    public var webNewPersonEachTime: Bool {
+        get { state.withLock { $0.webNewPersonEachTime } }
+        set { state.withLock { $0.webNewPersonEachTime = newValue } }
+    }
+
     public var authorizeFault: AuthorizeFault {
         get { state.withLock { $0.authorizeFault } }
         set { state.withLock { $0.authorizeFault = newValue } }
@@ -56,14 +62,23 @@ extension MockAppleIdP {
         else { return nil }
         let requestState = query["state"] ?? ""
         let (user, fault, first) = state.withLock { state -> (WebUser, AuthorizeFault, Bool) in
-            let first = state.authorizedOnce.insert("\(clientID) \(state.webUser.subject)").inserted
-            return (state.webUser, state.authorizeFault, first)
+            var user = state.webUser
+            if state.webNewPersonEachTime {
+                let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+                user = WebUser(subject: "001000.\(id).0001", email: "web.\(id.prefix(12))@example.com", givenName: "Web", familyName: "Person")
+                return (user, state.authorizeFault, true)
+            }
+            let first = state.authorizedOnce.insert("\(clientID) \(user.subject)").inserted
+            return (user, state.authorizeFault, first)
         }
         if fault == .cancel { return (redirectURI, [("state", requestState), ("error", "user_cancelled_authorize")]) }
         var emailClaims: [String: JWTHeaderField] = [
             "email": .string(user.email), "email_verified": .bool(true), "is_private_email": .bool(user.isPrivateEmail),
         ]
         let code = issueCode(clientID: clientID, subject: user.subject, extraClaims: emailClaims)
+        // The token endpoint's id token for this code, minted now (see ``IssuedCode/idToken``).
+        let exchanged = try mint(claims(subject: user.subject, audience: clientID, issuedAt: now, extra: emailClaims))
+        state.withLock { $0.codes[code]?.idToken = exchanged }
         emailClaims["c_hash"] = .string(fault == .wrongCodeHash ? Self.halfHash("another code") : Self.halfHash(code))
         let nonce = fault == .wrongNonce ? "not-the-nonce" : query["nonce"]
         let idToken = try mint(

@@ -61,7 +61,9 @@ extension MockAppleIdP {
         do {
             let fault = tokenFault
             let subject = fault == .otherSubject ? "other." + issued.subject : issued.subject
-            let idToken = try mint(claims(subject: subject, audience: issued.clientID, issuedAt: now, extra: issued.claims))
+            let idToken =
+                fault == .none && issued.idToken != nil
+                ? issued.idToken ?? "" : try mint(claims(subject: subject, audience: issued.clientID, issuedAt: now, extra: issued.claims))
             var body: [String: JWTHeaderField] = [
                 "access_token": .string("a" + UUID().uuidString.lowercased()), "token_type": .string("Bearer"),
                 "expires_in": .int(3600),

@@ -21,6 +21,8 @@ public final class MockAppleIdP: MockTokenIssuer {
         var webUser = WebUser(subject: "000123.web0user0000000000000000000.0001", email: "web.user@example.com", givenName: "Web", familyName: "User")
         var authorizeFault = AuthorizeFault.none
         var authorizedOnce: Set<String> = []
+        /// Each consent on the authorize page is a new person (a benchmark's every sign-in new).
+        var webNewPersonEachTime = false
     }
 
     struct IssuedCode {
@@ -29,6 +31,10 @@ public final class MockAppleIdP: MockTokenIssuer {
         let claims: [String: JWTHeaderField]
         let issuedAt: Date
         var used = false
+        /// The id token the token endpoint answers for this code, minted when the code was
+        /// issued (the web flow's authorize page), so a benchmark's callback phase does not
+        /// carry the mock's RSA signing; nil: minted at the exchange.
+        var idToken: String? = nil
     }
 
     let state = Mutex(State())

@@ -19,6 +19,8 @@ public final class MockCodeFlow: Sendable {
         var hs256 = false
         var authMethods = ["client_secret_basic", "client_secret_post"]
         var tokenRequests = 0
+        /// Each consent is a new person (a benchmark's every sign-in new).
+        var newPersonEachTime = false
     }
 
     struct Code {
@@ -43,6 +45,12 @@ public final class MockCodeFlow: Sendable {
 
     public init() {}
 
+    /// Each consent on the authorize endpoint is a new person (`mock-idp serve --web-new-person`).
+    public var newPersonEachTime: Bool {
+        get { state.withLock { $0.newPersonEachTime } }
+        set { state.withLock { $0.newPersonEachTime = newValue } }
+    }
+
     /// Who consents on the authorize endpoint.
     public var user: MockOIDCIssuer.WebUser {
         get { state.withLock { $0.user } }
@@ -65,8 +73,12 @@ public final class MockCodeFlow: Sendable {
                 return redirectURI + separator + Self.form([("error", "access_denied"), ("state", requestState)])
             }
             let code = "oc" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let user =
+                web.newPersonEachTime
+                ? MockOIDCIssuer.WebUser(subject: "p" + code.dropFirst(2), email: "web.\(code.dropFirst(2).prefix(12))@example.com", name: "Web Person")
+                : web.user
             web.codes[code] = Code(
-                clientID: clientID, redirectURI: redirectURI, challenge: challenge, nonce: query["nonce"], user: web.user, issuedAt: now)
+                clientID: clientID, redirectURI: redirectURI, challenge: challenge, nonce: query["nonce"], user: user, issuedAt: now)
             return redirectURI + separator + Self.form([("code", code), ("state", requestState)])
         }
     }

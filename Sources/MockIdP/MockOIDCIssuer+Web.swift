@@ -97,7 +97,10 @@ extension MockOIDCIssuer {
             let claims = self.claims(
                 base: base, subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce, email: redeemed.user.email,
                 name: redeemed.user.name, now: now)
-            let idToken = hs256 ? try Self.hs256(claims, secret: redeemed.secret) : try mint(claims)
+            // ES256 when the issuer has such a key: a P-256 signature costs the mock a fraction of
+            // an RSA one (the broker accepts what discovery lists).
+            let idToken =
+                hs256 ? try Self.hs256(claims, secret: redeemed.secret) : try mint(claims, algorithm: algorithms.contains(.es256) ? .es256 : nil)
             return .response(status: 200, body: try MockCodeFlow.tokenBody(idToken: idToken))
         }
     }

@@ -61,7 +61,7 @@ public final class MockOIDCIssuer: Sendable {
 
     let state: Mutex<State>
     /// The web flow's clients, codes, person and faults (``MockOIDCIssuer+Web``).
-    let web = MockCodeFlow()
+    public let web = MockCodeFlow()
 
     /// An issuer named `name` (letters, digits, `-`, `_`, `.`) holding one published key for
     /// each of `algorithms` (RS256 and ES256 unless told otherwise; RSA keys take a moment to

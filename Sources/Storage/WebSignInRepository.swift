@@ -34,8 +34,9 @@ public struct WebSignInState: Sendable, Equatable {
 }
 
 /// The states of web sign-ins and the broker codes that end them (decision 0038). Each is
-/// taken once: `DELETE ... RETURNING`, so two callbacks with one state, or two exchanges of one
-/// code, never both succeed.
+/// taken once, by `DELETE ... RETURNING`: two callbacks with one state, or two exchanges of one
+/// code, never both succeed. A callback reads its state first and takes it in the statement
+/// that keeps the sign-in under its code (one commit).
 public struct WebSignInRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -50,32 +51,42 @@ public struct WebSignInRepository: Sendable {
             """, logger: logger)
     }
 
-    /// Takes the state with this hash: removes it and returns it when it has not expired at
-    /// `now`. An expired state is removed all the same; nil for both.
-    public func takeState(hash: Data, now: Date) async throws -> WebSignInState? {
+    /// The state with this hash, unexpired at `now`; nil when it is unknown, taken or expired.
+    public func findState(hash: Data, now: Date) async throws -> WebSignInState? {
         // The state is the only key the callback has: it says which tenant the sign-in is for.
         let rows = try await client.rows(
             """
-            DELETE FROM web_sign_in_states WHERE state_hash = \(hash)
-            RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at
+            SELECT tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at
+            FROM web_sign_in_states WHERE state_hash = \(hash) AND expires_at > \(now)
             """, logger: logger)
         guard let row = rows.first else { return nil }
         var reader = RowReader(row)
-        let state = WebSignInState(
+        return WebSignInState(
             stateHash: hash, tenantID: try reader.next(), provider: try reader.next(), clientID: try reader.next(),
             redirectURI: try reader.next(), returnURL: try reader.next(),
             intent: SignInIntent(rawValue: try reader.next(String.self)) ?? .signIn, callerState: try reader.next(),
             expiresAt: try reader.next())
-        return state.expiresAt > now ? state : nil
     }
 
-    /// Keeps a verified sign-in under the hash of its broker code.
-    public func storeGrant(codeHash: Data, tenantID: UUID, provider: String, sealed: Data, expiresAt: Date) async throws {
-        _ = try await client.rows(
+    /// Removes the state (a callback that ended in an error spends it).
+    public func deleteState(hash: Data) async throws {
+        _ = try await client.rows("DELETE FROM web_sign_in_states WHERE state_hash = \(hash)", logger: logger)
+    }
+
+    /// Takes the state and keeps the verified sign-in under the hash of its broker code, in one
+    /// statement and one commit; false when the state was taken (or expired) meanwhile, and then
+    /// nothing is kept. The code belongs to the state's tenant and provider.
+    public func takeState(hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, now: Date) async throws -> Bool {
+        let rows = try await client.rows(
             """
+            WITH taken AS (
+                DELETE FROM web_sign_in_states WHERE state_hash = \(hash) AND expires_at > \(now) RETURNING tenant_id, provider
+            )
             INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at)
-            VALUES (\(codeHash), \(tenantID), \(provider), \(sealed), \(expiresAt))
+            SELECT \(codeHash), t.tenant_id, t.provider, \(sealed), \(codeExpiresAt) FROM taken t
+            RETURNING 1
             """, logger: logger)
+        return !rows.isEmpty
     }
 
     /// Takes the sign-in kept under this code hash for this tenant and provider, unexpired at

@@ -85,6 +85,8 @@ struct MockIdPCommand: AsyncParsableCommand {
                 "A client of every single-tenant --oidc issuer's web flow (its /authorize and /token), with its secret. "
                     + "Repeat for more clients.", valueName: "client-id:secret"))
         var oidcWebClients: [String] = []
+        @Flag(help: "Every consent on a web flow's authorize page (Apple's, each --oidc issuer's, Google's) is a new person.")
+        var webNewPerson = false
 
         func validate() throws {
             for client in oidcWebClients where client.split(separator: ":", maxSplits: 1).count != 2 {
@@ -113,6 +115,8 @@ struct MockIdPCommand: AsyncParsableCommand {
         func run() async throws {
             let apple = try MockAppleIdP(keyFile: key.appleURL)
             let google = try MockGoogleIdP(keyFile: key.googleURL)
+            apple.webNewPersonEachTime = webNewPerson
+            google.web.newPersonEachTime = webNewPerson
             let facebook = try MockFacebookIdP(keyFile: key.facebookURL)
             for (appID, secret) in zip(facebookAppID, facebookAppSecret) { facebook.registerApp(appID: appID, secret: secret) }
             let appIDs = facebookAppID.joined(separator: ", ")
@@ -122,6 +126,7 @@ struct MockIdPCommand: AsyncParsableCommand {
             let issuers = try oidc.map { value in
                 let (name, multiTenant) = try Self.oidcIssuer(value)
                 let issuer = try MockOIDCIssuer(name: name, multiTenant: multiTenant, keyFile: multiTenant ? nil : oidcKeyFile)
+                issuer.web.newPersonEachTime = webNewPerson
                 for client in oidcWebClients {
                     let parts = client.split(separator: ":", maxSplits: 1)
                     issuer.registerWebClient(String(parts[0]), secret: String(parts[1]))

@@ -92,9 +92,10 @@ package struct WebSignInService: Sendable {
         now: Date = Date()
     ) async -> CallbackOutcome {
         guard let state, !state.isEmpty, state.utf8.count <= 128 else { return .invalidState }
+        let stateHash = Self.hash(state)
         let stored: WebSignInState
         do {
-            guard let found = try await database.webSignIns.takeState(hash: Self.hash(state), now: now) else { return .invalidState }
+            guard let found = try await database.webSignIns.findState(hash: stateHash, now: now) else { return .invalidState }
             stored = found
         } catch {
             context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
@@ -104,30 +105,43 @@ package struct WebSignInService: Sendable {
         let back = { (pairs: [(String, String)]) in
             CallbackOutcome.redirect(Self.returnURL(stored.returnURL, pairs + (stored.callerState.map { [("state", $0)] } ?? [])))
         }
+        // A callback that ends in an error spends its state too (best effort: it lapses anyway).
+        let spend = { [database] in _ = try? await database.webSignIns.deleteState(hash: stateHash) }
         if let providerError {
+            await spend()
             return back([("error", Self.shownError(providerError))])
         }
         do {
             let registered = try await store.registered(provider, tenantID: stored.tenantID, in: providers)
-            guard let webClient = registered.entry.webClient else { return back([("error", "web_flow_not_supported")]) }
+            guard let webClient = registered.entry.webClient else {
+                await spend()
+                return back([("error", "web_flow_not_supported")])
+            }
             let client = try await webClient(stored.clientID, provider, stored.tenantID, store)
             let (tenantID, intent, signIn) = (stored.tenantID, stored.intent, signIn)
             let verification = try await client.complete(
                 response, request(for: state), stored.tenantID,
                 { identity in try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent) }, now)
             let code = Self.randomToken()
+            let kept: Bool
             do {
                 let grant = try JSONEncoder().encode(WebSignInGrant(verification, intent: stored.intent))
                 let sealed = try secrets.seal(grant, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
-                try await database.webSignIns.storeGrant(
-                    codeHash: Self.hash(code), tenantID: stored.tenantID, provider: provider.rawValue, sealed: sealed,
-                    expiresAt: now.addingTimeInterval(Self.codeLifetime))
+                kept = try await database.webSignIns.takeState(
+                    hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code), codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
+                    now: now)
             } catch {
-                if let kept = verification.kept { verification.revokeLater?(kept, "the web sign-in could not be kept") }
+                if let token = verification.kept { verification.revokeLater?(token, "the web sign-in could not be kept") }
                 throw error
+            }
+            guard kept else {
+                // Another callback with this state finished first (or it lapsed meanwhile).
+                if let token = verification.kept { verification.revokeLater?(token, "the state was spent by another callback") }
+                return .invalidState
             }
             return back([("code", code)])
         } catch {
+            await spend()
             return back([("error", callbackError(error, stored: stored, provider: provider, context: context))])
         }
     }
