@@ -11,7 +11,9 @@
 #              verified sign-in sealed under a broker code, 303 to the return URL
 #   exchange   POST /v1/sign-in/<p>/web/exchange: the broker code for a session (every person new)
 # Each phase sends every request once and is timed from its first to its last answer.
-# Usage: [TARGET=embedded|tcp] [WEB_SIGN_INS=N] Benchmarks/e2e/web.sh
+# Usage: [TARGET=embedded|tcp] [WEB_SIGN_INS=N] [PROFILE=FILE] Benchmarks/e2e/web.sh
+# PROFILE=FILE: `perf record` samples the broker during each callback phase into FILE.<provider>
+# (not in measured runs: sampling costs CPU).
 source "$(dirname "$0")/lib.sh"
 count=${WEB_SIGN_INS:-12000}
 return_url=https://bench.example.com/done
@@ -43,17 +45,23 @@ for provider in apple line; do
     echo "== $provider on the web: $count sign-ins, every person new"
     seq "$count" | awk -v p="$provider" -v r="$return_url" '{ printf "POST /v1/sign-in/%s/web/start {\"return_url\":\"%s\",\"state\":\"b%d\"}\n", p, r, $1 }' >"$work/start.txt"
     phase start "$base" "$work/start.txt" "$work/authorize.txt" API_KEY="$API_KEY" EXTRACT=authorize_url
+    if [ -n "${PROFILE:-}" ]; then
+        profiling() { perf record -e cpu-clock -F 499 -g -p "$broker_pid" -o "$PROFILE.$provider" >/dev/null 2>&1 & perf_pid=$!; }
+    else
+        profiling() { perf_pid=; }
+    fi
     if [ "$provider" = apple ]; then
         phase authorize "$idp" "$work/authorize.txt" "$work/callback.txt" EXTRACT=apple_form
-        cpu_start
+        cpu_start; profiling
         phase callback "$base" "$work/callback.txt" "$work/exchange.txt" CONTENT_TYPE=application/x-www-form-urlencoded \
             EXTRACT=code EXCHANGE_PATH=/v1/sign-in/apple/web/exchange
     else
         phase authorize "$idp" "$work/authorize.txt" "$work/callback.txt" EXTRACT=location
-        cpu_start
+        cpu_start; profiling
         phase callback "$base" "$work/callback.txt" "$work/exchange.txt" EXTRACT=code EXCHANGE_PATH=/v1/sign-in/line/web/exchange
     fi
     cpu_report "$(wc -l <"$work/exchange.txt")"
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     phase exchange "$base" "$work/exchange.txt" "$work/sessions.txt" API_KEY="$API_KEY" EXTRACT=none
 done
 echo "   (accounts: $(psql_db "SELECT provider || ' ' || count(*) FROM identities GROUP BY provider ORDER BY provider" | tr '\n' ' '))"

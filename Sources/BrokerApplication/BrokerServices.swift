@@ -42,6 +42,8 @@ public struct BrokerServices: Sendable {
     package let securityEvents: SecurityEventRecorder
     /// Login options and the guideline 4.8 standing of each tenant, cached.
     package let loginCatalogs: LoginCatalogStore
+    /// The web flow's derived keys (decision 0038).
+    package let webSignInKeys: WebSignInService.Keys
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
@@ -77,6 +79,7 @@ public struct BrokerServices: Sendable {
         self.loginCatalogs = LoginCatalogStore(database: database)
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
+        self.webSignInKeys = WebSignInService.Keys(secrets: secrets)
     }
 
     public func issuer(for slug: TenantSlug) -> String { "\(publicURL)/t/\(slug.rawValue)" }
@@ -95,7 +98,8 @@ public struct BrokerServices: Sendable {
 
     package var webSignIn: WebSignInService {
         WebSignInService(
-            database: database, providers: providers, store: providerSettings, signIn: signIn, secrets: secrets, events: securityEvents)
+            database: database, providers: providers, store: providerSettings, signIn: signIn, secrets: secrets, events: securityEvents,
+            keys: webSignInKeys)
     }
 
     package var identityLinks: IdentityLinkService {

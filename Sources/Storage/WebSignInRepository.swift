@@ -54,18 +54,7 @@ public struct WebSignInRepository: Sendable {
     /// The state with this hash, unexpired at `now`; nil when it is unknown, taken or expired.
     public func findState(hash: Data, now: Date) async throws -> WebSignInState? {
         // The state is the only key the callback has: it says which tenant the sign-in is for.
-        let rows = try await client.rows(
-            """
-            SELECT tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at
-            FROM web_sign_in_states WHERE state_hash = \(hash) AND expires_at > \(now)
-            """, logger: logger)
-        guard let row = rows.first else { return nil }
-        var reader = RowReader(row)
-        return WebSignInState(
-            stateHash: hash, tenantID: try reader.next(), provider: try reader.next(), clientID: try reader.next(),
-            redirectURI: try reader.next(), returnURL: try reader.next(),
-            intent: SignInIntent(rawValue: try reader.next(String.self)) ?? .signIn, callerState: try reader.next(),
-            expiresAt: try reader.next())
+        try await client.rows(FindStateStatement(hash: hash, now: now), logger: logger).first
     }
 
     /// Removes the state (a callback that ended in an error spends it).
@@ -77,16 +66,8 @@ public struct WebSignInRepository: Sendable {
     /// statement and one commit; false when the state was taken (or expired) meanwhile, and then
     /// nothing is kept. The code belongs to the state's tenant and provider.
     public func takeState(hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, now: Date) async throws -> Bool {
-        let rows = try await client.rows(
-            """
-            WITH taken AS (
-                DELETE FROM web_sign_in_states WHERE state_hash = \(hash) AND expires_at > \(now) RETURNING tenant_id, provider
-            )
-            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at)
-            SELECT \(codeHash), t.tenant_id, t.provider, \(sealed), \(codeExpiresAt) FROM taken t
-            RETURNING 1
-            """, logger: logger)
-        return !rows.isEmpty
+        let statement = TakeStateStatement(hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now)
+        return try await !client.rows(statement, logger: logger).isEmpty
     }
 
     /// Takes the sign-in kept under this code hash for this tenant and provider, unexpired at

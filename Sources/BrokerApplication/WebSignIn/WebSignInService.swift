@@ -17,6 +17,19 @@ package struct WebSignInService: Sendable {
     package let signIn: SignInService
     package let secrets: SecretBox
     package let events: SecurityEventRecorder
+    /// The keys the nonce and the PKCE verifier are derived from the state with (decision 0038),
+    /// derived from the master key once per process.
+    package let keys: Keys
+
+    package struct Keys: Sendable {
+        let nonce: SymmetricKey
+        let pkce: SymmetricKey
+
+        package init(secrets: SecretBox) {
+            nonce = secrets.derivedKey(purpose: "web-sign-in-nonce")
+            pkce = secrets.derivedKey(purpose: "web-sign-in-pkce")
+        }
+    }
 
     /// How long a started sign-in waits for the provider's callback.
     package static let stateLifetime: TimeInterval = 600
@@ -125,7 +138,7 @@ package struct WebSignInService: Sendable {
             let code = Self.randomToken()
             let kept: Bool
             do {
-                let grant = try JSONEncoder().encode(WebSignInGrant(verification, intent: stored.intent))
+                let grant = WebSignInGrant(verification, intent: stored.intent).json
                 let sealed = try secrets.seal(grant, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
                 kept = try await database.webSignIns.takeState(
                     hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code), codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
@@ -225,7 +238,7 @@ package struct WebSignInService: Sendable {
         guard let sealed = try await database.webSignIns.takeGrant(codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
         else { throw WebSignInFailure.invalidGrant }
         let opened = try secrets.open(sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
-        guard let grant = try? JSONDecoder().decode(WebSignInGrant.self, from: opened), let verified = grant.verified else {
+        guard let grant = WebSignInGrant(json: opened), let verified = grant.verified else {
             throw WebSignInFailure.invalidGrant
         }
         let (store, providers, tenantID, clientID) = (store, providers, tenant.id, verified.clientID)
@@ -249,9 +262,7 @@ package struct WebSignInService: Sendable {
     /// The request of a state: its nonce and PKCE verifier are derived from it with keys of the
     /// master key, so neither is stored (decision 0038).
     func request(for state: String) -> AuthorizationRequest {
-        AuthorizationRequest(
-            state: state, nonce: Self.derive(state, secrets.derivedKey(purpose: "web-sign-in-nonce")),
-            codeVerifier: Self.derive(state, secrets.derivedKey(purpose: "web-sign-in-pkce")))
+        AuthorizationRequest(state: state, nonce: Self.derive(state, keys.nonce), codeVerifier: Self.derive(state, keys.pkce))
     }
 
     static func derive(_ state: String, _ key: SymmetricKey) -> String {
