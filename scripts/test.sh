@@ -42,8 +42,10 @@ else
     # Suites that hold timing bounds run after the rest, not while 400 other tests load the two
     # cores (under that load a task waiting on a deadline is resumed seconds late): a provider
     # answer trickling in is cut off within its timeout plus a second; readiness turns 503
-    # within 2.5 s of PostgreSQL stopping, the first sign-in succeeds within 5 s of its return.
-    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests"
+    # within 2.5 s of PostgreSQL stopping, the first sign-in succeeds within 5 s of its return;
+    # a served broker with a 3 s provider timeout gets MockIdP's Graph answers in time (seen to
+    # miss it once in the whole run on 2 cores, issue 22's CI).
+    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests"
     outage_suites="DatabaseOutageTests|LongDatabaseOutageTests"
     swift test --skip-build --skip "$timing_suites|$outage_suites"
     swift test --skip-build --filter "$timing_suites"

@@ -86,6 +86,12 @@ public final class MockCodeFlow: Sendable {
     /// The token endpoint's checks of a form (and its `Authorization` header): the redeemed
     /// code, or the error answer (status, OAuth error code).
     func redeem(form: [String: String], authorization: String?, now: Date = Date()) -> Result<Redeemed, TokenError> {
+        // Only the client authentication methods discovery lists are taken.
+        let methods = state.withLock { $0.authMethods }
+        if authorization != nil, !methods.contains("client_secret_basic") { return .failure(TokenError(status: 401, code: "invalid_client")) }
+        if form["client_secret"] != nil, !methods.contains("client_secret_post") {
+            return .failure(TokenError(status: 401, code: "invalid_client"))
+        }
         var clientID = form["client_id"]
         var secret = form["client_secret"]
         if let authorization, authorization.hasPrefix("Basic "),

@@ -147,9 +147,11 @@ import Testing
         }
     }
 
-    @Test func hs256TokensSignedWithTheSecretAreTakenFromTheTokenEndpointOnly() async throws {
+    @Test func hs256TokensSignedWithTheSecretAreTakenFromTheTokenEndpointOnlyAndTheSecretGoesInTheForm() async throws {
         try await Self.run { setup in
             setup.yahoo.webHS256 = true
+            // Its token endpoint takes the secret in the form only (client_secret_post).
+            setup.yahoo.webAuthMethods = ["client_secret_post"]
             setup.yahoo.registerWebClient(OIDCTestSetup.yahooClient, secret: "yahoo-secret")
             try await setup.enable(
                 "yahoo", issuer: setup.yahooIssuer, clientIDs: [OIDCTestSetup.yahooClient],
