@@ -114,9 +114,6 @@ extension MockAppleIdP {
 
     /// `c_hash`: base64url of the left half of SHA-256.
     static func halfHash(_ value: String) -> String {
-        var digest = Data(Data(SHA256.hash(data: Data(value.utf8))).prefix(16)).base64EncodedString()
-        digest = digest.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while digest.hasSuffix("=") { digest.removeLast() }
-        return digest
+        base64URL(Data(Data(SHA256.hash(data: Data(value.utf8))).prefix(16)))
     }
 }

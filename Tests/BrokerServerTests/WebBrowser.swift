@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
+import Providers
 
 /// A person's browser in the web flow tests: a real HTTP client (AsyncHTTPClient) that follows
 /// redirects one at a time and submits the self-posting forms Apple's authorize page answers.
@@ -110,11 +111,7 @@ struct WebBrowser {
             .replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&amp;", with: "&")
     }
 
-    static func form(_ fields: [(String, String)]) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return fields.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
-    }
+    static func form(_ fields: [(String, String)]) -> String { FormEncoding.encode(fields) }
 
     /// The query parameters of a URL.
     static func query(_ url: String) -> [String: String] {

@@ -112,11 +112,7 @@ public struct IdentityTokenVerifier: Sendable {
                 report.fail("signature", .invalid("HS256 tokens are accepted only from the token endpoint's own answer."))
                 return report
             }
-            let forbidden = ["jku", "x5u", "jwk", "x5c", "crit"].filter { header[$0] != nil }
-            guard forbidden.isEmpty else {
-                report.fail("header", .invalid("The token header carries \(forbidden.joined(separator: ", ")), which is refused."))
-                return report
-            }
+            guard checkHeaderMembers(header, report: &report) else { return report }
             guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data(bytes[..<secondDot]), using: sharedSecret) else {
                 report.fail("signature", .invalid("The signature does not verify."))
                 return report
@@ -129,12 +125,7 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("kid", .invalid("The token header has no kid."))
             return report
         }
-        let forbidden = ["jku", "x5u", "jwk", "x5c", "crit"].filter { header[$0] != nil }
-        guard forbidden.isEmpty else {
-            report.fail("header", .invalid("The token header carries \(forbidden.joined(separator: ", ")), which is refused."))
-            return report
-        }
-        report.pass("header", "no jku/x5u/jwk/x5c/crit")
+        guard checkHeaderMembers(header, report: &report) else { return report }
 
         // Key and signature: jwt-kit's algorithm for the published key checks the signature
         // over the token's first two segments, exactly as sent. Going through the key
@@ -163,6 +154,17 @@ public struct IdentityTokenVerifier: Sendable {
         report.pass("signature", "\(alg) signature verifies with key \(kid)")
         checkClaims(payload: payload, nonce: nonce, at: now, report: &report)
         return report
+    }
+
+    /// No header member that would name its own key or demand unknown processing (RFC 8725).
+    private func checkHeaderMembers(_ header: [String: JSONValue], report: inout VerificationReport) -> Bool {
+        let forbidden = ["jku", "x5u", "jwk", "x5c", "crit"].filter { header[$0] != nil }
+        guard forbidden.isEmpty else {
+            report.fail("header", .invalid("The token header carries \(forbidden.joined(separator: ", ")), which is refused."))
+            return false
+        }
+        report.pass("header", "no jku/x5u/jwk/x5c/crit")
+        return true
     }
 
     /// Every claim check, after the signature verified.
