@@ -5,17 +5,28 @@ import Synchronization
 
 /// Apple's token and revoke endpoints, as the mock answers them.
 extension MockAppleIdP {
-    public struct TokenRequest: Decodable, Sendable {
+    public struct TokenRequest: Sendable {
         public var grant_type: String?
         public var code: String?
         public var refresh_token: String?
         public var client_id: String?
         public var client_secret: String?
         public var redirect_uri: String?
+
+        /// The request of a form's fields.
+        init(form: [String: String]) {
+            grant_type = form["grant_type"]
+            code = form["code"]
+            refresh_token = form["refresh_token"]
+            client_id = form["client_id"]
+            client_secret = form["client_secret"]
+            redirect_uri = form["redirect_uri"]
+        }
     }
 
     public enum TokenAnswer: Sendable {
-        case success([String: JWTHeaderField])
+        /// 200 with this JSON body.
+        case success(Data)
         case error(status: Int, code: String)
     }
 
@@ -37,7 +48,7 @@ extension MockAppleIdP {
                 return entry
             }
             guard let issued else { return .error(status: 400, code: "invalid_grant") }
-            let refreshToken = "r" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let refreshToken = "r" + UUID().uuidString.lowercased().filter { $0 != "-" }
             state.withLock { $0.refreshTokens[refreshToken] = issued }
             return tokens(for: issued, refreshToken: refreshToken, now: now)
         case "refresh_token":
@@ -64,13 +75,12 @@ extension MockAppleIdP {
             let idToken =
                 fault == .none && issued.idToken != nil
                 ? issued.idToken ?? "" : try mint(claims(subject: subject, audience: issued.clientID, issuedAt: now, extra: issued.claims))
-            var body: [String: JWTHeaderField] = [
-                "access_token": .string("a" + UUID().uuidString.lowercased()), "token_type": .string("Bearer"),
-                "expires_in": .int(3600),
+            var body: [(String, MockJSON.Value)] = [
+                ("access_token", .string("a" + UUID().uuidString.lowercased())), ("token_type", .string("Bearer")), ("expires_in", .int(3600)),
             ]
-            if fault != .omitIDToken { body["id_token"] = .string(idToken) }
-            if let refreshToken { body["refresh_token"] = .string(refreshToken) }
-            return .success(body)
+            if fault != .omitIDToken { body.append(("id_token", .string(idToken))) }
+            if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }
+            return .success(MockJSON.object(body))
         } catch {
             return .error(status: 500, code: "server_error")
         }
@@ -80,6 +90,10 @@ extension MockAppleIdP {
     /// `sub` the client id, `aud` https://appleid.apple.com, `exp` in the future and at most
     /// six months after `iat`; the signature verifies when the team is registered.
     func checkClientSecret(_ secret: String, clientID: String, now: Date) -> Bool {
+        // A secret that verified is taken until it expires, as long as no team key changes.
+        if let verified = state.withLock({ $0.verifiedSecrets[secret] }) {
+            return verified.clientID == clientID && verified.expiresAt > now.timeIntervalSince1970
+        }
         let parts = secret.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = decode(parts[0]), let payloadData = decode(parts[1]),
             let signature = decode(parts[2]),
@@ -91,11 +105,16 @@ extension MockAppleIdP {
             let iat = (payload["iat"] as? NSNumber)?.doubleValue, let exp = (payload["exp"] as? NSNumber)?.doubleValue,
             exp > now.timeIntervalSince1970, exp - iat <= 15_777_000
         else { return false }
-        guard let team = state.withLock({ $0.teams[iss] }) else { return true }
-        guard team.keyID == kid, let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else {
-            return false
+        if let team = state.withLock({ $0.teams[iss] }) {
+            guard team.keyID == kid, let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+                team.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+            else { return false }
         }
-        return team.publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
+        state.withLock { state in
+            if state.verifiedSecrets.count >= 1_024 { state.verifiedSecrets.removeAll() }
+            state.verifiedSecrets[secret] = (clientID, exp)
+        }
+        return true
     }
 
     private static func audiences(_ value: Any?) -> [String] {

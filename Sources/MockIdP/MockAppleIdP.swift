@@ -16,6 +16,8 @@ public final class MockAppleIdP: MockTokenIssuer {
         var revokedTokens: [String] = []
         /// Team id → the P-256 public key (PEM) client secrets of that team must verify with.
         var teams: [String: (keyID: String, publicKey: P256.Signing.PublicKey)] = [:]
+        /// Client secrets that verified: their client and expiry (emptied when a team's key changes).
+        var verifiedSecrets: [String: (clientID: String, expiresAt: Double)] = [:]
         /// The web flow's authorize page: who consents, its fault, and (client, subject) pairs
         /// that authorized before (Apple sends `user` the first time only).
         var webUser = WebUser(subject: "000123.web0user0000000000000000000.0001", email: "web.user@example.com", givenName: "Web", familyName: "User")
@@ -54,7 +56,10 @@ public final class MockAppleIdP: MockTokenIssuer {
 
     /// Registers a team's key so client secrets are checked like Apple does.
     public func registerTeam(_ teamID: String, keyID: String, publicKey: P256.Signing.PublicKey) {
-        state.withLock { $0.teams[teamID] = (keyID, publicKey) }
+        state.withLock {
+            $0.teams[teamID] = (keyID, publicKey)
+            $0.verifiedSecrets.removeAll()
+        }
     }
 
     /// Apple-shaped claims for an identity token.

@@ -31,6 +31,9 @@ public final class MockCodeFlow: Sendable {
         let user: MockOIDCIssuer.WebUser
         let issuedAt: Date
         var used = false
+        /// The id token the token endpoint answers, minted at the authorize step (so that a
+        /// benchmark's callback phase does not carry the mock's signing); nil: minted then.
+        var idToken: String? = nil
     }
 
     /// A code the token endpoint accepted: whom and what to mint the id token for.
@@ -39,6 +42,8 @@ public final class MockCodeFlow: Sendable {
         let secret: String
         let nonce: String?
         let user: MockOIDCIssuer.WebUser
+        /// Minted at the authorize step, when the code was issued.
+        let idToken: String?
     }
 
     let state = Mutex(State())
@@ -59,7 +64,11 @@ public final class MockCodeFlow: Sendable {
 
     /// Where the authorize endpoint sends the browser for these query parameters: the redirect
     /// URI with `code` and `state` (or `error`); nil for a request the provider would not take.
-    func authorizeRedirect(_ query: [String: String], now: Date = Date()) -> String? {
+    /// `mint`: the id token for the code, minted now (nil: at the token endpoint).
+    func authorizeRedirect(
+        _ query: [String: String], now: Date = Date(),
+        mint: ((_ clientID: String, _ nonce: String?, _ user: MockOIDCIssuer.WebUser) -> String?)? = nil
+    ) -> String? {
         guard query["response_type"] == "code", let clientID = query["client_id"], let redirectURI = query["redirect_uri"],
             (query["scope"] ?? "").split(separator: " ").contains("openid")
         else { return nil }
@@ -67,10 +76,10 @@ public final class MockCodeFlow: Sendable {
         if challenge != nil, query["code_challenge_method"] != "S256" { return nil }
         let requestState = query["state"] ?? ""
         let separator = redirectURI.contains("?") ? "&" : "?"
-        return state.withLock { web -> String? in
+        let issued = state.withLock { web -> (location: String, code: String?, user: MockOIDCIssuer.WebUser)? in
             guard web.clients[clientID] != nil else { return nil }
             if web.authorizeFault == .deny {
-                return redirectURI + separator + Self.form([("error", "access_denied"), ("state", requestState)])
+                return (redirectURI + separator + Self.form([("error", "access_denied"), ("state", requestState)]), nil, web.user)
             }
             let code = "oc" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             let user =
@@ -79,8 +88,13 @@ public final class MockCodeFlow: Sendable {
                 : web.user
             web.codes[code] = Code(
                 clientID: clientID, redirectURI: redirectURI, challenge: challenge, nonce: query["nonce"], user: user, issuedAt: now)
-            return redirectURI + separator + Self.form([("code", code), ("state", requestState)])
+            return (redirectURI + separator + Self.form([("code", code), ("state", requestState)]), code, user)
         }
+        guard let issued else { return nil }
+        if let code = issued.code, let idToken = mint?(clientID, query["nonce"], issued.user) {
+            state.withLock { $0.codes[code]?.idToken = idToken }
+        }
+        return issued.location
     }
 
     /// The token endpoint's checks of a form (and its `Authorization` header): the redeemed
@@ -122,7 +136,10 @@ public final class MockCodeFlow: Sendable {
             }
         }
         let wrongNonce = state.withLock { $0.tokenFault == .wrongNonce }
-        return .success(Redeemed(clientID: clientID, secret: secret, nonce: wrongNonce ? "not-the-nonce" : issued.nonce, user: issued.user))
+        return .success(
+            Redeemed(
+                clientID: clientID, secret: secret, nonce: wrongNonce ? "not-the-nonce" : issued.nonce, user: issued.user,
+                idToken: wrongNonce ? nil : issued.idToken))
     }
 
     struct TokenError: Error {
@@ -132,10 +149,11 @@ public final class MockCodeFlow: Sendable {
     }
 
     /// The token endpoint's 200 body around `idToken`.
-    static func tokenBody(idToken: String) throws -> Data {
-        try JSONSerialization.data(
-            withJSONObject: ["access_token": "at" + UUID().uuidString, "token_type": "Bearer", "expires_in": 3600, "id_token": idToken],
-            options: [.sortedKeys])
+    static func tokenBody(idToken: String) -> Data {
+        MockJSON.object([
+            ("access_token", .string("at" + UUID().uuidString)), ("token_type", .string("Bearer")), ("expires_in", .int(3600)),
+            ("id_token", .string(idToken)),
+        ])
     }
 
     static func s256(_ verifier: String) -> String { base64URL(Data(SHA256.hash(data: Data(verifier.utf8)))) }

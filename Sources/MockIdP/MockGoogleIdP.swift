@@ -106,7 +106,7 @@ extension MockGoogleIdP {
                 claims(
                     subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce, email: redeemed.user.email,
                     name: redeemed.user.name, issuedAt: now))
-            return (200, try MockCodeFlow.tokenBody(idToken: idToken))
+            return (200, MockCodeFlow.tokenBody(idToken: idToken))
         }
     }
 }

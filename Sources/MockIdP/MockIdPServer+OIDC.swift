@@ -28,17 +28,16 @@ extension MockIdPServer {
                 router.get(RouterPath(issuer.path + "/keys")) { _, context in
                     try await oidcResponse(issuer, context) { count in try issuer.keysAnswer(count: count) }
                 }
-                router.get(RouterPath(issuer.path + "/authorize")) { request, _ -> Response in
+                router.get(RouterPath(issuer.path + "/authorize")) { request, context -> Response in
                     var query: [String: String] = [:]
                     for (name, value) in request.uri.queryParameters { query[String(name)] = String(value) }
-                    guard let location = issuer.authorizeRedirect(query) else {
+                    guard let location = issuer.authorizeRedirect(query, base: base(of: request, context)) else {
                         return json(.badRequest, Data(#"{"error":"invalid_request"}"#.utf8))
                     }
                     return Response(status: .found, headers: [.location: location])
                 }
                 router.post(RouterPath(issuer.path + "/token")) { request, context -> Response in
-                    let text = String(buffer: try await request.body.collect(upTo: 65_536))
-                    let form = try TokenForm.decode(text)
+                    let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
                     let authorization = request.headers[.authorization]
                     let base = base(of: request, context)
                     return try await oidcResponse(issuer, context) { count in
@@ -46,28 +45,6 @@ extension MockIdPServer {
                     }
                 }
             }
-        }
-    }
-
-    struct TokenForm: Decodable {
-        var grant_type: String?
-        var code: String?
-        var redirect_uri: String?
-        var code_verifier: String?
-        var client_id: String?
-        var client_secret: String?
-
-        /// The form's fields by name.
-        static func decode(_ text: String) throws -> [String: String] {
-            let fields = try URLEncodedFormDecoder().decode(TokenForm.self, from: text)
-            var form: [String: String] = [:]
-            form["grant_type"] = fields.grant_type
-            form["code"] = fields.code
-            form["redirect_uri"] = fields.redirect_uri
-            form["code_verifier"] = fields.code_verifier
-            form["client_id"] = fields.client_id
-            form["client_secret"] = fields.client_secret
-            return form
         }
     }
 

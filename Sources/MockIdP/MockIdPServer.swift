@@ -52,8 +52,8 @@ public enum MockIdPServer {
                 return Response(status: .found, headers: [.location: location])
             }
             router.post(RouterPath(MockGoogleIdP.tokenPath)) { request, _ -> Response in
-                let text = String(buffer: try await request.body.collect(upTo: 65_536))
-                let answer = try google.tokenAnswer(form: try TokenForm.decode(text), authorization: request.headers[.authorization])
+                let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
+                let answer = try google.tokenAnswer(form: form, authorization: request.headers[.authorization])
                 return json(.init(code: answer.status), answer.body)
             }
         }
@@ -101,7 +101,7 @@ public enum MockIdPServer {
                 body: .init(byteBuffer: ByteBuffer(string: MockAppleIdP.formPage(action: form.action, fields: form.fields))))
         }
         router.post("/auth/token") { request, _ -> Response in
-            let form = String(buffer: try await request.body.collect(upTo: 65_536))
+            let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
             switch apple.tokenFault {
             case .answer(let status, let body):
                 apple.countCodeExchange()
@@ -112,18 +112,16 @@ public enum MockIdPServer {
             case .none, .omitIDToken, .otherSubject:
                 break
             }
-            let tokenRequest = try URLEncodedFormDecoder().decode(MockAppleIdP.TokenRequest.self, from: form)
-            switch apple.answer(tokenRequest) {
+            switch apple.answer(MockAppleIdP.TokenRequest(form: form)) {
             case .success(let body):
-                return json(.ok, try MockAppleIdP.json(body))
+                return json(.ok, body)
             case .error(let status, let code):
-                return json(.init(code: status), try MockAppleIdP.json(["error": .string(code)]))
+                return json(.init(code: status), MockJSON.object([("error", .string(code))]))
             }
         }
         router.post("/auth/revoke") { request, _ -> Response in
-            let form = String(buffer: try await request.body.collect(upTo: 65_536))
-            let revoke = try URLEncodedFormDecoder().decode(RevokeRequest.self, from: form)
-            if let token = revoke.token { apple.revoke(token: token) }
+            let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
+            if let token = form["token"] { apple.revoke(token: token) }
             return Response(status: .ok)
         }
     }
@@ -216,13 +214,6 @@ public enum MockIdPServer {
         var email: String?
         /// Seconds until the token expires (negative: already expired); absent: never.
         var expires_in: Int?
-    }
-
-    struct RevokeRequest: Decodable {
-        var token: String?
-        var client_id: String?
-        var client_secret: String?
-        var token_type_hint: String?
     }
 
     static func keysResponse(_ keys: MockKeyRing) throws -> Response {

@@ -77,7 +77,15 @@ extension MockOIDCIssuer {
     /// Requests received at the token endpoint.
     public var webTokenRequests: Int { web.state.withLock { $0.tokenRequests } }
 
-    func authorizeRedirect(_ query: [String: String], now: Date = Date()) -> String? { web.authorizeRedirect(query, now: now) }
+    /// The authorize endpoint's redirect; the id token of the code is minted now, for a mock
+    /// served at `base` (not for HS256 tokens, which the token endpoint signs with the secret).
+    func authorizeRedirect(_ query: [String: String], base: String, now: Date = Date()) -> String? {
+        web.authorizeRedirect(query, now: now) { clientID, nonce, user in
+            guard !self.webHS256 else { return nil }
+            let claims = self.claims(base: base, subject: user.subject, audience: clientID, nonce: nonce, email: user.email, name: user.name, now: now)
+            return try? self.mint(claims, algorithm: self.algorithms.contains(.es256) ? .es256 : nil)
+        }
+    }
 
     /// The token endpoint's answer to a form (and its `Authorization` header), for a mock served
     /// at `base`. `count`: count the request.
@@ -94,14 +102,19 @@ extension MockOIDCIssuer {
         switch web.redeem(form: form, authorization: authorization, now: now) {
         case .failure(let error): return .response(status: error.status, body: error.body)
         case .success(let redeemed):
-            let claims = self.claims(
-                base: base, subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce, email: redeemed.user.email,
-                name: redeemed.user.name, now: now)
-            // ES256 when the issuer has such a key: a P-256 signature costs the mock a fraction of
-            // an RSA one (the broker accepts what discovery lists).
-            let idToken =
-                hs256 ? try Self.hs256(claims, secret: redeemed.secret) : try mint(claims, algorithm: algorithms.contains(.es256) ? .es256 : nil)
-            return .response(status: 200, body: try MockCodeFlow.tokenBody(idToken: idToken))
+            let idToken: String
+            if !hs256, let minted = redeemed.idToken {
+                idToken = minted
+            } else {
+                let claims = self.claims(
+                    base: base, subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce, email: redeemed.user.email,
+                    name: redeemed.user.name, now: now)
+                // ES256 when the issuer has such a key: a P-256 signature costs the mock a fraction of
+                // an RSA one (the broker accepts what discovery lists).
+                idToken =
+                    hs256 ? try Self.hs256(claims, secret: redeemed.secret) : try mint(claims, algorithm: algorithms.contains(.es256) ? .es256 : nil)
+            }
+            return .response(status: 200, body: MockCodeFlow.tokenBody(idToken: idToken))
         }
     }
 
