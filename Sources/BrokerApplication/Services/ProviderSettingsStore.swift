@@ -13,7 +13,7 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     package let configurations: ExpiringCache<String, ProviderConfiguration?>
 
     package func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
-        let key = "\(tenantID):\(clientID)"
+        let key = "\(tenantID.lowercasedString):\(clientID)"
         if let cached = appleClients.value(for: key) { return cached }
         guard let resolved = try await database.apple.resolve(tenantID: tenantID, clientID: clientID) else { return nil }
         appleClients.set(resolved, for: key)
@@ -25,7 +25,7 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     }
 
     package func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
-        let key = "\(tenantID):\(provider.rawValue)"
+        let key = "\(tenantID.lowercasedString):\(provider.rawValue)"
         if let cached = configurations.value(for: key) { return cached }
         let found = try await database.providerConfigs.find(tenantID: tenantID, provider: provider)
         configurations.set(found, for: key)

@@ -4,6 +4,7 @@ import BrokerCore
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import Providers
 
@@ -100,13 +101,13 @@ struct WebSignInRoute: Sendable {
     func appleCallback(_ request: Request, context: BrokerRequestContext) async -> Response {
         var request = request
         let mediaType = request.headers[.contentType].map { $0.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard mediaType == "application/x-www-form-urlencoded",
-            let body = try? await request.collectBody(upTo: maxBodyBytes),
-            let form = try? URLEncodedFormDecoder().decode(AppleForm.self, from: String(decoding: body.readableBytesView, as: UTF8.self))
-        else { return Self.page(.badRequest) }
+        guard mediaType == "application/x-www-form-urlencoded", let body = try? await request.collectBody(upTo: maxBodyBytes) else {
+            return Self.page(.badRequest)
+        }
+        let form = Self.formFields(body)
         let outcome = await services.webSignIn.callback(
-            route: .apple, state: form.state, providerError: form.error,
-            response: AuthorizationResponse(code: form.code, idToken: form.id_token, user: form.user),
+            route: .apple, state: form["state"], providerError: form["error"],
+            response: AuthorizationResponse(code: form["code"], idToken: form["id_token"], user: form["user"]),
             context: HTTPCaller(request, context: context).context)
         return Self.answer(outcome)
     }
@@ -120,12 +121,18 @@ struct WebSignInRoute: Sendable {
         return Self.answer(outcome)
     }
 
-    struct AppleForm: Decodable {
-        var state: String?
-        var code: String?
-        var id_token: String?
-        var user: String?
-        var error: String?
+    /// The fields of an `application/x-www-form-urlencoded` body (the first of each name), read
+    /// by Hummingbird's query parser. A form writes a space as `+`, which a query leaves alone,
+    /// so every `+` becomes a space first (a `+` the form meant arrives as `%2B`).
+    static func formFields(_ body: ByteBuffer) -> [String: String] {
+        var bytes = Array(body.readableBytesView)
+        for index in bytes.indices where bytes[index] == UInt8(ascii: "+") { bytes[index] = UInt8(ascii: " ") }
+        // "/?": the parser reads a path, then the query; nothing in the body is taken for a scheme.
+        var fields: [String: String] = [:]
+        for (name, value) in URI("/?" + String(decoding: bytes, as: UTF8.self)).queryParameters where fields[String(name)] == nil {
+            fields[String(name)] = String(value)
+        }
+        return fields
     }
 
     static func answer(_ outcome: WebSignInService.CallbackOutcome) -> Response {
