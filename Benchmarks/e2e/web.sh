@@ -46,7 +46,7 @@ for provider in apple line; do
     seq "$count" | awk -v p="$provider" -v r="$return_url" '{ printf "POST /v1/sign-in/%s/web/start {\"return_url\":\"%s\",\"state\":\"b%d\"}\n", p, r, $1 }' >"$work/start.txt"
     phase start "$base" "$work/start.txt" "$work/authorize.txt" API_KEY="$API_KEY" EXTRACT=authorize_url
     if [ -n "${PROFILE:-}" ]; then
-        profiling() { perf record -e cpu-clock -F 499 -g -p "$broker_pid" -o "$PROFILE.$provider" >/dev/null 2>&1 & perf_pid=$!; }
+        profiling() { perf record -e cpu-clock -F 499 -g $( [ -n "${PROFILE_ALL:-}" ] && echo -a || echo -p $broker_pid ) -o "$PROFILE.$provider" >/dev/null 2>&1 & perf_pid=$!; }
     else
         profiling() { perf_pid=; }
     fi

@@ -60,6 +60,9 @@ public struct WebClient: Sendable {
     public let clientID: String
     public let redirectURI: String
     public let returnURLs: [String]
+    /// The provider scope of the identities this client's sign-ins verify, when it is known
+    /// before the callback (Apple: the Services ID's team); nil otherwise.
+    public let providerScope: String?
     /// The provider's authorize URL for this request.
     public let authorizationURL: @Sendable (AuthorizationRequest) -> String
     /// Redeems the callback: verifies what came back against the request, calls
@@ -74,7 +77,7 @@ public struct WebClient: Sendable {
     public let revokeLater: (@Sendable (_ token: KeptProviderToken, _ reason: String) -> Void)?
 
     public init(
-        provider: ProviderID, clientID: String, redirectURI: String, returnURLs: [String],
+        provider: ProviderID, clientID: String, redirectURI: String, returnURLs: [String], providerScope: String? = nil,
         authorizationURL: @escaping @Sendable (AuthorizationRequest) -> String,
         complete: @escaping @Sendable (
             AuthorizationResponse, AuthorizationRequest, UUID, @Sendable (ProviderIdentity) async throws -> Void, Date
@@ -86,6 +89,7 @@ public struct WebClient: Sendable {
         self.clientID = clientID
         self.redirectURI = redirectURI
         self.returnURLs = returnURLs
+        self.providerScope = providerScope
         self.authorizationURL = authorizationURL
         self.complete = complete
     }

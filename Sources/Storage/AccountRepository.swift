@@ -271,22 +271,39 @@ public struct AccountRepository: Sendable {
     public func accountStatus(tenantID: UUID, provider: String, providerScope: String, subject: String) async throws
         -> AccountStatus?
     {
-        let rows = try await client.rows(
-            Self.accountStatusQuery(tenantID: tenantID, provider: provider, providerScope: providerScope, subject: subject),
-            logger: logger)
-        for row in rows { return AccountStatus(rawValue: try row.decode(String.self)) ?? .disabled }
-        return nil
+        let statement = AccountStatusStatement(tenantID: tenantID, provider: provider, providerScope: providerScope, subject: subject)
+        return try await client.rows(statement, logger: logger).first
     }
 
-    /// Identity by its unique key, account by (tenant_id, id) with both bound (decision 0014).
-    static func accountStatusQuery(tenantID: UUID, provider: String, providerScope: String, subject: String) -> PostgresQuery {
-        """
-        SELECT a.status FROM accounts a
-        WHERE a.tenant_id = \(tenantID) AND a.id = (
-            SELECT i.account_id FROM identities i
-            WHERE i.tenant_id = \(tenantID) AND i.provider = \(provider) AND i.provider_scope = \(providerScope)
-                AND i.subject = \(subject))
-        """
+    /// The status of the account an identity belongs to, prepared once per connection: a web
+    /// callback asks it before Apple's code is redeemed. Identity by its unique key, account by
+    /// (tenant_id, id) with both bound (decision 0014).
+    struct AccountStatusStatement: PostgresPreparedStatement {
+        typealias Row = AccountStatus
+
+        static let name = "ib_account_status"
+        static let sql = """
+            SELECT a.status FROM accounts a
+            WHERE a.tenant_id = $1::uuid AND a.id = (
+                SELECT i.account_id FROM identities i
+                WHERE i.tenant_id = $1::uuid AND i.provider = $2::text AND i.provider_scope = $3::text AND i.subject = $4::text)
+            """
+
+        let tenantID: UUID
+        let provider: String
+        let providerScope: String
+        let subject: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            bindings.append(tenantID)
+            bindings.append(provider)
+            bindings.append(providerScope)
+            bindings.append(subject)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> AccountStatus { AccountStatus(rawValue: try row.decode(String.self)) ?? .disabled }
     }
 
     static func decodeAccount(_ reader: inout RowReader) throws -> Account {

@@ -16,11 +16,15 @@ public struct WebSignInState: Sendable, Equatable {
     /// The caller's own opaque `state`, handed back on the return URL.
     public var callerState: String?
     public var expiresAt: Date
+    /// The provider scope of the identity the sign-in will verify, when it is known at the
+    /// start (Apple: the Services ID's team).
+    public var providerScope: String?
 
     public init(
         stateHash: Data, tenantID: UUID, provider: String, clientID: String, redirectURI: String, returnURL: String,
-        intent: SignInIntent, callerState: String?, expiresAt: Date
+        intent: SignInIntent, callerState: String?, expiresAt: Date, providerScope: String? = nil
     ) {
+        self.providerScope = providerScope
         self.stateHash = stateHash
         self.tenantID = tenantID
         self.provider = provider
@@ -30,6 +34,18 @@ public struct WebSignInState: Sendable, Equatable {
         self.intent = intent
         self.callerState = callerState
         self.expiresAt = expiresAt
+    }
+}
+
+/// The status of the account of the identity `(state's provider, state's provider scope,
+/// subject)` at the moment a state was read; `status` nil: no such identity.
+public struct SubjectAccountStatus: Sendable, Equatable {
+    public let subject: String
+    public let status: AccountStatus?
+
+    public init(subject: String, status: AccountStatus?) {
+        self.subject = subject
+        self.status = status
     }
 }
 
@@ -45,16 +61,25 @@ public struct WebSignInRepository: Sendable {
         _ = try await client.rows(
             """
             INSERT INTO web_sign_in_states
-                (state_hash, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at)
+                (state_hash, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope)
             VALUES (\(state.stateHash), \(state.tenantID), \(state.provider), \(state.clientID), \(state.redirectURI),
-                \(state.returnURL), \(state.intent.rawValue), \(state.callerState), \(state.expiresAt))
+                \(state.returnURL), \(state.intent.rawValue), \(state.callerState), \(state.expiresAt), \(state.providerScope))
             """, logger: logger)
     }
 
     /// The state with this hash, unexpired at `now`; nil when it is unknown, taken or expired.
     public func findState(hash: Data, now: Date) async throws -> WebSignInState? {
+        try await findState(hash: hash, now: now, subject: nil)?.state
+    }
+
+    /// The state with this hash, unexpired at `now` (nil when it is unknown, taken or expired),
+    /// and, read in the same statement when `subject` is given and the state knows its provider
+    /// scope, the status of the account of that subject's identity. The subject may come from a
+    /// token not yet verified: the status is for the caller to use once the token verified and
+    /// names this subject.
+    public func findState(hash: Data, now: Date, subject: String?) async throws -> (state: WebSignInState, account: SubjectAccountStatus?)? {
         // The state is the only key the callback has: it says which tenant the sign-in is for.
-        try await client.rows(FindStateStatement(hash: hash, now: now), logger: logger).first
+        try await client.rows(FindStateStatement(hash: hash, now: now, subject: subject), logger: logger).first
     }
 
     /// Removes the state (a callback that ended in an error spends it).

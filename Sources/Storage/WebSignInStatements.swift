@@ -3,34 +3,45 @@ import Foundation
 import PostgresNIO
 
 /// The two statements of every web callback, prepared once per connection (decision 0038): the
-/// state read by its hash, and the state taken in the statement that keeps the sign-in under its
-/// broker code.
+/// state read by its hash (with the status of the account of the token's subject, decision
+/// 0039), and the state taken in the statement that keeps the sign-in under its broker code.
 extension WebSignInRepository {
     struct FindStateStatement: PostgresPreparedStatement {
-        typealias Row = WebSignInState
+        typealias Row = (state: WebSignInState, account: SubjectAccountStatus?)
 
         static let name = "ib_web_find_state"
+        // The account status: identity by its unique key, account by (tenant_id, id), both
+        // bound (decision 0014); only when a subject was given and the state has a scope.
         static let sql = """
-            SELECT tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at
-            FROM web_sign_in_states WHERE state_hash = $1::bytea AND expires_at > $2::timestamptz
+            SELECT s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
+                s.provider_scope, ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
+                (SELECT a.status FROM identities i
+                    JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
+                    WHERE i.tenant_id = s.tenant_id AND i.provider = s.provider AND i.provider_scope = s.provider_scope
+                        AND i.subject = $3::text) AS account_status
+            FROM web_sign_in_states s WHERE s.state_hash = $1::bytea AND s.expires_at > $2::timestamptz
             """
 
         let hash: Data
         let now: Date
+        let subject: String?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
+            var bindings = PostgresBindings(capacity: 3)
             try bindings.append(hash)
             bindings.append(now)
+            bindings.append(subject)
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> WebSignInState {
-            let (tenantID, provider, clientID, redirectURI, returnURL, intent, callerState, expiresAt) =
-                try row.decode((UUID, String, String, String, String, String, String?, Date).self)
-            return WebSignInState(
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (tenantID, provider, clientID, redirectURI, returnURL, intent, callerState, expiresAt, scope, lookedUp, status) =
+                try row.decode((UUID, String, String, String, String, String, String?, Date, String?, Bool, String?).self)
+            let state = WebSignInState(
                 stateHash: hash, tenantID: tenantID, provider: provider, clientID: clientID, redirectURI: redirectURI, returnURL: returnURL,
-                intent: SignInIntent(rawValue: intent) ?? .signIn, callerState: callerState, expiresAt: expiresAt)
+                intent: SignInIntent(rawValue: intent) ?? .signIn, callerState: callerState, expiresAt: expiresAt, providerScope: scope)
+            guard lookedUp, let subject else { return (state, nil) }
+            return (state, SubjectAccountStatus(subject: subject, status: status.map { AccountStatus(rawValue: $0) ?? .disabled }))
         }
     }
 

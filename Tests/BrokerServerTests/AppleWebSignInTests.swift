@@ -1,5 +1,6 @@
 import BrokerApplication
 import BrokerCore
+@testable import BrokerServer
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -260,6 +261,30 @@ import Testing
             #expect(setup.apple.codeExchanges == 0)
             #expect(try await Self.accountCount(setup) == 0)
         }
+    }
+
+    @Test func aDisabledAccountIsRefusedBeforeApplesCodeIsRedeemed() async throws {
+        try await AppleTestSetup.run { setup in
+            let first = try await Self.signInOnTheWeb(setup)
+            #expect(try await Self.exchange(setup, code: try #require(first["code"])).status == .ok)
+            let redeemed = setup.apple.codeExchanges
+            _ = try await setup.app.database.client.query("UPDATE accounts SET status = 'disabled' WHERE tenant_id = \(setup.tenant.id)")
+            // The account's status is read with the state, for the posted token's subject.
+            let returned = try await Self.signInOnTheWeb(setup, state: "s2")
+            #expect(returned["error"] == "account_disabled")
+            #expect(returned["state"] == "s2")
+            #expect(setup.apple.codeExchanges == redeemed, "nothing is redeemed at Apple")
+        }
+    }
+
+    @Test func aFormWritesASpaceAsAPlus() async throws {
+        let form = WebSignInRoute.formFields(ByteBuffer(string: "user=%7B%22name%22%3A+%22A%2BB%22%7D&state=s+1&state=other&code=c%2B1"))
+        #expect(form["user"] == #"{"name": "A+B"}"#)
+        #expect(form["state"] == "s 1", "the first of a repeated name")
+        #expect(form["code"] == "c+1")
+        #expect(form["id_token"] == nil)
+        let schemeLike = WebSignInRoute.formFields(ByteBuffer(string: "state=a://b&code=c"))
+        #expect(schemeLike["state"] == "a://b" && schemeLike["code"] == "c", "nothing in a body is read as a URL's scheme")
     }
 
     @Test func startRefusesWhatIsNotRegistered() async throws {

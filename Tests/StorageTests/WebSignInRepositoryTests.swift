@@ -73,4 +73,55 @@ import Testing
             #expect(try await database.webSignIns.findState(hash: hash(2), now: now) != nil, "a live state stays")
         }
     }
+
+    @Test func theStateIsReadWithTheStatusOfTheAccountOfASubject() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: database)
+            let now = Date()
+            let identity = ProviderIdentity(
+                provider: .apple, providerScope: "TEAM000001", subject: "001234.web", email: nil, emailVerified: false, isPrivateEmail: false,
+                name: PersonName(givenName: nil, familyName: nil))
+            let signedIn = try #require(
+                try await database.accounts.signIn(
+                    SignInRequest(
+                        tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: nil, intent: .auto, clientID: "com.acme.web",
+                        platform: "web",
+                        session: NewSession(
+                            id: UUID(), refreshTokenHash: Data(RefreshToken.generate(sessionID: UUID()).hash),
+                            expiresAt: now.addingTimeInterval(3_600), refreshTokenExpiresAt: now.addingTimeInterval(1_800)))))
+            var scoped = state(1, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600))
+            scoped.providerScope = "TEAM000001"
+            try await database.webSignIns.createState(scoped)
+            try await database.webSignIns.createState(state(2, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
+
+            let known = try #require(try await database.webSignIns.findState(hash: hash(1), now: now, subject: "001234.web"))
+            #expect(known.state.providerScope == "TEAM000001")
+            #expect(known.account == SubjectAccountStatus(subject: "001234.web", status: .active))
+            let unknown = try #require(try await database.webSignIns.findState(hash: hash(1), now: now, subject: "001234.other"))
+            #expect(unknown.account == SubjectAccountStatus(subject: "001234.other", status: nil), "no such identity")
+            #expect(try await database.webSignIns.findState(hash: hash(1), now: now, subject: nil)?.account == nil, "no subject: not looked up")
+            #expect(try await database.webSignIns.findState(hash: hash(2), now: now, subject: "001234.web")?.account == nil, "no scope: not looked up")
+
+            _ = try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(signedIn.account.id)")
+            #expect(try await database.webSignIns.findState(hash: hash(1), now: now, subject: "001234.web")?.account?.status == .disabled)
+        }
+    }
+
+    @Test func statesAndCodesAreUnloggedAndReferenceNoTenantRow() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let rows = try await database.client.query(
+                """
+                SELECT c.relname, c.relpersistence::text,
+                    (SELECT count(*) FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'f')::int8
+                FROM pg_class c WHERE c.relname IN ('web_sign_in_states', 'web_sign_in_codes') ORDER BY c.relname
+                """)
+            var tables: [String] = []
+            for try await (name, persistence, foreignKeys) in rows.decode((String, String, Int).self) {
+                #expect(persistence == "u", "\(name) is unlogged (decision 0039)")
+                #expect(foreignKeys == 0, "\(name): a reference would lock the tenant's row, a logged write")
+                tables.append(name)
+            }
+            #expect(tables == ["web_sign_in_codes", "web_sign_in_states"])
+        }
+    }
 }

@@ -113,8 +113,14 @@ package struct SignInService: Sendable {
         let status = try await database.accounts.accountStatus(
             tenantID: tenantID, provider: identity.provider.rawValue, providerScope: identity.providerScope,
             subject: identity.subject)
+        try Self.requireSignInPossible(status: status, provider: identity.provider, intent: intent)
+    }
+
+    /// Whether a sign-in with `intent` can open a session for an identity whose account has
+    /// `status` (nil: no account yet).
+    package static func requireSignInPossible(status: AccountStatus?, provider: ProviderID, intent: SignInIntent) throws {
         switch status {
-        case nil: if intent == .signIn { throw SignInFailure.accountNotFound(identity.provider) }
+        case nil: if intent == .signIn { throw SignInFailure.accountNotFound(provider) }
         case .active?: break
         case .disabled?, .deleted?: throw SignInFailure.accountDisabled
         }

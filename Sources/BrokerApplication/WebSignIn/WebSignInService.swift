@@ -91,7 +91,8 @@ package struct WebSignInService: Sendable {
         try await database.webSignIns.createState(
             WebSignInState(
                 stateHash: Self.hash(state), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
-                redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt))
+                redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt,
+                providerScope: client.providerScope))
         return Started(authorizeURL: client.authorizationURL(request(for: state)), expiresAt: expiresAt)
     }
 
@@ -107,9 +108,15 @@ package struct WebSignInService: Sendable {
         guard let state, !state.isEmpty, state.utf8.count <= 128 else { return .invalidState }
         let stateHash = Self.hash(state)
         let stored: WebSignInState
+        let account: SubjectAccountStatus?
         do {
-            guard let found = try await database.webSignIns.findState(hash: stateHash, now: now) else { return .invalidState }
-            stored = found
+            // With the state, the status of the account of the posted id token's subject (Apple),
+            // read ahead of the token's verification and used only once it verified (decision 0039).
+            let subject = response.idToken.flatMap(UnverifiedToken.subject)
+            guard let found = try await database.webSignIns.findState(hash: stateHash, now: now, subject: subject) else {
+                return .invalidState
+            }
+            (stored, account) = found
         } catch {
             context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
             return .unavailable
@@ -132,9 +139,18 @@ package struct WebSignInService: Sendable {
             }
             let client = try await webClient(stored.clientID, provider, stored.tenantID, store)
             let (tenantID, intent, signIn) = (stored.tenantID, stored.intent, signIn)
+            let scope = stored.providerScope
+            // Intent is resolved before a code is redeemed (issue 9 §5): from the status read with
+            // the state when it is this identity's, else from the database.
             let verification = try await client.complete(
                 response, request(for: state), stored.tenantID,
-                { identity in try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent) }, now)
+                { identity in
+                    if let account, account.subject == identity.subject, identity.providerScope == scope, identity.provider == provider {
+                        try SignInService.requireSignInPossible(status: account.status, provider: identity.provider, intent: intent)
+                    } else {
+                        try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent)
+                    }
+                }, now)
             let code = Self.randomToken()
             let kept: Bool
             do {

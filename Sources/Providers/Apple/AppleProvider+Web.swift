@@ -31,6 +31,7 @@ extension AppleProvider: WebAuthorizing {
         let authorizeBase = Apple.authorizeURL(base: baseURL)
         return WebClient(
             provider: .apple, clientID: chosen, redirectURI: redirectURI, returnURLs: resolved.client.returnURLs,
+            providerScope: resolved.team.teamID,
             authorizationURL: { request in
                 Self.url(
                     authorizeBase,
