@@ -13,7 +13,8 @@
 # Each phase sends every request once and is timed from its first to its last answer.
 # Usage: [TARGET=embedded|tcp] [WEB_SIGN_INS=N] [PROFILE=FILE] Benchmarks/e2e/web.sh
 # PROFILE=FILE: `perf record` samples the broker during each callback phase into FILE.<provider>
-# (not in measured runs: sampling costs CPU).
+# (not in measured runs: sampling costs CPU); with PROFILE_ALL=1, every process on the machine
+# (broker, PostgreSQL, MockIdP, wrk), to see how the two cores are shared.
 source "$(dirname "$0")/lib.sh"
 count=${WEB_SIGN_INS:-12000}
 return_url=https://bench.example.com/done
