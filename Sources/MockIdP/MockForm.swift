@@ -5,7 +5,9 @@ import NIOCore
 /// What the mock's token endpoints read and write: `application/x-www-form-urlencoded` bodies
 /// and small JSON answers. Both are direct: Hummingbird's form decoder and Foundation's JSON
 /// serialization made a large share of the mock's time in the web sign-in benchmark, where the
-/// mock shares the machine with the broker it stands in front of.
+/// mock shares the machine with the broker it stands in front of. The broker reads Apple's form
+/// the same way (`WebSignInRoute.formFields`); the mock depends on no broker target, so it keeps
+/// its own copy of these few lines.
 enum MockForm {
     /// The fields of a form body (the first of each name), read by Hummingbird's query parser
     /// after every `+` (a form's space) became a space.
@@ -29,7 +31,6 @@ enum MockJSON {
 
     static func object(_ members: [(String, Value)]) -> Data {
         var out: [UInt8] = [UInt8(ascii: "{")]
-        out.reserveCapacity(members.reduce(2) { $0 + $1.0.utf8.count + 4 + ($1.1.string?.utf8.count ?? 20) })
         for (index, (name, value)) in members.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             quote(name, into: &out)
@@ -54,12 +55,5 @@ enum MockJSON {
             }
         }
         out.append(UInt8(ascii: "\""))
-    }
-}
-
-extension MockJSON.Value {
-    var string: String? {
-        if case .string(let string) = self { return string }
-        return nil
     }
 }
