@@ -147,7 +147,8 @@ public struct BrokerServices: Sendable {
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
         case .providerConfigs:
             if let tenantID {
-                providerConfigurations.removeAll { key, _ in key.hasPrefix(tenantID.uuidString) }
+                let prefix = ProviderSettingsStore.cacheKeyPrefix(tenantID)
+                providerConfigurations.removeAll { key, _ in key.hasPrefix(prefix) }
             } else {
                 providerConfigurations.removeAll()
             }

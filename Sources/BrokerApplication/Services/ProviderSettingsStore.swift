@@ -12,8 +12,14 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     /// (tenant, provider) → settings; a cached miss is `.some(nil)`.
     package let configurations: ExpiringCache<String, ProviderConfiguration?>
 
+    /// The key of `name` (a client id or a provider id) of a tenant in either cache. Invalidation
+    /// drops every key that starts with `cacheKeyPrefix(tenantID)`, so both are built here.
+    package static func cacheKey(_ tenantID: UUID, _ name: String) -> String { cacheKeyPrefix(tenantID) + name }
+
+    package static func cacheKeyPrefix(_ tenantID: UUID) -> String { tenantID.lowercasedString + ":" }
+
     package func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
-        let key = "\(tenantID.lowercasedString):\(clientID)"
+        let key = Self.cacheKey(tenantID, clientID)
         if let cached = appleClients.value(for: key) { return cached }
         guard let resolved = try await database.apple.resolve(tenantID: tenantID, clientID: clientID) else { return nil }
         appleClients.set(resolved, for: key)
@@ -25,7 +31,7 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     }
 
     package func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
-        let key = "\(tenantID.lowercasedString):\(provider.rawValue)"
+        let key = Self.cacheKey(tenantID, provider.rawValue)
         if let cached = configurations.value(for: key) { return cached }
         let found = try await database.providerConfigs.find(tenantID: tenantID, provider: provider)
         configurations.set(found, for: key)

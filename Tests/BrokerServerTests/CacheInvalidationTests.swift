@@ -1,0 +1,29 @@
+import BrokerApplication
+import BrokerCore
+import Foundation
+import Providers
+import Storage
+import Testing
+
+/// What a LISTEN/NOTIFY message drops from the caches of the sign-in path: the changed tenant's
+/// entries at once (not at their TTL), and no other tenant's.
+@Suite struct CacheInvalidationTests {
+    @Test func aProviderChangeDropsThatTenantsCachedSettingsAndKeepsOthers() async throws {
+        try await TestApp.run { app, _ in
+            let acme = try await app.createTenant("acme").id
+            let bravo = try await app.createTenant("bravo").id
+            let services = app.services
+            let google = try #require(ProviderID(rawValue: "google"))
+            // Both tenants' (absent) google settings are read once and cached as misses.
+            for tenant in [acme, bravo] {
+                _ = try await services.providerSettings.configuration(tenantID: tenant, provider: google)
+                #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(tenant, "google")) != nil)
+            }
+            await services.invalidate(.providerConfigs, tenantID: acme)
+            #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(acme, "google")) == nil, "dropped at once")
+            #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) != nil, "another tenant's is kept")
+            await services.invalidate(.providerConfigs, tenantID: nil)
+            #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) == nil, "a change without a tenant drops all")
+        }
+    }
+}
