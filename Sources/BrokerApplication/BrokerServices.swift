@@ -44,6 +44,11 @@ public struct BrokerServices: Sendable {
     package let loginCatalogs: LoginCatalogStore
     /// The web flow's derived keys (decision 0038).
     package let webSignInKeys: WebSignInService.Keys
+    /// Wakes this instance's Apple revocation worker (a deletion queued work).
+    package let revocationWake: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation) = AsyncStream.makeStream(
+        bufferingPolicy: .bufferingNewest(1))
+    /// Client secrets for the lifecycle workers' calls to Apple.
+    package let appleClientSecrets: AppleClientSecrets
 
     public init(
         database: Database, secrets: SecretBox, publicURL: String, maxBodyBytes: Int = 65_536,
@@ -80,6 +85,7 @@ public struct BrokerServices: Sendable {
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
         self.webSignInKeys = WebSignInService.Keys(secrets: secrets)
+        self.appleClientSecrets = AppleClientSecrets(secrets: secrets)
     }
 
     public func issuer(for slug: TenantSlug) -> String { "\(publicURL)/t/\(slug.rawValue)" }
@@ -107,6 +113,18 @@ public struct BrokerServices: Sendable {
             database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents)
     }
 
+    package var accountDeletions: AccountDeletionService {
+        let signal = revocationWake.continuation
+        return AccountDeletionService(database: database, secrets: secrets, queued: { signal.yield() })
+    }
+
+    package var appleRevocationWorker: AppleRevocationWorker {
+        AppleRevocationWorker(
+            database: database, store: providerSettings, secrets: secrets,
+            tokenClient: AppleTokenClient(baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
+            clientSecrets: appleClientSecrets, logger: database.logger)
+    }
+
     package var sessions: SessionService {
         SessionService(
             database: database, tokens: sessionTokens, refreshReuseInterval: refreshReuseInterval,
@@ -119,6 +137,7 @@ public struct BrokerServices: Sendable {
         await withDiscardingTaskGroup { group in
             group.addTask { await keySets.runBackground() }
             group.addTask { await sweepWebSignIns() }
+            group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
             group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
         }
     }

@@ -24,6 +24,15 @@ extension MockAppleIdP {
         set { faults.withLock { $0.token = newValue } }
     }
 
+    /// The status `/auth/revoke` answers with (nil: as Apple does).
+    public var revokeFault: Int? {
+        get { faults.withLock { $0.revokeStatus } }
+        set { faults.withLock { $0.revokeStatus = newValue } }
+    }
+
+    /// Calls to `/auth/revoke`, answered or refused.
+    public var revokeCalls: Int { faults.withLock { $0.revokeCalls } }
+
     /// Authorization codes redeemed at `/auth/token` (successfully or not).
     public var codeExchanges: Int { faults.withLock { $0.codeExchanges } }
 
@@ -33,4 +42,6 @@ extension MockAppleIdP {
 struct MockFaults: Sendable {
     var token: MockAppleIdP.TokenFault = .none
     var codeExchanges = 0
+    var revokeStatus: Int?
+    var revokeCalls = 0
 }

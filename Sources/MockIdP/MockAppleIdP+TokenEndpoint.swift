@@ -68,6 +68,23 @@ extension MockAppleIdP {
         state.withLock { $0.revokedTokens.append(token) }
     }
 
+    /// `/auth/revoke` as Apple answers it: the status of the fault set with ``revokeFault``;
+    /// else 400 `invalid_client` unless the client secret verifies for `client_id`; else the
+    /// token is recorded (``revocations``) and the answer is 200, also for a token Apple never
+    /// issued (as Apple does).
+    public func revokeAnswer(_ form: [String: String], now: Date = Date()) -> (status: Int, error: String?) {
+        faults.withLock { $0.revokeCalls += 1 }
+        if let status = revokeFault { return (status, status < 500 ? "invalid_request" : nil) }
+        guard let clientID = form["client_id"], let secret = form["client_secret"], checkClientSecret(secret, clientID: clientID, now: now)
+        else { return (400, "invalid_client") }
+        guard let token = form["token"], !token.isEmpty else { return (400, "invalid_request") }
+        state.withLock {
+            $0.revokedTokens.append(token)
+            $0.revocations.append(Revocation(token: token, clientID: clientID, tokenTypeHint: form["token_type_hint"]))
+        }
+        return (200, nil)
+    }
+
     private func tokens(for issued: IssuedCode, refreshToken: String?, now: Date) -> TokenAnswer {
         do {
             let fault = tokenFault

@@ -14,6 +14,7 @@ public final class MockAppleIdP: MockTokenIssuer {
         var codes: [String: IssuedCode] = [:]
         var refreshTokens: [String: IssuedCode] = [:]
         var revokedTokens: [String] = []
+        var revocations: [Revocation] = []
         /// Team id → the P-256 public key (PEM) client secrets of that team must verify with.
         var teams: [String: (keyID: String, publicKey: P256.Signing.PublicKey)] = [:]
         /// Client secrets that verified: their client and expiry (emptied when a team's key changes).
@@ -98,6 +99,27 @@ public final class MockAppleIdP: MockTokenIssuer {
 
     /// Tokens revoked through /auth/revoke.
     public var revokedTokens: [String] { state.withLock { $0.revokedTokens } }
+
+    /// A call to `/auth/revoke` that Apple took (a verified client secret).
+    public struct Revocation: Sendable, Equatable {
+        public let token: String
+        public let clientID: String
+        public let tokenTypeHint: String?
+
+        public init(token: String, clientID: String, tokenTypeHint: String?) {
+            self.token = token
+            self.clientID = clientID
+            self.tokenTypeHint = tokenTypeHint
+        }
+    }
+
+    /// The revocations Apple took, in order.
+    public var revocations: [Revocation] { state.withLock { $0.revocations } }
+
+    /// Refresh tokens issued at `/auth/token`, for `clientID` (newest last).
+    public func issuedRefreshTokens(clientID: String) -> [String] {
+        state.withLock { state in state.refreshTokens.filter { $0.value.clientID == clientID }.map(\.key).sorted() }
+    }
 
     static func json(_ fields: [String: JWTHeaderField]) throws -> Data {
         try MockKeyRing.json(fields)

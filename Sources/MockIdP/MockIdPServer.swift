@@ -121,8 +121,9 @@ public enum MockIdPServer {
         }
         router.post("/auth/revoke") { request, _ -> Response in
             let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
-            if let token = form["token"] { apple.revoke(token: token) }
-            return Response(status: .ok)
+            let (status, error) = apple.revokeAnswer(form)
+            guard let error else { return Response(status: .init(code: status)) }
+            return json(.init(code: status), MockJSON.object([("error", .string(error))]))
         }
     }
 

@@ -130,7 +130,7 @@ public struct AccountRepository: Sendable {
             upserted AS (
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
                     email_verified, is_private_email, given_name, family_name, real_user_status,
-                    provider_refresh_token_sealed, attributes, last_sign_in_at)
+                    provider_refresh_token_sealed, provider_token_client_id, attributes, last_sign_in_at)
                 SELECT $1::uuid, $2::uuid,
                     CASE WHEN $22::bool AND NOT EXISTS (SELECT 1 FROM stored) THEN coalesce((
                         SELECT (array_agg(m.id))[1] FROM (
@@ -141,7 +141,8 @@ public struct AccountRepository: Sendable {
                         HAVING count(*) = 1), $3::uuid)
                     ELSE $3::uuid END,
                     $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
-                    $10::text, $11::text, $12::int8, $13::bytea, $21::text::jsonb, now()
+                    $10::text, $11::text, $12::int8, $13::bytea, CASE WHEN $13::bytea IS NULL THEN NULL ELSE $16::text END,
+                    $21::text::jsonb, now()
                 WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored))
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
                     email = coalesce(EXCLUDED.email, i.email),
@@ -151,6 +152,8 @@ public struct AccountRepository: Sendable {
                     family_name = coalesce(i.family_name, EXCLUDED.family_name),
                     real_user_status = coalesce(EXCLUDED.real_user_status, i.real_user_status),
                     provider_refresh_token_sealed = coalesce(EXCLUDED.provider_refresh_token_sealed, i.provider_refresh_token_sealed),
+                    provider_token_client_id = CASE WHEN EXCLUDED.provider_refresh_token_sealed IS NULL THEN i.provider_token_client_id
+                        ELSE EXCLUDED.provider_token_client_id END,
                     attributes = CASE WHEN EXCLUDED.attributes IS NULL THEN i.attributes
                         ELSE coalesce(i.attributes, '{}'::jsonb) || EXCLUDED.attributes END,
                     last_sign_in_at = now(), updated_at = now()

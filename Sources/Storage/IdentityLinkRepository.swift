@@ -70,21 +70,21 @@ public struct IdentityLinkRepository: Sendable {
     /// 0031); a token that already opened a session, or spent itself on a link, makes this link
     /// throw ``IdentityTokenReplayed`` and roll back: nothing of it is written.
     public func link(
-        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, actor: String,
-        spending proof: SpentProof? = nil
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, providerTokenClientID: String? = nil,
+        actor: String, spending proof: SpentProof? = nil
     ) async throws -> LinkOutcome {
         do {
             return try await linkInTransaction(
                 tenantID: tenantID, accountID: accountID, identity: identity, sealedProviderRefreshToken: sealedProviderRefreshToken,
-                actor: actor, spending: proof)
+                providerTokenClientID: providerTokenClientID, actor: actor, spending: proof)
         } catch let error as PostgresTransactionError where error.closureError is IdentityTokenReplayed && error.rollbackError == nil {
             throw IdentityTokenReplayed()  // rolled back: nothing of the link was written
         }
     }
 
     private func linkInTransaction(
-        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, actor: String,
-        spending proof: SpentProof?
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, providerTokenClientID: String?,
+        actor: String, spending proof: SpentProof?
     ) async throws -> LinkOutcome {
         try await client.withTransaction(logger: logger) { connection in
             let status = try await connection.query(
@@ -95,7 +95,8 @@ public struct IdentityLinkRepository: Sendable {
 
             let inserted = try await connection.query(
                 try Self.insertQuery(
-                    tenantID: tenantID, accountID: accountID, identity: identity, sealedProviderRefreshToken: sealedProviderRefreshToken),
+                    tenantID: tenantID, accountID: accountID, identity: identity, sealedProviderRefreshToken: sealedProviderRefreshToken,
+                    providerTokenClientID: providerTokenClientID),
                 logger: logger
             ).collect().first
             if let row = inserted {
@@ -175,16 +176,19 @@ public struct IdentityLinkRepository: Sendable {
 
     /// The insert of `link` (its plan is asserted by HotStatementPlanTests).
     static func insertQuery(
-        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?,
+        providerTokenClientID: String? = nil
     ) throws -> PostgresQuery {
         let attributes = IdentityAttributes.encode(identity.attributes)
         return try """
             INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified,
-                is_private_email, given_name, family_name, real_user_status, provider_refresh_token_sealed, attributes)
+                is_private_email, given_name, family_name, real_user_status, provider_refresh_token_sealed, provider_token_client_id,
+                attributes)
             VALUES (\(UUID.timeOrdered()), \(tenantID), \(accountID), \(identity.provider.rawValue), \(identity.providerScope),
                 \(identity.subject), \(identity.email), \(identity.emailVerified), \(identity.isPrivateEmail),
                 \(identity.name.givenName), \(identity.name.familyName), \(identity.realUserStatus),
-                \(sealedProviderRefreshToken), \(attributes)::text::jsonb)
+                \(sealedProviderRefreshToken), \(sealedProviderRefreshToken == nil ? nil : providerTokenClientID),
+                \(attributes)::text::jsonb)
             ON CONFLICT (tenant_id, provider, provider_scope, subject) DO NOTHING
             RETURNING \(unescaped: AccountRepository.identityColumns)
             """

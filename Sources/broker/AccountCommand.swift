@@ -8,13 +8,15 @@ import Storage
 struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "account",
-        abstract: "Show, disable and enable accounts.",
+        abstract: "Show, disable, enable and delete accounts.",
         discussion: """
             A disabled account is refused everywhere: sign-in (403 account_disabled), refresh, introspection \
             (inactive), linking and unlinking. Disabling ends its sessions; enabling lets it sign in again \
-            (ended sessions stay ended). Both are recorded in the audit log (account.disabled, account.enabled).
+            (ended sessions stay ended). Deleting ends its sessions, deletes its identities and personal data, \
+            keeps a tombstone and queues the revocation of Apple's refresh tokens (made by broker serve). \
+            All are recorded in the audit log (account.disabled, account.enabled, account.deleted).
             """,
-        subcommands: [Show.self, Disable.self, Enable.self]
+        subcommands: [Show.self, Disable.self, Enable.self, Delete.self]
     )
 
     /// The JSON shape of an account in CLI output.
@@ -179,6 +181,54 @@ struct AccountCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await AccountCommand.setStatus(tenant: tenant, id: id, disabled: false, options: options)
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete an account: sessions end, identities and personal data go, Apple's tokens are queued for revocation.",
+            discussion: """
+                The same deletion as DELETE /v1/accounts/{id}. It cannot be undone: a later sign-in of the \
+                person creates a new account. Apple revocations are made by the worker of broker serve; \
+                see them with broker apple revocations list.
+                """)
+        @Option(help: "The tenant slug.") var tenant: String
+        @Argument(help: "The account id.") var id: String
+        @Option(help: "Why, kept on the tombstone and in the audit log.") var reason: String = AccountDeletionService.requestedReason
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                let context = try CLIContext()
+                let (actor, tenant, id, reason) = (context.actor, tenant, id, reason)
+                guard !reason.isEmpty, reason.count <= 200, !reason.contains(where: { $0.isNewline }) else {
+                    throw BrokerError.invalidArgument(
+                        "--reason must be one line of 1 to 200 characters.", hint: "For example: --reason \"user request by email\".")
+                }
+                let deletion = try await context.withDatabase { database in
+                    let found = try await TenantAdmin(database: database, actor: actor).find(tenant)
+                    let service = AccountDeletionService(database: database, secrets: SecretBox(masterKey: try context.masterKey()))
+                    return try await service.delete(tenantID: found.id, accountID: id, reason: reason, actor: actor)
+                }
+                struct Deleted: Encodable {
+                    let deleted = true
+                    let account_id: String
+                    let revoked_sessions: Int
+                    let deleted_identities: Int
+                    let apple_revocations_queued: Int
+                }
+                let output = Deleted(
+                    account_id: id.lowercased(), revoked_sessions: deletion.revokedSessions, deleted_identities: deletion.deletedIdentities,
+                    apple_revocations_queued: deletion.appleRevocationsQueued)
+                if options.json { try Output.json(output) } else {
+                    print(
+                        "Deleted account \(output.account_id) of tenant '\(tenant)': ended \(deletion.revokedSessions) session(s), "
+                            + "deleted \(deletion.deletedIdentities) identity(ies), queued \(deletion.appleRevocationsQueued) Apple revocation(s).")
+                    if deletion.appleRevocationsQueued > 0 {
+                        print("Next: broker serve makes the revocations; broker apple revocations list --tenant \(tenant) shows them.")
+                    }
+                }
+            }
         }
     }
 

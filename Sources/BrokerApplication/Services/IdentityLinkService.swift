@@ -76,7 +76,7 @@ package struct IdentityLinkService: Sendable {
         do {
             outcome = try await links.link(
                 tenantID: tenant.id, accountID: accountID, identity: identity, sealedProviderRefreshToken: kept?.sealed,
-                actor: "account:\(accountID.lowercasedString)", spending: spent)
+                providerTokenClientID: verification.verified.clientID, actor: "account:\(accountID.lowercasedString)", spending: spent)
         } catch is IdentityTokenReplayed {
             if let kept, let revoke = verification.revokeLater { revoke(kept, "the link did not complete") }
             events?.tokenReplayed(

@@ -25,6 +25,15 @@ extension APIHandlers {
         return .init(account: .init(account), identities: identities.map { .init($0) })
     }
 
+    /// `DELETE /v1/accounts/{id}`: the deletion of issue 23 §2 (the actor of the audit row is
+    /// the API key's prefix). The answer does not wait for Apple.
+    func deleteAccount(_ input: Operations.DeleteAccount.Input) async throws -> Operations.DeleteAccount.Output {
+        let caller = try await authenticator.authenticate(currentCaller, requiring: .accounts)
+        let deletion = try await services.accountDeletions.delete(
+            tenantID: caller.tenant.id, accountID: input.path.id, actor: caller.apiKey.prefix)
+        return .ok(.init(body: .json(.init(deleted: true, appleRevocationsQueued: deletion.appleRevocationsQueued))))
+    }
+
     func signOutAccount(_ input: Operations.SignOutAccount.Input) async throws -> Operations.SignOutAccount.Output {
         let caller = try await authenticator.authenticate(currentCaller, requiring: .accounts)
         guard let id = UUID(uuidString: input.path.id),

@@ -129,7 +129,7 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
 
     /// The context Apple's refresh token is sealed under (`identities.provider_refresh_token_sealed`):
     /// a sealed token moved to another tenant, team or person does not open.
-    static func refreshTokenSealingContext(tenantID: UUID, teamID: String, subject: String) -> String {
+    public static func refreshTokenSealingContext(tenantID: UUID, teamID: String, subject: String) -> String {
         "apple_refresh:\(tenantID.lowercasedString):\(teamID):\(subject)"
     }
 

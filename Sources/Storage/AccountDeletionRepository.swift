@@ -1,0 +1,109 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension Database {
+    public var accountDeletions: AccountDeletionRepository { AccountDeletionRepository(client: client, logger: logger) }
+}
+
+/// Deleting an account (issue 23 §2, App Store guideline 5.1.1(v)): one transaction that ends
+/// its sessions, deletes its identities, clears its personal data, leaves a tombstone (id,
+/// `deleted_at`, `deleted_reason`), queues one Apple revocation per Apple refresh token it
+/// held, and writes the audit row and the `account.deleted` event.
+public struct AccountDeletionRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    /// The `revoke_reason` of the sessions a deletion ended.
+    public static let sessionRevokeReason = "account_deleted"
+
+    /// A provider refresh token an identity of the deleted account held, as stored.
+    public struct StoredProviderToken: Sendable {
+        public let identityID: UUID
+        public let provider: String
+        public let providerScope: String
+        public let subject: String
+        /// The client that obtained the token; nil for a token stored before the broker kept it
+        /// and never used by a session since.
+        public let clientID: String?
+        public let sealed: Data
+    }
+
+    /// What a deletion did.
+    public enum Outcome: Sendable, Equatable {
+        case deleted(revokedSessions: Int, deletedIdentities: Int, appleRevocationsQueued: Int)
+        /// No such account, or it is deleted already.
+        case accountNotFound
+    }
+
+    /// Deletes the account. `queue` is called, inside the transaction, for each Apple refresh
+    /// token the account's identities held: it returns the revocation to queue (the token sealed
+    /// again under the revocation's id), or nil to queue none. A throw rolls everything back.
+    public func delete(
+        tenantID: UUID, accountID: UUID, reason: String, actor: String,
+        queue: @Sendable (StoredProviderToken) throws -> AppleRevocationRepository.NewRevocation?
+    ) async throws -> Outcome {
+        try await client.withTransaction(logger: logger) { connection in
+            let status = try await connection.query(
+                "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
+            ).collect().first?.decode(String.self)
+            guard let status, status != AccountStatus.deleted.rawValue else { return .accountNotFound }
+
+            let revoked = try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.sessionRevokeReason)
+                WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
+                RETURNING id
+                """, logger: logger
+            ).collect().count
+            let identities = try await connection.query(
+                """
+                DELETE FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID)
+                RETURNING id, provider, provider_scope, subject, provider_token_client_id, provider_refresh_token_sealed
+                """, logger: logger
+            ).collect()
+            var queued = 0
+            for row in identities {
+                let (id, provider, scope, subject, clientID, sealed) = try row.decode((UUID, String, String, String, String?, Data?).self)
+                guard let sealed else { continue }
+                let stored = StoredProviderToken(
+                    identityID: id, provider: provider, providerScope: scope, subject: subject, clientID: clientID, sealed: sealed)
+                guard let revocation = try queue(stored) else { continue }
+                try await AppleRevocationRepository.insert(revocation, tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
+                queued += 1
+            }
+            try await connection.query(
+                """
+                UPDATE accounts SET status = 'deleted', deleted_at = now(), deleted_reason = \(reason),
+                    given_name = NULL, family_name = NULL, display_name = NULL, email = NULL, email_verified = false,
+                    is_private_email = false, updated_at = now()
+                WHERE tenant_id = \(tenantID) AND id = \(accountID)
+                """, logger: logger)
+            let account = AuditDetail.string(accountID.lowercasedString)
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "account.deleted", target: accountID.lowercasedString,
+                details: [
+                    "account_id": account, "reason": .string(reason), "revoked_sessions": .int(revoked),
+                    "deleted_identities": .int(identities.count), "apple_revocations_queued": .int(queued),
+                ],
+                on: connection, logger: logger)
+            try await EventOutbox.append(
+                tenantID: tenantID, accountID: accountID, type: "account.deleted",
+                payload: ["account_id": account, "reason": .string(reason)], on: connection, logger: logger)
+            return .deleted(revokedSessions: revoked, deletedIdentities: identities.count, appleRevocationsQueued: queued)
+        }
+    }
+
+    /// When and why the account was deleted; nil when it is not (or does not exist).
+    public func tombstone(tenantID: UUID, accountID: UUID) async throws -> (deletedAt: Date, reason: String?)? {
+        let rows = try await client.rows(
+            """
+            SELECT deleted_at, deleted_reason FROM accounts
+            WHERE tenant_id = \(tenantID) AND id = \(accountID) AND status = 'deleted' AND deleted_at IS NOT NULL
+            """, logger: logger)
+        guard let row = rows.first else { return nil }
+        let (deletedAt, reason) = try row.decode((Date, String?).self)
+        return (deletedAt, reason)
+    }
+}
