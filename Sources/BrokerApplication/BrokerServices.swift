@@ -47,6 +47,8 @@ public struct BrokerServices: Sendable {
     /// Wakes this instance's Apple revocation worker (a deletion queued work).
     package let revocationWake: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation) = AsyncStream.makeStream(
         bufferingPolicy: .bufferingNewest(1))
+    /// Apple notification routes: primary App ID → tenants and teams.
+    package let appleNotificationRoutes = ExpiringCache<String, [AppleNotificationRepository.Route]>(ttl: .seconds(5))
     /// Client secrets for the lifecycle workers' calls to Apple.
     package let appleClientSecrets: AppleClientSecrets
 
@@ -118,6 +120,10 @@ public struct BrokerServices: Sendable {
         return AccountDeletionService(database: database, secrets: secrets, queued: { signal.yield() })
     }
 
+    package var appleNotifications: AppleNotificationService {
+        AppleNotificationService(database: database, appleKeys: appleKeys, routes: appleNotificationRoutes, logger: database.logger)
+    }
+
     package var appleRevocationWorker: AppleRevocationWorker {
         AppleRevocationWorker(
             database: database, store: providerSettings, secrets: secrets,
@@ -164,6 +170,7 @@ public struct BrokerServices: Sendable {
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
+            appleNotificationRoutes.removeAll()
         case .providerConfigs:
             if let tenantID {
                 let prefix = ProviderSettingsStore.cacheKeyPrefix(tenantID)

@@ -62,8 +62,13 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(WebSignInRoute.oidcCallbackPath), method: .get) { request, context in
         await web.oidcCallback(request, context: context)
     }
+    let notifications = AppleNotificationRoute(services: services, maxBodyBytes: services.maxBodyBytes)
+    router.on(RouterPath(AppleNotificationRoute.path), method: .post) { request, context in
+        try await notifications.receive(request, context: context)
+    }
     let servedDirectly =
-        SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation] + IdentityLinkRoute.operations
+        SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation, AppleNotificationRoute.operation]
+        + IdentityLinkRoute.operations
         + AccountStatusRoute.operations + WebSignInRoute.operations
     try handlers.registerHandlers(
         on: GeneratedRoutes(router: router, servedDirectly: Set(servedDirectly), routes: routes),

@@ -87,6 +87,35 @@ public final class MockAppleIdP: MockTokenIssuer {
         return claims.merging(extra) { $1 }
     }
 
+    /// Apple-shaped claims of a server-to-server notification: `aud` the primary App ID, a fresh
+    /// `jti` unless given, and `events` a JSON string with `type`, `sub` and `event_time` in
+    /// milliseconds (plus `email` and `is_private_email` for the email events, as Apple sends).
+    public func notificationClaims(
+        audience: String, type: String, subject: String, eventTime: Date = Date(), jti: String? = nil, issuedAt: Date = Date(),
+        lifetime: TimeInterval = 600, email: String? = nil
+    ) throws -> [String: JWTHeaderField] {
+        var events: [String: Any] = ["type": type, "sub": subject, "event_time": Int64(eventTime.timeIntervalSince1970 * 1_000)]
+        if type.hasPrefix("email-") {
+            events["email"] = email ?? "\(subject.prefix(8))@privaterelay.appleid.com"
+            events["is_private_email"] = "true"
+        }
+        let eventsText = String(decoding: try JSONSerialization.data(withJSONObject: events, options: [.sortedKeys]), as: UTF8.self)
+        return [
+            "iss": .string(Self.issuer), "aud": .string(audience), "iat": .int(Int(issuedAt.timeIntervalSince1970)),
+            "exp": .int(Int(issuedAt.timeIntervalSince1970 + lifetime)), "jti": .string(jti ?? UUID().uuidString.lowercased()),
+            "events": .string(eventsText),
+        ]
+    }
+
+    /// A signed notification as Apple posts it: the JSON body `{"payload": "<JWS>"}`.
+    public func notificationBody(
+        audience: String, type: String, subject: String, eventTime: Date = Date(), jti: String? = nil, forgery: TokenForgery = .valid
+    ) throws -> Data {
+        let payload = try mint(
+            notificationClaims(audience: audience, type: type, subject: subject, eventTime: eventTime, jti: jti), forgery: forgery)
+        return try JSONSerialization.data(withJSONObject: ["payload": payload])
+    }
+
     /// Issues an authorization code bound to a client id and subject, as Apple does after the
     /// user consents; `/auth/token` exchanges it once, within five minutes.
     public func issueCode(clientID: String, subject: String, extraClaims: [String: JWTHeaderField] = [:]) -> String {

@@ -50,13 +50,7 @@ public struct AccountDeletionRepository: Sendable {
             ).collect().first?.decode(String.self)
             guard let status, status != AccountStatus.deleted.rawValue else { return .accountNotFound }
 
-            let revoked = try await connection.query(
-                """
-                UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.sessionRevokeReason)
-                WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
-                RETURNING id
-                """, logger: logger
-            ).collect().count
+            let revoked = try await Self.revokeSessions(tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
             let identities = try await connection.query(
                 """
                 DELETE FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID)
@@ -73,13 +67,7 @@ public struct AccountDeletionRepository: Sendable {
                 try await AppleRevocationRepository.insert(revocation, tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
                 queued += 1
             }
-            try await connection.query(
-                """
-                UPDATE accounts SET status = 'deleted', deleted_at = now(), deleted_reason = \(reason),
-                    given_name = NULL, family_name = NULL, display_name = NULL, email = NULL, email_verified = false,
-                    is_private_email = false, updated_at = now()
-                WHERE tenant_id = \(tenantID) AND id = \(accountID)
-                """, logger: logger)
+            try await Self.tombstone(tenantID: tenantID, accountID: accountID, reason: reason, on: connection, logger: logger)
             let account = AuditDetail.string(accountID.lowercasedString)
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "account.deleted", target: accountID.lowercasedString,
@@ -93,6 +81,31 @@ public struct AccountDeletionRepository: Sendable {
                 payload: ["account_id": account, "reason": .string(reason)], on: connection, logger: logger)
             return .deleted(revokedSessions: revoked, deletedIdentities: identities.count, appleRevocationsQueued: queued)
         }
+    }
+
+    /// Ends every live session of the account (`account_deleted`); the number ended.
+    static func revokeSessions(tenantID: UUID, accountID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        try await connection.query(
+            """
+            UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.sessionRevokeReason)
+            WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
+            RETURNING id
+            """, logger: logger
+        ).collect().count
+    }
+
+    /// Turns the account row into a tombstone: status `deleted`, when and why, nothing personal;
+    /// and forgets the identities a consent revocation unlinked from it.
+    static func tombstone(tenantID: UUID, accountID: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            """
+            UPDATE accounts SET status = 'deleted', deleted_at = now(), deleted_reason = \(reason), disabled_reason = NULL,
+                given_name = NULL, family_name = NULL, display_name = NULL, email = NULL, email_verified = false,
+                is_private_email = false, updated_at = now()
+            WHERE tenant_id = \(tenantID) AND id = \(accountID)
+            """, logger: logger)
+        try await connection.query(
+            "DELETE FROM consent_revocations WHERE tenant_id = \(tenantID) AND account_id = \(accountID)", logger: logger)
     }
 
     /// When and why the account was deleted; nil when it is not (or does not exist).

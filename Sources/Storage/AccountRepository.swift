@@ -76,10 +76,14 @@ public struct AccountRepository: Sendable {
         var reader = RowReader(row)
         let account = try Self.decodeAccount(&reader)
         let identity = try Self.decodeIdentity(&reader)
-        let (inserted, linked, possibleDuplicate): (Bool, Bool, Bool) = (try reader.next(), try reader.next(), try reader.next())
+        let (inserted, linked, possibleDuplicate, renewed): (Bool, Bool, Bool, Bool) = (
+            try reader.next(), try reader.next(), try reader.next(), try reader.next()
+        )
+        // `renewed`: the identity joined the account a consent revocation had unlinked it from
+        // (a new Sign in with Apple after `consent-revoked`), not an account found by email.
         return SignInResult(
             account: account, identity: identity, isNewAccount: inserted && !linked, sessionID: request.session.id,
-            linkedBy: linked ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate)
+            linkedBy: linked && !renewed ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate && !renewed)
     }
 
     /// The lean quiet statement: in a batch with the sign-ins that arrive with it (decision
@@ -127,19 +131,24 @@ public struct AccountRepository: Sendable {
                     AND $13::bytea IS NULL
                     AND ($21::text::jsonb IS NULL OR s.attributes::jsonb @> $21::text::jsonb)
             ),
+            renewed AS (
+                SELECT c.account_id FROM consent_revocations c
+                WHERE NOT EXISTS (SELECT 1 FROM stored)
+                    AND c.tenant_id = $2::uuid AND c.provider = $4::text AND c.provider_scope = $5::text AND c.subject = $6::text
+            ),
             upserted AS (
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
                     email_verified, is_private_email, given_name, family_name, real_user_status,
                     provider_refresh_token_sealed, provider_token_client_id, attributes, last_sign_in_at)
                 SELECT $1::uuid, $2::uuid,
-                    CASE WHEN $22::bool AND NOT EXISTS (SELECT 1 FROM stored) THEN coalesce((
+                    coalesce((SELECT account_id FROM renewed), CASE WHEN $22::bool AND NOT EXISTS (SELECT 1 FROM stored) THEN coalesce((
                         SELECT (array_agg(m.id))[1] FROM (
                             SELECT m.id FROM accounts m
                             WHERE m.tenant_id = $2::uuid AND lower(m.email) = lower($7::text) AND m.email IS NOT NULL
                                 AND m.email_verified AND NOT m.is_private_email AND m.status = 'active'
                             LIMIT 2) m
                         HAVING count(*) = 1), $3::uuid)
-                    ELSE $3::uuid END,
+                    ELSE $3::uuid END),
                     $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
                     $10::text, $11::text, $12::int8, $13::bytea, CASE WHEN $13::bytea IS NULL THEN NULL ELSE $16::text END,
                     $21::text::jsonb, now()
@@ -177,10 +186,11 @@ public struct AccountRepository: Sendable {
                     given_name = coalesce(a.given_name, u.given_name),
                     family_name = coalesce(a.family_name, u.family_name),
                     display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
-                    last_seen_at = now(), updated_at = now()
+                    status = 'active', disabled_reason = NULL, last_seen_at = now(), updated_at = now()
                 FROM upserted u
                 WHERE (NOT u.inserted OR u.account_id <> $3::uuid) AND a.tenant_id = $2::uuid AND a.id = u.account_id
-                    AND a.status = 'active'
+                    AND (a.status = 'active'
+                        OR (a.status = 'disabled' AND a.disabled_reason = 'consent_revoked' AND EXISTS (SELECT 1 FROM renewed)))
                     AND a.id = (SELECT account_id FROM upserted WHERE NOT inserted OR account_id <> $3::uuid)
                 RETURNING \(accountColumns)
             ),
@@ -202,13 +212,21 @@ public struct AccountRepository: Sendable {
                 SELECT $2::uuid, 'user', 'identity.linked', u.id::text,
                     jsonb_build_object('account_id', u.account_id, 'identity_id', u.id, 'provider', u.provider,
                         'linked_by', 'verified_email')
-                FROM upserted u, account WHERE u.inserted AND u.account_id <> $3::uuid
+                FROM upserted u, account WHERE u.inserted AND u.account_id <> $3::uuid AND NOT EXISTS (SELECT 1 FROM renewed)
+            ),
+            relinked AS (
+                INSERT INTO audit_log (tenant_id, actor, action, target, details)
+                SELECT $2::uuid, 'user', 'identity.relinked', u.id::text,
+                    jsonb_build_object('account_id', u.account_id, 'identity_id', u.id, 'provider', u.provider,
+                        'linked_by', 'consent_renewed')
+                FROM upserted u, account, renewed WHERE u.inserted
             )
             SELECT account.*, u.*, (u.inserted AND u.account_id <> $3::uuid) AS linked,
                 (u.inserted AND u.account_id = $3::uuid AND $7::text IS NOT NULL AND EXISTS (
                     SELECT 1 FROM accounts d
                     WHERE d.tenant_id = $2::uuid AND lower(d.email) = lower($7::text) AND d.email IS NOT NULL
-                        AND d.status <> 'deleted')) AS possible_duplicate
+                        AND d.status <> 'deleted')) AS possible_duplicate,
+                EXISTS (SELECT 1 FROM renewed) AS renewed
             FROM account, identity u
             """
 
@@ -285,11 +303,20 @@ public struct AccountRepository: Sendable {
         typealias Row = AccountStatus
 
         static let name = "ib_account_status"
+        /// An identity unlinked by a consent revocation (no identity row) answers for the account
+        /// its next sign-in links to again: `active` when the revocation disabled it.
         static let sql = """
             SELECT a.status FROM accounts a
             WHERE a.tenant_id = $1::uuid AND a.id = (
                 SELECT i.account_id FROM identities i
                 WHERE i.tenant_id = $1::uuid AND i.provider = $2::text AND i.provider_scope = $3::text AND i.subject = $4::text)
+            UNION ALL
+            SELECT CASE WHEN a.status = 'disabled' AND a.disabled_reason = 'consent_revoked' THEN 'active' ELSE a.status END
+            FROM consent_revocations c JOIN accounts a ON a.tenant_id = c.tenant_id AND a.id = c.account_id
+            WHERE c.tenant_id = $1::uuid AND c.provider = $2::text AND c.provider_scope = $3::text AND c.subject = $4::text
+                AND NOT EXISTS (
+                    SELECT 1 FROM identities i
+                    WHERE i.tenant_id = $1::uuid AND i.provider = $2::text AND i.provider_scope = $3::text AND i.subject = $4::text)
             """
 
         let tenantID: UUID

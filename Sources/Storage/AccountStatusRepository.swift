@@ -35,11 +35,13 @@ public struct AccountStatusRepository: Sendable {
     public func setStatus(tenantID: UUID, accountID: UUID, disabled: Bool, actor: String) async throws -> Change {
         let status: AccountStatus = disabled ? .disabled : .active
         return try await client.withTransaction(logger: logger) { connection in
-            let current = try await connection.query(Self.lockQuery(tenantID: tenantID, accountID: accountID), logger: logger)
-                .collect().first?.decode(String.self)
-            guard let current else { return .accountNotFound }
+            let row = try await connection.query(Self.lockQuery(tenantID: tenantID, accountID: accountID), logger: logger)
+                .collect().first?.decode((String, String?).self)
+            guard let (current, reason) = row else { return .accountNotFound }
             guard current != AccountStatus.deleted.rawValue else { return .accountDeleted }
-            guard current != status.rawValue else { return .unchanged }
+            // An account Apple's consent revocation disabled is disabled by the operator too:
+            // the next Sign in with Apple no longer enables it.
+            guard current != status.rawValue || (disabled && reason != nil) else { return .unchanged }
             _ = try await connection.query(
                 Self.updateQuery(tenantID: tenantID, accountID: accountID, status), logger: logger
             ).collect()
@@ -66,11 +68,11 @@ public struct AccountStatusRepository: Sendable {
     // The statements (their plans are asserted by HotStatementPlanTests, decision 0014).
 
     static func lockQuery(tenantID: UUID, accountID: UUID) -> PostgresQuery {
-        "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE"
+        "SELECT status, disabled_reason FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE"
     }
 
     static func updateQuery(tenantID: UUID, accountID: UUID, _ status: AccountStatus) -> PostgresQuery {
-        "UPDATE accounts SET status = \(status.rawValue), updated_at = now() WHERE tenant_id = \(tenantID) AND id = \(accountID)"
+        "UPDATE accounts SET status = \(status.rawValue), disabled_reason = NULL, updated_at = now() WHERE tenant_id = \(tenantID) AND id = \(accountID)"
     }
 
     /// Ends the account's live sessions through the account's sessions index (leading column).

@@ -205,9 +205,12 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("aud", .init("audience_mismatch", "The token has no audience (aud)."))
         }
 
-        let subject = payload["sub"]?.string
-        if let subject, !subject.isEmpty, subject.count <= 255 {
-            report.pass("sub", subject)
+        var subject = payload["sub"]?.string
+        if let present = subject, !present.isEmpty, present.count <= 255 {
+            report.pass("sub", present)
+        } else if !policy.subjectRequired, subject == nil {
+            report.pass("sub", "none (not required)")
+            subject = ""
         } else {
             report.fail("sub", .invalid("The token has no usable subject (sub)."))
         }

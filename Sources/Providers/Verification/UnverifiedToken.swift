@@ -8,13 +8,28 @@ public enum UnverifiedToken {
     /// The `sub` of the token's payload (at most 255 bytes); nil when the token is not a compact
     /// JWS with a JSON payload that has one.
     public static func subject(_ token: String) -> String? {
+        payload(token)?["sub"]?.string(maxBytes: 255)
+    }
+
+    /// The `aud` of the token's payload, a string or an array of strings (each at most 255
+    /// bytes, at most 8); empty when the token has none it could read. Apple's notifications
+    /// are routed by it to the tenants that registered that primary App ID, and then verified
+    /// for exactly that audience.
+    public static func audiences(_ token: String) -> [String] {
+        switch payload(token)?["aud"] {
+        case .string(let single)?: return single.utf8.count <= 255 ? [single] : []
+        case .array(let values)?: return values.count <= 8 ? values.compactMap { $0.string(maxBytes: 255) } : []
+        default: return []
+        }
+    }
+
+    static func payload(_ token: String) -> [String: JSONValue]? {
         let bytes = Array(token.utf8)
         let dot = UInt8(ascii: ".")
         guard bytes.count <= 16_384, let firstDot = bytes.firstIndex(of: dot),
             let secondDot = bytes[(firstDot + 1)...].firstIndex(of: dot),
-            let payload = Base64URL.decode(bytes: bytes[(firstDot + 1)..<secondDot]),
-            let object = (try? JSONValue.parse(payload))?.object
+            let payload = Base64URL.decode(bytes: bytes[(firstDot + 1)..<secondDot])
         else { return nil }
-        return object["sub"]?.string(maxBytes: 255)
+        return (try? JSONValue.parse(payload))?.object
     }
 }

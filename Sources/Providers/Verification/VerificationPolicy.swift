@@ -20,6 +20,9 @@ public struct VerificationPolicy: Sendable {
     /// The provider's own claim rules (Google's `azp` and `hd`), run after the common ones and
     /// reported like them.
     public var claimChecks: [ClaimCheck] = []
+    /// Whether `sub` must be present. Apple's server-to-server notifications carry the person in
+    /// their `events` claim and have no `sub`; every identity token must have one.
+    public var subjectRequired = true
 
     public init(
         issuers: Set<String>, algorithms: Set<String> = ["RS256"], audiences: Set<String>?,

@@ -1,0 +1,193 @@
+import BrokerApplication
+import BrokerCore
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import MockIdP
+import NIOCore
+import PostgresNIO
+import Storage
+import Testing
+
+/// `POST /apple/notifications` (issue 23 §1) with notifications signed by MockIdP's Apple key:
+/// each event type, duplicates, forged and misaddressed payloads, unknown types and subjects,
+/// and the re-link of a later Sign in with Apple after a consent revocation.
+@Suite struct AppleNotificationTests {
+    static let primaryAppID = "com.acme.app"
+
+    static func post(_ setup: AppleTestSetup, _ body: Data, contentType: String = "application/json") async throws -> TestResponse {
+        try await setup.client.execute(
+            uri: "/apple/notifications", method: .post, headers: [.contentType: contentType], body: ByteBuffer(bytes: body))
+    }
+
+    static func notify(
+        _ setup: AppleTestSetup, _ type: String, subject: String, audience: String = primaryAppID, jti: String? = nil,
+        forgery: TokenForgery = .valid
+    ) async throws -> TestResponse {
+        try await post(setup, try setup.apple.notificationBody(audience: audience, type: type, subject: subject, jti: jti, forgery: forgery))
+    }
+
+    static func account(_ setup: AppleTestSetup, _ id: String) async throws -> [String: Any] {
+        try await setup.client.execute(uri: "/v1/accounts/\(id)", method: .get, headers: bearer(setup.apiKey)).json()
+    }
+
+    static func count(_ setup: AppleTestSetup, _ sql: String) async throws -> Int {
+        let rows = try await setup.app.database.client.query(PostgresQuery(unsafeSQL: sql))
+        var count = 0
+        for try await value in rows.decode(Int.self) { count = value }
+        return count
+    }
+
+    static func events(_ setup: AppleTestSetup) async throws -> [String] {
+        let rows = try await setup.app.database.client.query("SELECT event_type FROM events_outbox ORDER BY id")
+        var types: [String] = []
+        for try await type in rows.decode(String.self) { types.append(type) }
+        return types
+    }
+
+    @Test func emailDisabledAndEnabledFlipTheRelayFlagOncePerDelivery() async throws {
+        try await AppleTestSetup.run { setup in
+            let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "relay")])
+            let id = try #require(body[path: "account.id"] as? String)
+            let jti = UUID().uuidString
+            #expect(try await Self.notify(setup, "email-disabled", subject: "relay", jti: jti).status == .ok)
+            let identities = { (account: [String: Any]) in account["identities"] as? [[String: Any]] ?? [] }
+            #expect(identities(try await Self.account(setup, id)).first?["relay_email_deliverable"] as? Bool == false)
+            // Apple delivers again: nothing changes, no second event.
+            #expect(try await Self.notify(setup, "email-disabled", subject: "relay", jti: jti).status == .ok)
+            #expect(try await Self.events(setup) == ["apple.email_disabled"])
+            #expect(try await Self.notify(setup, "email-enabled", subject: "relay").status == .ok)
+            #expect(identities(try await Self.account(setup, id)).first?["relay_email_deliverable"] as? Bool == true)
+            #expect(try await Self.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
+            let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
+            #expect(actions.filter { $0.hasPrefix("apple.email") } == ["apple.email_disabled", "apple.email_enabled"])
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 2)
+        }
+    }
+
+    @Test func consentRevokedUnlinksDisablesAndANewSignInWithAppleRelinksAndEnables() async throws {
+        try await AppleTestSetup.run { setup in
+            let code = setup.apple.issueCode(clientID: "com.acme.app", subject: "revoker")
+            let body = try await setup.signIn([
+                "client_id": "com.acme.app", "identity_token": try setup.token(subject: "revoker"), "authorization_code": code,
+            ])
+            let id = try #require(body[path: "account.id"] as? String)
+            let refresh = try #require(body[path: "session.refresh_token"] as? String)
+            #expect(try await setup.liveSessionCount() == 1)
+
+            #expect(try await Self.notify(setup, "consent-revoked", subject: "revoker").status == .ok)
+            #expect(try await setup.liveSessionCount() == 0)
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "unlinked, with Apple's token")
+            let disabled = try await Self.account(setup, id)
+            #expect(disabled[path: "account.status"] as? String == "disabled")
+            #expect(try await setup.post("/v1/sessions/refresh", json: ["refresh_token": refresh]).status == .badRequest)
+            #expect(try await Self.events(setup) == ["apple.consent_revoked", "identity.unlinked"])
+
+            // A later Sign in with Apple is a new consent: the same account, enabled again.
+            let back = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "revoker")])
+            #expect(back[path: "account.id"] as? String == id)
+            #expect(back["is_new_account"] as? Bool != true)
+            #expect(try await Self.account(setup, id)[path: "account.status"] as? String == "active")
+            let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
+            #expect(actions.contains("apple.consent_revoked"))
+            #expect(actions.contains("identity.relinked"))
+            #expect(!actions.contains("identity.linked"), "not a link by email")
+        }
+    }
+
+    @Test func anOperatorDisablingOutranksAConsentRevocation() async throws {
+        try await AppleTestSetup.run { setup in
+            let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "banned")])
+            let id = try #require(body[path: "account.id"] as? String)
+            #expect(try await Self.notify(setup, "consent-revoked", subject: "banned").status == .ok)
+            _ = try await AccountService(database: setup.app.database).disable(tenantID: setup.tenant.id, accountID: id, actor: "test")
+            let refused = try await setup.post(
+                "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "banned")])
+            #expect(refused.status == .forbidden)
+            #expect(refused.problemCode == "account_disabled")
+        }
+    }
+
+    @Test func accountDeleteDeletesTheIdentityAndTheAccountItLeavesEmpty() async throws {
+        try await AppleTestSetup.run { setup in
+            let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "gone")])
+            let id = try #require(body[path: "account.id"] as? String)
+            #expect(try await Self.notify(setup, "account-delete", subject: "gone").status == .ok)
+            let tombstone = try await Self.account(setup, id)
+            #expect(tombstone[path: "account.status"] as? String == "deleted")
+            #expect(tombstone[path: "account.email"] == nil)
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0)
+            #expect(try await setup.liveSessionCount() == 0)
+            #expect(try await Self.events(setup) == ["account.deleted", "apple.account_deleted", "identity.unlinked"])
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM apple_revocations") == 0, "Apple deleted it: nothing to revoke")
+            // Signing in again is a new person.
+            let again = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "gone")])
+            #expect(again[path: "account.id"] as? String != id)
+        }
+    }
+
+    @Test func unknownTypesAndSubjectsAreAnswered200AndRecorded() async throws {
+        try await AppleTestSetup.run { setup in
+            #expect(try await Self.notify(setup, "something-new", subject: "anyone").status == .ok)
+            #expect(try await Self.notify(setup, "consent-revoked", subject: "nobody-we-know").status == .ok)
+            let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
+            #expect(actions.contains("apple.notification_ignored"))
+            #expect(actions.contains("apple.notification_unmatched"))
+            #expect(try await Self.events(setup).isEmpty)
+        }
+    }
+
+    @Test(arguments: [TokenForgery.algNone, .hs256WithPublicKey, .unpublishedKey, .badSignature])
+    func forgedPayloadsAre400AndChangeNothing(_ forgery: TokenForgery) async throws {
+        try await AppleTestSetup.run { setup in
+            _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "target")])
+            let forged = try await Self.notify(setup, "account-delete", subject: "target", forgery: forgery)
+            #expect(forged.status == .badRequest)
+            #expect(forged.problemCode == "invalid_notification")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 1)
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 0)
+        }
+    }
+
+    @Test func misaddressedExpiredAndMalformedBodiesAre400() async throws {
+        try await AppleTestSetup.run { setup in
+            _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "target")])
+            // Not a primary App ID (a grouped client), and an App ID nobody registered.
+            for audience in ["com.acme.app.widget", "com.other.app"] {
+                let response = try await Self.notify(setup, "account-delete", subject: "target", audience: audience)
+                #expect(response.status == .badRequest, "\(audience)")
+                #expect(response.problemCode == "invalid_notification")
+            }
+            let expired = try setup.apple.mint(
+                try setup.apple.notificationClaims(
+                    audience: Self.primaryAppID, type: "account-delete", subject: "target", issuedAt: Date().addingTimeInterval(-7_200)))
+            let late = try await Self.post(setup, try JSONSerialization.data(withJSONObject: ["payload": expired]))
+            #expect(late.status == .badRequest)
+            for body in ["{}", "{\"payload\": 1}", "{\"payload\": \"a.b.c\"}", "[]", "not json", "{\"payload\":\"x\",\"payload\":\"y\"}"] {
+                let response = try await Self.post(setup, Data(body.utf8))
+                #expect(response.status == .badRequest, "\(body)")
+                #expect(response.headers[.contentType]?.hasPrefix("application/problem+json") == true)
+            }
+            let plain = try await Self.post(setup, Data("{}".utf8), contentType: "text/plain")
+            #expect(plain.status == .badRequest)
+            #expect(plain.problemCode == "invalid_request")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 1)
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 0)
+        }
+    }
+
+    @Test func theDatabaseDownIs503AndADeliveryAfterwardsApplies() async throws {
+        try await AppleTestSetup.run { setup in
+            _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "later")])
+            let body = try setup.apple.notificationBody(audience: Self.primaryAppID, type: "email-disabled", subject: "later")
+            // A warm route cache does not hide the outage: the receipt is written in the database.
+            try await setup.app.database.client.query("ALTER TABLE notification_receipts RENAME TO notification_receipts_away")
+            let refused = try await Self.post(setup, body)
+            #expect(refused.status.code >= 500)
+            try await setup.app.database.client.query("ALTER TABLE notification_receipts_away RENAME TO notification_receipts")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 0)
+            #expect(try await Self.post(setup, body).status == .ok, "Apple's next delivery applies it")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 1)
+        }
+    }
+}
