@@ -5,11 +5,14 @@
 -- token. Tokens stored before this migration take the client of the newest session opened
 -- through the identity, the best record there is of who obtained them.
 ALTER TABLE identities ADD COLUMN provider_token_client_id text;
-UPDATE identities i SET provider_token_client_id = (
-    SELECT s.client_id FROM sessions s
-    WHERE s.identity_id = i.id AND s.tenant_id = i.tenant_id AND s.client_id IS NOT NULL
-    ORDER BY s.created_at DESC LIMIT 1)
-WHERE i.provider_refresh_token_sealed IS NOT NULL;
+-- One pass over sessions (no index leads with identity_id since migration 0011).
+UPDATE identities i SET provider_token_client_id = newest.client_id
+FROM (
+    SELECT DISTINCT ON (s.identity_id) s.identity_id, s.tenant_id, s.client_id FROM sessions s
+    WHERE s.identity_id IS NOT NULL AND s.client_id IS NOT NULL
+    ORDER BY s.identity_id, s.created_at DESC
+) newest
+WHERE i.id = newest.identity_id AND i.tenant_id = newest.tenant_id AND i.provider_refresh_token_sealed IS NOT NULL;
 
 -- A deleted account is a tombstone: its id, when and why; nothing personal.
 ALTER TABLE accounts ADD COLUMN deleted_reason text;

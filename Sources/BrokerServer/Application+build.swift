@@ -62,12 +62,16 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(WebSignInRoute.oidcCallbackPath), method: .get) { request, context in
         await web.oidcCallback(request, context: context)
     }
+    let events = EventsRoute(handlers: handlers)
+    router.on(RouterPath(EventsRoute.operation.path), method: .get) { request, context in
+        try await events.respond(request, context: context)
+    }
     let notifications = AppleNotificationRoute(services: services, maxBodyBytes: services.maxBodyBytes)
     router.on(RouterPath(AppleNotificationRoute.path), method: .post) { request, context in
         try await notifications.receive(request, context: context)
     }
     let servedDirectly =
-        SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation, AppleNotificationRoute.operation]
+        SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation, AppleNotificationRoute.operation, EventsRoute.operation]
         + IdentityLinkRoute.operations
         + AccountStatusRoute.operations + WebSignInRoute.operations
     try handlers.registerHandlers(

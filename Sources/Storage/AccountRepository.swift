@@ -132,8 +132,16 @@ public struct AccountRepository: Sendable {
                     AND ($21::text::jsonb IS NULL OR s.attributes::jsonb @> $21::text::jsonb)
             ),
             renewed AS (
-                SELECT c.account_id FROM consent_revocations c
+                SELECT c.account_id,
+                    (a.status = 'active' OR (a.status = 'disabled' AND a.disabled_reason IS NOT DISTINCT FROM 'consent_revoked'))
+                        AS relinkable
+                FROM consent_revocations c JOIN accounts a ON a.tenant_id = c.tenant_id AND a.id = c.account_id
                 WHERE NOT EXISTS (SELECT 1 FROM stored)
+                    AND c.tenant_id = $2::uuid AND c.provider = $4::text AND c.provider_scope = $5::text AND c.subject = $6::text
+            ),
+            forgotten AS (
+                DELETE FROM consent_revocations c
+                WHERE EXISTS (SELECT 1 FROM renewed WHERE relinkable)
                     AND c.tenant_id = $2::uuid AND c.provider = $4::text AND c.provider_scope = $5::text AND c.subject = $6::text
             ),
             upserted AS (
@@ -152,7 +160,8 @@ public struct AccountRepository: Sendable {
                     $4::text, $5::text, $6::text, $7::text, $8::bool, $9::bool,
                     $10::text, $11::text, $12::int8, $13::bytea, CASE WHEN $13::bytea IS NULL THEN NULL ELSE $16::text END,
                     $21::text::jsonb, now()
-                WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored))
+                WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored) OR EXISTS (SELECT 1 FROM renewed))
+                    AND NOT EXISTS (SELECT 1 FROM renewed WHERE NOT relinkable)
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
                     email = coalesce(EXCLUDED.email, i.email),
                     email_verified = CASE WHEN EXCLUDED.email IS NULL THEN i.email_verified ELSE EXCLUDED.email_verified END,
@@ -220,6 +229,16 @@ public struct AccountRepository: Sendable {
                     jsonb_build_object('account_id', u.account_id, 'identity_id', u.id, 'provider', u.provider,
                         'linked_by', 'consent_renewed')
                 FROM upserted u, account, renewed WHERE u.inserted
+            ),
+            announced AS (
+                INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
+                SELECT $2::uuid, u.account_id,
+                    CASE WHEN u.account_id = $3::uuid THEN 'account.created' ELSE 'identity.linked' END,
+                    jsonb_build_object('account_id', u.account_id, 'identity_id', u.id, 'provider', u.provider)
+                        || CASE WHEN u.account_id = $3::uuid THEN '{}'::jsonb
+                            ELSE jsonb_build_object('linked_by',
+                                CASE WHEN EXISTS (SELECT 1 FROM renewed) THEN 'consent_renewed' ELSE 'verified_email' END) END
+                FROM upserted u, account WHERE u.inserted
             )
             SELECT account.*, u.*, (u.inserted AND u.account_id <> $3::uuid) AS linked,
                 (u.inserted AND u.account_id = $3::uuid AND $7::text IS NOT NULL AND EXISTS (

@@ -131,7 +131,8 @@ public struct AppleNotificationRepository: Sendable {
             eventName = deliverable ? "apple.email_enabled" : "apple.email_disabled"
         case "consent-revoked":
             let (revoked, remaining, disabled) = try await unlink(
-                identityID, of: accountID, route: route, subject: subject, reason: Self.consentRevokedReason, on: connection)
+                identityID, of: accountID, route: route, subject: subject, reason: Self.consentRevokedReason,
+                sessionReason: Self.consentRevokedReason, on: connection)
             try await connection.query(
                 """
                 INSERT INTO consent_revocations (tenant_id, provider, provider_scope, subject, account_id)
@@ -144,7 +145,8 @@ public struct AppleNotificationRepository: Sendable {
             eventName = "apple.consent_revoked"
         default:  // account-delete
             let (revoked, remaining, _) = try await unlink(
-                identityID, of: accountID, route: route, subject: subject, reason: nil, on: connection)
+                identityID, of: accountID, route: route, subject: subject, reason: nil, sessionReason: Self.appleAccountDeleteReason,
+                on: connection)
             try await connection.query(
                 """
                 DELETE FROM consent_revocations
@@ -155,6 +157,13 @@ public struct AppleNotificationRepository: Sendable {
                 ended += try await AccountDeletionRepository.revokeSessions(tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
                 try await AccountDeletionRepository.tombstone(
                     tenantID: tenantID, accountID: accountID, reason: Self.appleAccountDeleteReason, on: connection, logger: logger)
+                try await AuditLogRepository.append(
+                    tenantID: tenantID, actor: "apple", action: "account.deleted", target: accountID.lowercasedString,
+                    details: [
+                        "account_id": .string(accountID.lowercasedString), "reason": .string(Self.appleAccountDeleteReason),
+                        "revoked_sessions": .int(ended), "deleted_identities": .int(1), "apple_revocations_queued": .int(0),
+                    ],
+                    on: connection, logger: logger)
                 try await EventOutbox.append(
                     tenantID: tenantID, accountID: accountID, type: "account.deleted",
                     payload: ["account_id": .string(accountID.lowercasedString), "reason": .string(Self.appleAccountDeleteReason)],
@@ -187,7 +196,7 @@ public struct AppleNotificationRepository: Sendable {
     /// (when it was active) and all its sessions end. Returns the sessions ended, the identities
     /// left and whether the account was disabled.
     private func unlink(
-        _ identityID: UUID, of accountID: UUID, route: Route, subject: String, reason disableReason: String?,
+        _ identityID: UUID, of accountID: UUID, route: Route, subject: String, reason disableReason: String?, sessionReason: String,
         on connection: PostgresConnection
     ) async throws -> (revoked: Int, remaining: Int, disabled: Bool) {
         let tenantID = route.tenantID
@@ -196,7 +205,7 @@ public struct AppleNotificationRepository: Sendable {
         ).collect().first?.decode(String.self)
         var revoked = try await connection.query(
             """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.consentRevokedReason)
+            UPDATE sessions SET revoked_at = now(), revoke_reason = \(sessionReason)
             WHERE tenant_id = \(tenantID) AND account_id = \(accountID) AND identity_id = \(identityID) AND revoked_at IS NULL
             RETURNING id
             """, logger: logger

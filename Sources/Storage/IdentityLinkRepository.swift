@@ -112,6 +112,13 @@ public struct IdentityLinkRepository: Sendable {
                         "provider": .string(linked.provider), "linked_by": .string("account_token"),
                     ],
                     on: connection, logger: logger)
+                try await EventOutbox.append(
+                    tenantID: tenantID, accountID: accountID, type: "identity.linked",
+                    payload: [
+                        "account_id": .string(accountID.lowercasedString), "identity_id": .string(linked.id.lowercasedString),
+                        "provider": .string(linked.provider), "linked_by": .string("account_token"),
+                    ],
+                    on: connection, logger: logger)
                 return .linked(linked)
             }
             // Its key exists: committed by now (ON CONFLICT waited for any writer of it).
@@ -249,6 +256,13 @@ public struct IdentityLinkRepository: Sendable {
                 details: [
                     "account_id": .string(accountID.lowercasedString), "identity_id": .string(identity.id.lowercasedString),
                     "provider": .string(identity.provider), "revoked_sessions": .int(revoked),
+                ],
+                on: connection, logger: logger)
+            try await EventOutbox.append(
+                tenantID: tenantID, accountID: accountID, type: "identity.unlinked",
+                payload: [
+                    "account_id": .string(accountID.lowercasedString), "identity_id": .string(identity.id.lowercasedString),
+                    "provider": .string(identity.provider), "reason": .string("unlinked"),
                 ],
                 on: connection, logger: logger)
             return .unlinked(identity, revokedSessions: revoked)

@@ -201,10 +201,11 @@ struct AccountCommand: AsyncParsableCommand {
             try await runReporting(json: options.json) {
                 let context = try CLIContext()
                 let (actor, tenant, id, reason) = (context.actor, tenant, id, reason)
-                guard !reason.isEmpty, reason.count <= 200, !reason.contains(where: { $0.isNewline }) else {
+                guard !reason.isEmpty, reason.count <= 200 else {
                     throw BrokerError.invalidArgument(
                         "--reason must be one line of 1 to 200 characters.", hint: "For example: --reason \"user request by email\".")
                 }
+                try FreeText.require(reason, option: "--reason", hint: "For example: --reason \"user request by email\".")
                 let deletion = try await context.withDatabase { database in
                     let found = try await TenantAdmin(database: database, actor: actor).find(tenant)
                     let service = AccountDeletionService(database: database, secrets: SecretBox(masterKey: try context.masterKey()))

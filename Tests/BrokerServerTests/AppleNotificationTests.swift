@@ -38,8 +38,10 @@ import Testing
         return count
     }
 
+    /// The events after the sign-ins' `account.created`.
     static func events(_ setup: AppleTestSetup) async throws -> [String] {
-        let rows = try await setup.app.database.client.query("SELECT event_type FROM events_outbox ORDER BY id")
+        let rows = try await setup.app.database.client.query(
+            "SELECT event_type FROM events_outbox WHERE event_type <> 'account.created' ORDER BY id")
         var types: [String] = []
         for try await type in rows.decode(String.self) { types.append(type) }
         return types
@@ -83,14 +85,19 @@ import Testing
             #expect(try await setup.post("/v1/sessions/refresh", json: ["refresh_token": refresh]).status == .badRequest)
             #expect(try await Self.events(setup) == ["apple.consent_revoked", "identity.unlinked"])
 
-            // A later Sign in with Apple is a new consent: the same account, enabled again.
-            let back = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "revoker")])
+            // A later Sign in with Apple is a new consent: the same account, enabled again (also
+            // with intent sign_in: the person has an account).
+            let back = try await setup.signIn([
+                "client_id": "com.acme.app", "identity_token": try setup.token(subject: "revoker"), "intent": "sign_in",
+            ])
             #expect(back[path: "account.id"] as? String == id)
             #expect(back["is_new_account"] as? Bool != true)
             #expect(try await Self.account(setup, id)[path: "account.status"] as? String == "active")
             let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
             #expect(actions.contains("apple.consent_revoked"))
             #expect(actions.contains("identity.relinked"))
+            #expect(try await Self.events(setup) == ["apple.consent_revoked", "identity.unlinked", "identity.linked"])
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM consent_revocations") == 0, "forgotten once relinked")
             #expect(!actions.contains("identity.linked"), "not a link by email")
         }
     }
@@ -105,6 +112,8 @@ import Testing
                 "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "banned")])
             #expect(refused.status == .forbidden)
             #expect(refused.problemCode == "account_disabled")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "nothing written onto it")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM accounts") == 1, "and no new account beside it")
         }
     }
 

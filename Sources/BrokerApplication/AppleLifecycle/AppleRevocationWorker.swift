@@ -115,6 +115,9 @@ package struct AppleRevocationWorker: Sendable {
                 due.sealedToken, context: AppleRevocationRepository.sealingContext(tenantID: revocation.tenantID, id: revocation.id),
                 what: "queued Apple refresh token")
         } catch {
+            logger.warning(
+                "a queued Apple refresh token does not open; the revocation is given up",
+                metadata: ["revocation_id": "\(revocation.id.lowercasedString)", "error": "\(error.code)"])
             return .failed(error: "token_unreadable: \(error.code)", retryAt: nil)
         }
         do {

@@ -97,7 +97,10 @@ public struct AppleTokenClient: Sendable {
             throw .unavailable(.apple, .tokenEndpoint)
         }
         guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
-        guard answer.status == 200 else { throw Self.translate("http_\(answer.status)", clientID: clientID) }
+        guard answer.status == 200 else {
+            let error = (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
+            throw Self.translate(error, clientID: clientID)
+        }
     }
 
     /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
