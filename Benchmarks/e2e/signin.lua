@@ -29,12 +29,17 @@ function init(args)
     -- PROVIDER: apple (default), facebook (Limited Login), facebook_classic (lines hold one
     -- access token each, no nonce), or google or any other provider id (an OpenID Connect
     -- provider such as line): {"id_token", "nonce"} to /v1/sign-in/<PROVIDER>.
+    -- PROVIDER=apple_notification: each line is a whole JSON body (`mock-idp mint
+    -- --notification TYPE`), posted to /apple/notifications.
     local provider = os.getenv("PROVIDER") or "apple"
     local path = "/v1/sign-in/" .. (provider == "facebook_classic" and "facebook" or provider)
+    if provider == "apple_notification" then path = "/apple/notifications" end
     requests = {}
     for i, line in ipairs(lines) do
         local body
-        if provider == "facebook_classic" then
+        if provider == "apple_notification" then
+            body = line
+        elseif provider == "facebook_classic" then
             body = '{"access_token":"' .. string.match(line, "^(%S+)") .. '"}'
         else
             local token, nonce = string.match(line, "^(%S+) (%S+)$")

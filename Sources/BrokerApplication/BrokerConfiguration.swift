@@ -52,6 +52,10 @@ public struct BrokerConfiguration: Sendable {
     public var databaseSignInBatches: Int
     /// `BROKER_REQUEST_TIMEOUT`, `BROKER_HTTP_IDLE_TIMEOUT`, `BROKER_HTTP_MAX_CONNECTIONS`.
     public var httpLimits: HTTPLimits
+    /// `BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL` (seconds, default 86400) and
+    /// `BROKER_APPLE_MAX_CALLS_PER_SECOND` (default 10): how often each stored Apple refresh
+    /// token is checked, and how fast all instances together may call Apple to check them.
+    public var appleCredentialChecks: AppleCredentialChecks
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -64,6 +68,8 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_DB_STATEMENT_TIMEOUT", "seconds a database statement may run; one that runs out answers 503 database_unavailable (default 5)"),
         ("BROKER_DB_CONNECT_TIMEOUT", "seconds to connect to PostgreSQL; commands and serve that cannot connect fail within it, naming the cause (default 10)"),
         ("BROKER_DB_SIGN_IN_BATCHES", "returning sign-ins arriving together are written in one statement; at most this many such statements at once (default 2; 0 = one statement per sign-in)"),
+        ("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", "seconds between two checks of one stored Apple refresh token through the refresh grant (default 86400; 0 = no checks)"),
+        ("BROKER_APPLE_MAX_CALLS_PER_SECOND", "calls a second to Apple for credential checks, all instances together (default 10)"),
         ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
         ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
         ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
@@ -135,5 +141,8 @@ public struct BrokerConfiguration: Sendable {
             googleDiscoveryURL: try url("BROKER_GOOGLE_DISCOVERY_URL", default: Google.defaultDiscoveryURL), publicURL: self.publicURL)
         refreshReuseInterval = TimeInterval(
             try integer("BROKER_REFRESH_REUSE_INTERVAL", default: Int(Self.defaultRefreshReuseInterval), range: 0...300))
+        appleCredentialChecks = AppleCredentialChecks(
+            interval: TimeInterval(try integer("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", default: 86_400, range: 0...31_536_000)),
+            maxCallsPerSecond: try integer("BROKER_APPLE_MAX_CALLS_PER_SECOND", default: 10, range: 1...1_000))
     }
 }

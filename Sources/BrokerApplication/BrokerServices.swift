@@ -49,6 +49,8 @@ public struct BrokerServices: Sendable {
         bufferingPolicy: .bufferingNewest(1))
     /// Apple notification routes: primary App ID → tenants and teams.
     package let appleNotificationRoutes = ExpiringCache<String, [AppleNotificationRepository.Route]>(ttl: .seconds(5))
+    /// The credential-check worker's settings; nil: `broker serve` did not ask for it (tests).
+    package let credentialChecks: AppleCredentialChecks?
     /// Client secrets for the lifecycle workers' calls to Apple.
     package let appleClientSecrets: AppleClientSecrets
 
@@ -58,8 +60,9 @@ public struct BrokerServices: Sendable {
         httpClient: HTTPClient = .providers,
         refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil,
         securityEventSampling: SecurityEventSampling = SecurityEventSampling(),
-        additionalProviderTypes: [ProviderDescriptor] = []
+        additionalProviderTypes: [ProviderDescriptor] = [], appleCredentialChecks: AppleCredentialChecks? = nil
     ) {
+        self.credentialChecks = appleCredentialChecks
         var endpoints = endpoints
         if let appleBaseURL { endpoints.appleBaseURL = appleBaseURL }
         endpoints.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
@@ -124,6 +127,13 @@ public struct BrokerServices: Sendable {
         AppleNotificationService(database: database, appleKeys: appleKeys, routes: appleNotificationRoutes, logger: database.logger)
     }
 
+    package func appleCredentialChecker(_ settings: AppleCredentialChecks) -> AppleCredentialChecker {
+        AppleCredentialChecker(
+            database: database, store: providerSettings, secrets: secrets,
+            tokenClient: AppleTokenClient(baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
+            clientSecrets: appleClientSecrets, settings: settings, logger: database.logger)
+    }
+
     package var appleRevocationWorker: AppleRevocationWorker {
         AppleRevocationWorker(
             database: database, store: providerSettings, secrets: secrets,
@@ -144,6 +154,7 @@ public struct BrokerServices: Sendable {
             group.addTask { await keySets.runBackground() }
             group.addTask { await sweepWebSignIns() }
             group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
+            if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run() } }
             group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
         }
     }

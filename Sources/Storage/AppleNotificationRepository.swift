@@ -73,22 +73,28 @@ public struct AppleNotificationRepository: Sendable {
 
     /// Applies `event` to the tenant's identity `(apple, team, sub)`.
     public func apply(_ event: Event, to route: Route) async throws -> Outcome {
-        let tenantID = route.tenantID
-        return try await client.withTransaction(logger: logger) { connection in
-            let receipt = try await connection.query(
-                """
-                INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time)
-                VALUES (\(tenantID), \(event.id), \(String(event.type.prefix(64))), \(event.eventTime))
-                ON CONFLICT (tenant_id, jti) DO NOTHING RETURNING jti
-                """, logger: logger
-            ).collect()
-            guard !receipt.isEmpty else { return .duplicate }
-            let outcome = try await apply(event, route: route, on: connection)
-            try await connection.query(
-                "UPDATE notification_receipts SET outcome = \(outcome.rawValue) WHERE tenant_id = \(tenantID) AND jti = \(event.id)",
-                logger: logger)
-            return outcome
+        try await client.withTransaction(logger: logger) { connection in
+            try await applyWithReceipt(event, to: route, on: connection)
         }
+    }
+
+    /// The same on a transaction's connection (a credential check that found a revoked token
+    /// applies `consent-revoked` in its own transaction).
+    func applyWithReceipt(_ event: Event, to route: Route, on connection: PostgresConnection) async throws -> Outcome {
+        let tenantID = route.tenantID
+        let receipt = try await connection.query(
+            """
+            INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time)
+            VALUES (\(tenantID), \(event.id), \(String(event.type.prefix(64))), \(event.eventTime))
+            ON CONFLICT (tenant_id, jti) DO NOTHING RETURNING jti
+            """, logger: logger
+        ).collect()
+        guard !receipt.isEmpty else { return .duplicate }
+        let outcome = try await apply(event, route: route, on: connection)
+        try await connection.query(
+            "UPDATE notification_receipts SET outcome = \(outcome.rawValue) WHERE tenant_id = \(tenantID) AND jti = \(event.id)",
+            logger: logger)
+        return outcome
     }
 
     private func apply(_ event: Event, route: Route, on connection: PostgresConnection) async throws -> Outcome {

@@ -14,7 +14,7 @@ struct AppleCommand: AsyncParsableCommand {
             team yields the same account for one person. An app group is a primary App ID with its \
             grouped App IDs and Services IDs.
             """,
-        subcommands: [Team.self, Group.self, Client.self, Show.self, Revocations.self]
+        subcommands: [Team.self, Group.self, Client.self, Show.self, Revocations.self, CheckCredentials.self]
     )
 
     /// `--platforms` of an Apple client; nil when not given (the kind's default).

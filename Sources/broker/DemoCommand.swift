@@ -61,7 +61,8 @@ struct DemoCommand: AsyncParsableCommand {
                 database: database, secrets: secrets, publicURL: configuration.publicURL,
                 maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                 endpoints: configuration.providerEndpoints,
-                refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
+                refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
+                appleCredentialChecks: configuration.appleCredentialChecks)
             let banner = try DemoTenant.banner(publicURL: configuration.publicURL, apiKey: apiKey, mocks: mocks, mockBaseURL: idpURL)
             let app = try buildApplication(
                 services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,

@@ -35,7 +35,8 @@ struct ServeCommand: AsyncParsableCommand {
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                     endpoints: configuration.providerEndpoints,
-                    refreshReuseInterval: configuration.refreshReuseInterval, logger: logger)
+                    refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
+                    appleCredentialChecks: configuration.appleCredentialChecks)
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
                     lifecycle: [BackgroundTasks(services: services)], logger: logger)

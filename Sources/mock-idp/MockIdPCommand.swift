@@ -186,9 +186,18 @@ struct MockIdPCommand: AsyncParsableCommand {
                 "google: iss (default https://accounts.google.com; accounts.google.com is Google's other form). "
                     + "oidc (required): the issuer URL, as served, e.g. http://127.0.0.1:9100/oidc/line."))
         var issuer: String?
+        @Option(
+            help: ArgumentHelp(
+                "apple only: print Apple server-to-server notifications of this event type (consent-revoked, account-delete, "
+                    + "email-disabled, email-enabled) instead of identity tokens, one JSON body {\"payload\": \"<JWS>\"} per line, "
+                    + "the audience (a primary App ID) as aud, each with its own jti."))
+        var notification: String?
         @OptionGroup var key: KeyOptions
 
         func validate() throws {
+            guard notification == nil || provider == .apple else {
+                throw ValidationError("--notification applies to --provider apple only.")
+            }
             guard count >= 0, first >= 0, (subjects ?? 1) > 0 else {
                 throw ValidationError("--count and --first must not be negative; --subjects must be positive.")
             }
@@ -234,6 +243,13 @@ struct MockIdPCommand: AsyncParsableCommand {
             case .apple:
                 let apple = try MockAppleIdP(keyFile: key.appleURL)
                 let prefix = subjectPrefix ?? "000001.mock."
+                if let type = notification {
+                    return { number, _ in
+                        String(
+                            decoding: try apple.notificationBody(audience: audience, type: type, subject: "\(prefix)\(number)"),
+                            as: UTF8.self)
+                    }
+                }
                 return { number, raw in
                     try apple.mint(
                         apple.claims(

@@ -78,6 +78,35 @@ public struct AppleTokenClient: Sendable {
         return tokens
     }
 
+    /// Whether Apple still honours a refresh token (the refresh grant at `/auth/token`): true
+    /// when Apple answers 200, false on `invalid_grant` (the person stopped using Sign in with
+    /// Apple with the app, or the token was revoked). Anything else throws: Apple unreachable,
+    /// failing or slow (``ProviderFailure/unavailable(_:_:)``), or refusing the client
+    /// (`invalid_client`) — never read as a revocation.
+    public func isValid(refreshToken: String, clientID: String, clientSecret: String) async throws(ProviderFailure) -> Bool {
+        var request = HTTPClientRequest(url: Apple.tokenURL(base: baseURL))
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        request.body = .bytes(
+            ByteBuffer(
+                string: FormEncoding.encode([
+                    ("client_id", clientID), ("client_secret", clientSecret), ("grant_type", "refresh_token"),
+                    ("refresh_token", refreshToken),
+                ])))
+        let answer: ProviderAnswer
+        do {
+            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout)
+        } catch {
+            throw .unavailable(.apple, .tokenEndpoint)
+        }
+        guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
+        if answer.status == 200 { return true }
+        let error = (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
+        if answer.status == 400, error == "invalid_grant" { return false }
+        throw Self.translate(error, clientID: clientID)
+    }
+
     /// Revokes a refresh token at Apple (`/auth/revoke`). Apple answers 200 with an empty
     /// body, also for a token it no longer knows.
     public func revoke(refreshToken: String, clientID: String, clientSecret: String) async throws(ProviderFailure) {

@@ -1,0 +1,113 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension Database {
+    public var appleCredentials: AppleCredentialRepository { AppleCredentialRepository(client: client, logger: logger) }
+}
+
+/// Apple credential-state checks (issue 23 §3; decision 0043): which stored Apple refresh
+/// tokens are due, taken one at a time with `FOR UPDATE SKIP LOCKED` (so instances share the
+/// work and never check one token twice at once), and the pacing all instances share.
+public struct AppleCredentialRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    /// A stored Apple refresh token due for a check.
+    public struct Due: Sendable {
+        public let identityID: UUID
+        public let tenantID: UUID
+        public let teamID: String
+        public let subject: String
+        public let clientID: String?
+        public let sealedToken: Data
+    }
+
+    /// What a check found.
+    public enum Verdict: Sendable, Equatable {
+        /// Apple honours the token: check again at `next`.
+        case valid(next: Date)
+        /// `invalid_grant`: handled as Apple's `consent-revoked` for the identity.
+        case revoked
+        /// Apple unreachable, failing or refusing the client: try again at `retryAt`; nothing
+        /// else changes.
+        case failed(retryAt: Date)
+    }
+
+    /// Gives up to `limit` never-scheduled tokens (of `tenantID`, or of every tenant) a due time
+    /// at a random point within `interval` from now, so that checks spread over the interval.
+    @discardableResult
+    public func schedule(tenantID: UUID? = nil, interval: TimeInterval, limit: Int = 1_000) async throws -> Int {
+        try await client.rows(
+            """
+            UPDATE identities SET credential_check_due_at = now() + random() * make_interval(secs => \(interval))
+            WHERE id IN (
+                SELECT i.id FROM identities i
+                WHERE i.provider = 'apple' AND i.provider_refresh_token_sealed IS NOT NULL AND i.credential_check_due_at IS NULL
+                    AND (\(tenantID)::uuid IS NULL OR i.tenant_id = \(tenantID))
+                LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING id
+            """, logger: logger
+        ).count
+    }
+
+    /// Makes every token of the tenant due now (`broker apple check-credentials --now`).
+    public func makeDue(tenantID: UUID, at now: Date) async throws -> Int {
+        try await client.rows(
+            """
+            UPDATE identities SET credential_check_due_at = \(now)
+            WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_refresh_token_sealed IS NOT NULL
+            RETURNING id
+            """, logger: logger
+        ).count
+    }
+
+    /// Takes the most overdue token due at `dueBy` (of `tenantID`, or of every tenant), calls
+    /// `check` with it while its row stays locked, and records the verdict (a revocation is
+    /// applied as `consent-revoked` in the same transaction); nil when none was due.
+    public func checkNext(tenantID: UUID? = nil, dueBy: Date, _ check: @Sendable (Due) async -> Verdict) async throws -> Verdict? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                SELECT i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
+                FROM identities i
+                WHERE i.provider = 'apple' AND i.provider_refresh_token_sealed IS NOT NULL AND i.credential_check_due_at <= \(dueBy)
+                    AND (\(tenantID)::uuid IS NULL OR i.tenant_id = \(tenantID))
+                ORDER BY i.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED
+                """, logger: logger
+            ).collect()
+            guard let row = rows.first else { return nil }
+            let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
+            let verdict = await check(Due(identityID: id, tenantID: tenant, teamID: team, subject: subject, clientID: clientID, sealedToken: sealed))
+            switch verdict {
+            case .valid(let next), .failed(let next):
+                try await connection.query(
+                    "UPDATE identities SET credential_check_due_at = \(next) WHERE tenant_id = \(tenant) AND id = \(id)", logger: logger)
+            case .revoked:
+                let event = AppleNotificationRepository.Event(
+                    id: "credential-check:\(id.lowercasedString):\(Int(Date().timeIntervalSince1970))", type: "consent-revoked",
+                    subject: subject, eventTime: Date())
+                _ = try await AppleNotificationRepository(client: client, logger: logger).applyWithReceipt(
+                    event, to: .init(tenantID: tenant, teamID: team), on: connection)
+            }
+            return verdict
+        }
+    }
+
+    /// The start of the next free slot of `name` at `rate` calls a second, shared by every
+    /// instance, and how long from now that is.
+    public func takeSlot(_ name: String, rate: Int) async throws -> Duration {
+        let step = 1.0 / Double(max(rate, 1))
+        let rows = try await client.rows(
+            """
+            WITH ensured AS (INSERT INTO worker_pacing (name) VALUES (\(name)) ON CONFLICT (name) DO NOTHING)
+            UPDATE worker_pacing SET next_at = greatest(next_at, clock_timestamp()) + make_interval(secs => \(step))
+            WHERE name = \(name)
+            RETURNING extract(epoch FROM (next_at - make_interval(secs => \(step)) - clock_timestamp()))::float8
+            """, logger: logger)
+        guard let row = rows.first else { return .zero }  // first use: the row exists from now on
+        let wait = try row.decode(Double.self)
+        return wait > 0 ? .milliseconds(Int(wait * 1_000)) : .zero
+    }
+}
