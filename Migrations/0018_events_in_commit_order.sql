@@ -8,3 +8,7 @@
 ALTER TABLE events_outbox ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id();
 DROP INDEX events_outbox_tenant_idx;
 CREATE INDEX events_outbox_tenant_order_idx ON events_outbox (tenant_id, tx, id);
+
+-- Nothing sets `delivered_at` (deliveries will keep their own state): the partial index of
+-- undelivered rows covered every row and was kept up on every insert for no reader.
+DROP INDEX events_outbox_pending_idx;

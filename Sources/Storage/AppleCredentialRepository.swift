@@ -8,8 +8,9 @@ extension Database {
 }
 
 /// Apple credential-state checks (issue 23 §3; decision 0043): which stored Apple refresh
-/// tokens are due, taken one at a time with `FOR UPDATE SKIP LOCKED` (so instances share the
-/// work and never check one token twice at once), and the pacing all instances share.
+/// tokens are due, each taken by one worker with `FOR UPDATE SKIP LOCKED` and a lease (so
+/// instances share the work and never check one token twice at once, and no lock is held while
+/// Apple answers), and the pacing all instances share.
 public struct AppleCredentialRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -63,51 +64,78 @@ public struct AppleCredentialRepository: Sendable {
         ).count
     }
 
-    /// Takes the most overdue token due at `dueBy` (of `tenantID`, or of every tenant), calls
-    /// `check` with it while its row stays locked, and records the verdict (a revocation is
-    /// applied as `consent-revoked` in the same transaction); nil when none was due.
+    /// How long a taken check is leased to its worker: a worker that dies mid-call leaves the
+    /// token to be checked again after it.
+    public static let lease: TimeInterval = 900
+
+    /// Takes the most overdue token due at `dueBy` (of `tenantID`, or of every tenant) by
+    /// moving its due time one lease ahead (a short transaction: no lock is held while Apple is
+    /// asked), calls `check`, and records the verdict (a revocation is applied as
+    /// `consent-revoked` in one transaction); nil when none was due.
     public func checkNext(tenantID: UUID? = nil, dueBy: Date, _ check: @Sendable (Due) async -> Verdict) async throws -> Verdict? {
-        try await client.withTransaction(logger: logger) { connection in
-            let rows = try await connection.query(
+        let rows = try await client.rows(
+            """
+            UPDATE identities i SET credential_check_due_at = now() + make_interval(secs => \(Self.lease))
+            WHERE i.id = (
+                SELECT d.id FROM identities d
+                WHERE d.provider = 'apple' AND d.provider_refresh_token_sealed IS NOT NULL AND d.credential_check_due_at <= \(dueBy)
+                    AND (\(tenantID)::uuid IS NULL OR d.tenant_id = \(tenantID))
+                ORDER BY d.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+            RETURNING i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
+            """, logger: logger)
+        guard let row = rows.first else { return nil }
+        let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
+        let verdict = await check(Due(identityID: id, tenantID: tenant, teamID: team, subject: subject, clientID: clientID, sealedToken: sealed))
+        switch verdict {
+        case .valid(let next), .failed(let next):
+            // Only the token that was checked: a sign-in may have stored a newer one meanwhile.
+            try await client.query(
                 """
-                SELECT i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
-                FROM identities i
-                WHERE i.provider = 'apple' AND i.provider_refresh_token_sealed IS NOT NULL AND i.credential_check_due_at <= \(dueBy)
-                    AND (\(tenantID)::uuid IS NULL OR i.tenant_id = \(tenantID))
-                ORDER BY i.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED
-                """, logger: logger
-            ).collect()
-            guard let row = rows.first else { return nil }
-            let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
-            let verdict = await check(Due(identityID: id, tenantID: tenant, teamID: team, subject: subject, clientID: clientID, sealedToken: sealed))
-            switch verdict {
-            case .valid(let next), .failed(let next):
-                try await connection.query(
-                    "UPDATE identities SET credential_check_due_at = \(next) WHERE tenant_id = \(tenant) AND id = \(id)", logger: logger)
-            case .revoked:
+                UPDATE identities SET credential_check_due_at = \(next)
+                WHERE tenant_id = \(tenant) AND id = \(id) AND provider_refresh_token_sealed = \(sealed)
+                """, logger: logger)
+        case .revoked:
+            try await client.withTransaction(logger: logger) { connection in
+                // Revoked only if the identity still holds the token Apple refused.
+                let still = try await connection.query(
+                    """
+                    SELECT 1 FROM identities WHERE tenant_id = \(tenant) AND id = \(id) AND provider_refresh_token_sealed = \(sealed)
+                    FOR UPDATE
+                    """, logger: logger
+                ).collect()
+                guard !still.isEmpty else { return }
                 let event = AppleNotificationRepository.Event(
                     id: "credential-check:\(id.lowercasedString):\(Int(Date().timeIntervalSince1970))", type: "consent-revoked",
                     subject: subject, eventTime: Date())
                 _ = try await AppleNotificationRepository(client: client, logger: logger).applyWithReceipt(
                     event, to: .init(tenantID: tenant, teamID: team), on: connection)
             }
-            return verdict
         }
+        return verdict
     }
 
-    /// The start of the next free slot of `name` at `rate` calls a second, shared by every
-    /// instance, and how long from now that is.
-    public func takeSlot(_ name: String, rate: Int) async throws -> Duration {
+    /// A slot of the shared pacing: when it starts (the database's clock) and how long from now.
+    public struct Slot: Sendable, Equatable {
+        public let startsAt: Date
+        public let wait: Duration
+    }
+
+    /// Takes the next free slot of `name` at `rate` calls a second, shared by every instance:
+    /// slots are `1/rate` seconds apart whoever takes them. The first use creates the row and
+    /// does not wait.
+    public func takeSlot(_ name: String, rate: Int) async throws -> Slot {
         let step = 1.0 / Double(max(rate, 1))
         let rows = try await client.rows(
             """
-            WITH ensured AS (INSERT INTO worker_pacing (name) VALUES (\(name)) ON CONFLICT (name) DO NOTHING)
-            UPDATE worker_pacing SET next_at = greatest(next_at, clock_timestamp()) + make_interval(secs => \(step))
-            WHERE name = \(name)
-            RETURNING extract(epoch FROM (next_at - make_interval(secs => \(step)) - clock_timestamp()))::float8
+            WITH ensured AS (INSERT INTO worker_pacing (name) VALUES (\(name)) ON CONFLICT (name) DO NOTHING),
+            taken AS (
+                UPDATE worker_pacing SET next_at = greatest(next_at, clock_timestamp()) + make_interval(secs => \(step))
+                WHERE name = \(name)
+                RETURNING next_at - make_interval(secs => \(step)) AS starts_at)
+            SELECT starts_at, extract(epoch FROM (starts_at - clock_timestamp()))::float8 FROM taken
             """, logger: logger)
-        guard let row = rows.first else { return .zero }  // first use: the row exists from now on
-        let wait = try row.decode(Double.self)
-        return wait > 0 ? .milliseconds(Int(wait * 1_000)) : .zero
+        guard let row = rows.first else { return Slot(startsAt: Date(), wait: .zero) }
+        let (startsAt, seconds) = try row.decode((Date, Double).self)
+        return Slot(startsAt: startsAt, wait: seconds > 0 ? .milliseconds(Int(seconds * 1_000)) : .zero)
     }
 }

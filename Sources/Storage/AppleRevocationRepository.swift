@@ -9,8 +9,9 @@ extension Database {
 
 /// The queue of Apple refresh-token revocations (issue 23 §2; decision 0040). A deletion writes
 /// rows in its own transaction; workers of every instance take due rows one at a time with
-/// `FOR UPDATE SKIP LOCKED` and keep the row locked while they call Apple, so each call is made
-/// by one instance, and a worker that dies mid-call leaves the row to be taken again.
+/// `FOR UPDATE SKIP LOCKED` and a lease (the row's due time moved ahead), so each call is made
+/// by one instance, no lock is held while Apple answers, and a worker that dies mid-call leaves
+/// the row to be taken again when the lease runs out.
 public struct AppleRevocationRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -78,23 +79,36 @@ public struct AppleRevocationRepository: Sendable {
             """, logger: logger)
     }
 
-    /// Takes the most overdue pending revocation (of any tenant) due at `now`, calls `work` with
-    /// it while its row stays locked, and records the result; false when none was due.
+    /// How long a taken revocation is leased to its worker: one that dies mid-call leaves the
+    /// row to be taken again after it (Apple's revoke is idempotent).
+    public static let lease: TimeInterval = 900
+
+    /// Takes the most overdue pending revocation (of any tenant) due at `now` by moving its due
+    /// time one lease ahead (a short transaction: no lock is held while Apple answers), calls
+    /// `work` with it, and records the result; false when none was due.
     public func processNext(now: Date, _ work: @Sendable (Due) async -> Result) async throws -> Bool {
+        let rows = try await client.rows(
+            """
+            UPDATE apple_revocations r SET next_attempt_at = \(now.addingTimeInterval(Self.lease)), updated_at = now()
+            WHERE r.id = (
+                SELECT d.id FROM apple_revocations d
+                WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+                ORDER BY d.next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+            RETURNING \(unescaped: qualified(Self.columns, alias: "r")), r.token_sealed
+            """, logger: logger)
+        guard let row = rows.first else { return false }
+        var reader = RowReader(row)
+        let revocation = try Self.decode(&reader)
+        guard let sealed = try reader.next(Data?.self) else { return true }
+        let result = await work(Due(revocation: revocation, sealedToken: sealed))
+        try await record(result, of: revocation)
+        return true
+    }
+
+    /// Writes what the call to Apple came to, with its audit row.
+    func record(_ result: Result, of revocation: Revocation) async throws {
+        let tenant = revocation.tenantID
         try await client.withTransaction(logger: logger) { connection in
-            let rows = try await connection.query(
-                """
-                SELECT \(unescaped: Self.columns), token_sealed FROM apple_revocations
-                WHERE status = 'pending' AND next_attempt_at <= \(now)
-                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
-                """, logger: logger
-            ).collect()
-            guard let row = rows.first else { return false }
-            var reader = RowReader(row)
-            let revocation = try Self.decode(&reader)
-            guard let sealed = try reader.next(Data?.self) else { return true }
-            let result = await work(Due(revocation: revocation, sealedToken: sealed))
-            let tenant = revocation.tenantID
             switch result {
             case .revoked:
                 try await connection.query(
@@ -128,7 +142,6 @@ public struct AppleRevocationRepository: Sendable {
                     ],
                     on: connection, logger: logger)
             }
-            return true
         }
     }
 

@@ -66,8 +66,8 @@ package struct AppleCredentialChecker: Sendable {
     package func checkDue(tenantID: UUID? = nil, dueBy: Date = Date()) async throws -> Report {
         var report = Report()
         while !Task.isCancelled {
-            let wait = try await database.appleCredentials.takeSlot(Self.pacing, rate: settings.maxCallsPerSecond)
-            if wait > .zero { try await Task.sleep(for: wait) }
+            let slot = try await database.appleCredentials.takeSlot(Self.pacing, rate: settings.maxCallsPerSecond)
+            if slot.wait > .zero { try await Task.sleep(for: slot.wait) }
             guard let verdict = try await database.appleCredentials.checkNext(tenantID: tenantID, dueBy: dueBy, { due in await check(due) })
             else { break }
             report.checked += 1
@@ -114,19 +114,27 @@ package struct AppleCredentialChecker: Sendable {
         let now = Date()
         let retry = AppleCredentialRepository.Verdict.failed(retryAt: now.addingTimeInterval(Self.retryAfter))
         let metadata: Logger.Metadata = ["identity_id": "\(due.identityID.lowercasedString)", "client_id": "\(due.clientID ?? "-")"]
+        // What cannot be checked by waiting ten minutes is tried again an interval later.
+        let muchLater = AppleCredentialRepository.Verdict.failed(retryAt: now.addingTimeInterval(max(settings.interval, Self.retryAfter)))
         guard let clientID = due.clientID else {
             logger.warning("an Apple refresh token names no client; it cannot be checked", metadata: metadata)
-            return .valid(next: now.addingTimeInterval(max(settings.interval, 1)))
+            return muchLater
+        }
+        let token: Data
+        do {
+            token = try secrets.open(
+                due.sealedToken,
+                context: AppleProvider.refreshTokenSealingContext(tenantID: due.tenantID, teamID: due.teamID, subject: due.subject),
+                what: "Apple refresh token")
+        } catch {
+            logger.warning("an Apple refresh token does not open; it cannot be checked", metadata: metadata)
+            return muchLater
         }
         do {
             guard let resolved = try await store.appleClient(tenantID: due.tenantID, clientID: clientID) else {
                 logger.warning("the client of an Apple refresh token is no longer configured; it cannot be checked", metadata: metadata)
                 return retry
             }
-            let token = try secrets.open(
-                due.sealedToken,
-                context: AppleProvider.refreshTokenSealingContext(tenantID: due.tenantID, teamID: due.teamID, subject: due.subject),
-                what: "Apple refresh token")
             let secret = try await clientSecrets.secret(team: resolved.team, clientID: clientID)
             let valid = try await tokenClient.isValid(
                 refreshToken: String(decoding: token, as: UTF8.self), clientID: clientID, clientSecret: secret)
