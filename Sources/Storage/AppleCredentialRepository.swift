@@ -95,7 +95,7 @@ public struct AppleCredentialRepository: Sendable {
                 WHERE tenant_id = \(tenant) AND id = \(id) AND provider_refresh_token_sealed = \(sealed)
                 """, logger: logger)
         case .revoked:
-            try await client.withTransaction(logger: logger) { connection in
+            let applied = try await client.withTransaction(logger: logger) { connection -> Bool in
                 // Revoked only if the identity still holds the token Apple refused.
                 let still = try await connection.query(
                     """
@@ -103,13 +103,16 @@ public struct AppleCredentialRepository: Sendable {
                     FOR UPDATE
                     """, logger: logger
                 ).collect()
-                guard !still.isEmpty else { return }
+                guard !still.isEmpty else { return false }
                 let event = AppleNotificationRepository.Event(
                     id: "credential-check:\(id.lowercasedString):\(Int(Date().timeIntervalSince1970))", type: "consent-revoked",
                     subject: subject, eventTime: Date())
                 _ = try await AppleNotificationRepository(client: client, logger: logger).applyWithReceipt(
                     event, to: .init(tenantID: tenant, teamID: team), on: connection)
+                return true
             }
+            // A sign-in stored a newer token meanwhile (Apple just issued it): nothing revoked.
+            if !applied { return .valid(next: Date()) }
         }
         return verdict
     }

@@ -105,7 +105,8 @@ public struct AppleRevocationRepository: Sendable {
         return true
     }
 
-    /// Writes what the call to Apple came to, with its audit row.
+    /// Writes what the call to Apple came to, with its audit row, to a row still pending (an
+    /// operator's retry or another worker after a lease ran out may have settled it).
     func record(_ result: Result, of revocation: Revocation) async throws {
         let tenant = revocation.tenantID
         try await client.withTransaction(logger: logger) { connection in
@@ -115,7 +116,7 @@ public struct AppleRevocationRepository: Sendable {
                     """
                     UPDATE apple_revocations SET status = 'done', token_sealed = NULL, attempts = attempts + 1, last_error = NULL,
                         done_at = now(), updated_at = now()
-                    WHERE id = \(revocation.id) AND tenant_id = \(tenant)
+                    WHERE id = \(revocation.id) AND tenant_id = \(tenant) AND status = 'pending'
                     """, logger: logger)
                 try await AuditLogRepository.append(
                     tenantID: tenant, actor: "broker", action: "apple.revocation_done", target: revocation.id.lowercasedString,
@@ -126,13 +127,13 @@ public struct AppleRevocationRepository: Sendable {
                     """
                     UPDATE apple_revocations SET attempts = attempts + 1, last_error = \(error), next_attempt_at = \(retryAt),
                         updated_at = now()
-                    WHERE id = \(revocation.id) AND tenant_id = \(tenant)
+                    WHERE id = \(revocation.id) AND tenant_id = \(tenant) AND status = 'pending'
                     """, logger: logger)
             case .failed(let error, nil):
                 try await connection.query(
                     """
                     UPDATE apple_revocations SET status = 'failed', attempts = attempts + 1, last_error = \(error), updated_at = now()
-                    WHERE id = \(revocation.id) AND tenant_id = \(tenant)
+                    WHERE id = \(revocation.id) AND tenant_id = \(tenant) AND status = 'pending'
                     """, logger: logger)
                 try await AuditLogRepository.append(
                     tenantID: tenant, actor: "broker", action: "apple.revocation_failed", target: revocation.id.lowercasedString,

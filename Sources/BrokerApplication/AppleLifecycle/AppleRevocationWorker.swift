@@ -8,8 +8,9 @@ import Storage
 /// secret of the client that obtained the token and a call to Apple's `/auth/revoke`
 /// (`token_type_hint=refresh_token`). A failure is retried with exponential backoff for about a
 /// day, then the row is `failed` (`broker apple revocations retry` queues it again). Rows are
-/// taken with `FOR UPDATE SKIP LOCKED`, so workers of several instances share the queue and each
-/// call is made once.
+/// taken with `FOR UPDATE SKIP LOCKED` and a 15-minute lease, so workers of several instances
+/// share the queue, one takes each row, and no lock is held while Apple answers; a worker that
+/// dies mid-call leaves its row to be taken again when the lease runs out.
 package struct AppleRevocationWorker: Sendable {
     /// When a failed call is tried again: `base` doubling up to `cap`; after `maxAttempts`
     /// calls the row is given up.
