@@ -80,6 +80,9 @@ import Testing
             #expect(try await Self.notify(setup, "consent-revoked", subject: "revoker").status == .ok)
             #expect(try await setup.liveSessionCount() == 0)
             #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "unlinked, with Apple's token")
+            #expect(
+                try await Self.count(setup, "SELECT count(*)::int8 FROM sessions WHERE identity_id IS NOT NULL") == 0,
+                "its sessions no longer name it (through the account's reference, migration 0020)")
             let disabled = try await Self.account(setup, id)
             #expect(disabled[path: "account.status"] as? String == "disabled")
             #expect(try await setup.post("/v1/sessions/refresh", json: ["refresh_token": refresh]).status == .badRequest)
