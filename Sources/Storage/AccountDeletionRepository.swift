@@ -86,11 +86,7 @@ public struct AccountDeletionRepository: Sendable {
     /// Ends every live session of the account (`account_deleted`); the number ended.
     static func revokeSessions(tenantID: UUID, accountID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> Int {
         try await connection.query(
-            """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.sessionRevokeReason)
-            WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
-            RETURNING id
-            """, logger: logger
+            AccountStatusRepository.revokeQuery(tenantID: tenantID, accountID: accountID, reason: Self.sessionRevokeReason), logger: logger
         ).collect().count
     }
 

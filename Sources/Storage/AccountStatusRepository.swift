@@ -75,10 +75,11 @@ public struct AccountStatusRepository: Sendable {
         "UPDATE accounts SET status = \(status.rawValue), disabled_reason = NULL, updated_at = now() WHERE tenant_id = \(tenantID) AND id = \(accountID)"
     }
 
-    /// Ends the account's live sessions through the account's sessions index (leading column).
-    static func revokeQuery(tenantID: UUID, accountID: UUID) -> PostgresQuery {
+    /// Ends the account's live sessions through the account's sessions index (leading column),
+    /// with `reason` (a disabling's unless told: a deletion and Apple's notifications use it too).
+    static func revokeQuery(tenantID: UUID, accountID: UUID, reason: String = SessionRepository.accountDisabledReason) -> PostgresQuery {
         """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(SessionRepository.accountDisabledReason)
+            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
             WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
             RETURNING id
             """

@@ -227,11 +227,8 @@ public struct AppleNotificationRepository: Sendable {
             WHERE tenant_id = \(tenantID) AND id = \(accountID)
             """, logger: logger)
         revoked += try await connection.query(
-            """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.consentRevokedReason)
-            WHERE tenant_id = \(tenantID) AND account_id = \(accountID) AND revoked_at IS NULL
-            RETURNING id
-            """, logger: logger
+            AccountStatusRepository.revokeQuery(tenantID: tenantID, accountID: accountID, reason: Self.consentRevokedReason),
+            logger: logger
         ).collect().count
         return (revoked, remaining, true)
     }

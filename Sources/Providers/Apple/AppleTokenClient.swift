@@ -57,23 +57,8 @@ public struct AppleTokenClient: Sendable {
             ("client_id", clientID), ("client_secret", clientSecret), ("code", code), ("grant_type", "authorization_code"),
         ]
         if let redirectURI { form.append(("redirect_uri", redirectURI)) }
-        var request = HTTPClientRequest(url: Apple.tokenURL(base: baseURL))
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        request.headers.add(name: "Accept", value: "application/json")
-        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
-        let answer: ProviderAnswer
-        do {
-            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout)
-        } catch {
-            throw .unavailable(.apple, .tokenEndpoint)
-        }
-        // A 5xx is Apple being down, not refusing the code.
-        guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
-        guard answer.status == 200 else {
-            let error = (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
-            throw Self.translate(error, clientID: clientID)
-        }
+        let answer = try await post(Apple.tokenURL(base: baseURL), form: form)
+        guard answer.status == 200 else { throw Self.translate(Self.error(of: answer), clientID: clientID) }
         guard let tokens = TokenResponse(json: answer.body.readableBytesView) else { throw .unreadableAnswer(.apple, .tokenEndpoint) }
         return tokens
     }
@@ -84,25 +69,13 @@ public struct AppleTokenClient: Sendable {
     /// failing or slow (``ProviderFailure/unavailable(_:_:)``), or refusing the client
     /// (`invalid_client`) — never read as a revocation.
     public func isValid(refreshToken: String, clientID: String, clientSecret: String) async throws(ProviderFailure) -> Bool {
-        var request = HTTPClientRequest(url: Apple.tokenURL(base: baseURL))
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        request.headers.add(name: "Accept", value: "application/json")
-        request.body = .bytes(
-            ByteBuffer(
-                string: FormEncoding.encode([
-                    ("client_id", clientID), ("client_secret", clientSecret), ("grant_type", "refresh_token"),
-                    ("refresh_token", refreshToken),
-                ])))
-        let answer: ProviderAnswer
-        do {
-            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout)
-        } catch {
-            throw .unavailable(.apple, .tokenEndpoint)
-        }
-        guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
+        let answer = try await post(
+            Apple.tokenURL(base: baseURL),
+            form: [
+                ("client_id", clientID), ("client_secret", clientSecret), ("grant_type", "refresh_token"), ("refresh_token", refreshToken),
+            ])
         if answer.status == 200 { return true }
-        let error = (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
+        let error = Self.error(of: answer)
         if answer.status == 400, error == "invalid_grant" { return false }
         throw Self.translate(error, clientID: clientID)
     }
@@ -110,26 +83,36 @@ public struct AppleTokenClient: Sendable {
     /// Revokes a refresh token at Apple (`/auth/revoke`). Apple answers 200 with an empty
     /// body, also for a token it no longer knows.
     public func revoke(refreshToken: String, clientID: String, clientSecret: String) async throws(ProviderFailure) {
-        var request = HTTPClientRequest(url: Apple.revokeURL(base: baseURL))
+        let answer = try await post(
+            Apple.revokeURL(base: baseURL),
+            form: [
+                ("client_id", clientID), ("client_secret", clientSecret), ("token", refreshToken), ("token_type_hint", "refresh_token"),
+            ],
+            maxBytes: 65_536)
+        guard answer.status == 200 else { throw Self.translate(Self.error(of: answer), clientID: clientID) }
+    }
+
+    /// Posts `form` to one of Apple's endpoints. Apple unreachable, slower than the timeout or
+    /// answering 5xx (Apple being down, not refusing) is ``ProviderFailure/unavailable(_:_:)``.
+    func post(_ url: String, form: [(String, String)], maxBytes: Int = 1 << 20) async throws(ProviderFailure) -> ProviderAnswer {
+        var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        request.body = .bytes(
-            ByteBuffer(
-                string: FormEncoding.encode([
-                    ("client_id", clientID), ("client_secret", clientSecret), ("token", refreshToken),
-                    ("token_type_hint", "refresh_token"),
-                ])))
+        request.headers.add(name: "Accept", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
         let answer: ProviderAnswer
         do {
-            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout, maxBytes: 65_536)
+            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout, maxBytes: maxBytes)
         } catch {
             throw .unavailable(.apple, .tokenEndpoint)
         }
         guard answer.status < 500 else { throw .unavailable(.apple, .tokenEndpoint) }
-        guard answer.status == 200 else {
-            let error = (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
-            throw Self.translate(error, clientID: clientID)
-        }
+        return answer
+    }
+
+    /// Apple's `error` member, or `http_<status>` when the answer has none.
+    static func error(of answer: ProviderAnswer) -> String {
+        (try? JSONValue.parse(answer.body.readableBytesView))?["error"]?.string ?? "http_\(answer.status)"
     }
 
     /// `invalid_client`: the client secret is wrong; `invalid_grant`: the code is.
