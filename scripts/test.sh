@@ -10,6 +10,8 @@ python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install
 python3 -m openapi_spec_validator openapi.yaml
 # Broker access tokens are checked with a stock JOSE library in the tests.
 python3 -c "import joserfc" 2>/dev/null || python3 -m pip install -q joserfc
+# Webhook deliveries are verified with the stock Standard Webhooks library.
+python3 -c "import standardwebhooks" 2>/dev/null || python3 -m pip install -q standardwebhooks
 
 bin_dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [[ -x "$bin_dir/initdb" ]] || { echo "test: PostgreSQL server binaries not found" >&2; exit 1; }

@@ -56,6 +56,9 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_APPLE_MAX_CALLS_PER_SECOND` (default 10): how often each stored Apple refresh
     /// token is checked, and how fast all instances together may call Apple to check them.
     public var appleCredentialChecks: AppleCredentialChecks
+    /// `BROKER_WEBHOOK_ALLOW_INSECURE=1`: webhooks may be `http://` and point at loopback or
+    /// private addresses (tests and demos).
+    public var webhookAllowInsecure: Bool
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -70,6 +73,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_DB_SIGN_IN_BATCHES", "returning sign-ins arriving together are written in one statement; at most this many such statements at once (default 2; 0 = one statement per sign-in)"),
         ("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", "seconds between two checks of one stored Apple refresh token through the refresh grant (default 86400; 0 = no checks)"),
         ("BROKER_APPLE_MAX_CALLS_PER_SECOND", "calls a second to Apple for credential checks, all instances together (default 10)"),
+        ("BROKER_WEBHOOK_ALLOW_INSECURE", "1: webhooks may be http:// and point at loopback or private addresses (tests, demos only; default 0)"),
         ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
         ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
         ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
@@ -141,6 +145,11 @@ public struct BrokerConfiguration: Sendable {
             googleDiscoveryURL: try url("BROKER_GOOGLE_DISCOVERY_URL", default: Google.defaultDiscoveryURL), publicURL: self.publicURL)
         refreshReuseInterval = TimeInterval(
             try integer("BROKER_REFRESH_REUSE_INTERVAL", default: Int(Self.defaultRefreshReuseInterval), range: 0...300))
+        switch value("BROKER_WEBHOOK_ALLOW_INSECURE") {
+        case nil, "0": webhookAllowInsecure = false
+        case "1": webhookAllowInsecure = true
+        default: throw .invalidArgument("BROKER_WEBHOOK_ALLOW_INSECURE must be 1 (tests and demos) or 0.")
+        }
         appleCredentialChecks = AppleCredentialChecks(
             interval: TimeInterval(try integer("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", default: 86_400, range: 0...31_536_000)),
             maxCallsPerSecond: try integer("BROKER_APPLE_MAX_CALLS_PER_SECOND", default: 10, range: 1...1_000))

@@ -51,6 +51,8 @@ public struct BrokerServices: Sendable {
     package let appleNotificationRoutes = ExpiringCache<String, [AppleNotificationRepository.Route]>(ttl: .seconds(5))
     /// The credential-check worker's settings; nil: `broker serve` did not ask for it (tests).
     package let credentialChecks: AppleCredentialChecks?
+    /// `BROKER_WEBHOOK_ALLOW_INSECURE`: webhooks may be http:// to loopback or private addresses.
+    package let webhookAllowInsecure: Bool
     /// Client secrets for the lifecycle workers' calls to Apple.
     package let appleClientSecrets: AppleClientSecrets
 
@@ -60,9 +62,11 @@ public struct BrokerServices: Sendable {
         httpClient: HTTPClient = .providers,
         refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil,
         securityEventSampling: SecurityEventSampling = SecurityEventSampling(),
-        additionalProviderTypes: [ProviderDescriptor] = [], appleCredentialChecks: AppleCredentialChecks? = nil
+        additionalProviderTypes: [ProviderDescriptor] = [], appleCredentialChecks: AppleCredentialChecks? = nil,
+        webhookAllowInsecure: Bool = false
     ) {
         self.credentialChecks = appleCredentialChecks
+        self.webhookAllowInsecure = webhookAllowInsecure
         var endpoints = endpoints
         if let appleBaseURL { endpoints.appleBaseURL = appleBaseURL }
         endpoints.publicURL = publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL
@@ -141,6 +145,10 @@ public struct BrokerServices: Sendable {
             clientSecrets: appleClientSecrets, logger: database.logger)
     }
 
+    package var webhookDeliveries: WebhookDeliveryWorker {
+        WebhookDeliveryWorker(database: database, secrets: secrets, allowInsecure: webhookAllowInsecure, logger: database.logger)
+    }
+
     package var sessions: SessionService {
         SessionService(
             database: database, tokens: sessionTokens, refreshReuseInterval: refreshReuseInterval,
@@ -155,6 +163,7 @@ public struct BrokerServices: Sendable {
             group.addTask { await sweepWebSignIns() }
             group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
             if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run() } }
+            group.addTask { await webhookDeliveries.run() }
             group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
         }
     }

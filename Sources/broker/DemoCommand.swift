@@ -62,7 +62,7 @@ struct DemoCommand: AsyncParsableCommand {
                 maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                 endpoints: configuration.providerEndpoints,
                 refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
-                appleCredentialChecks: configuration.appleCredentialChecks)
+                appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure)
             let banner = try DemoTenant.banner(publicURL: configuration.publicURL, apiKey: apiKey, mocks: mocks, mockBaseURL: idpURL)
             let app = try buildApplication(
                 services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,

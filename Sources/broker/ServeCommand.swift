@@ -36,7 +36,7 @@ struct ServeCommand: AsyncParsableCommand {
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                     endpoints: configuration.providerEndpoints,
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
-                    appleCredentialChecks: configuration.appleCredentialChecks)
+                    appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure)
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
                     lifecycle: [BackgroundTasks(services: services)], logger: logger)

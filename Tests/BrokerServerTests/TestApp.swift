@@ -37,7 +37,7 @@ struct TestApp {
                     ?? ProviderEndpoints(
                         appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
                         facebookKeysURL: "http://127.0.0.1:9/facebook", timeoutSeconds: providerTimeoutSeconds),
-                securityEventSampling: securityEvents)
+                securityEventSampling: securityEvents, webhookAllowInsecure: true)
             let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url, services: services)
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.

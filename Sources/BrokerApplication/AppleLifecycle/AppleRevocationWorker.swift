@@ -12,22 +12,8 @@ import Storage
 /// share the queue, one takes each row, and no lock is held while Apple answers; a worker that
 /// dies mid-call leaves its row to be taken again when the lease runs out.
 package struct AppleRevocationWorker: Sendable {
-    /// When a failed call is tried again: `base` doubling up to `cap`; after `maxAttempts`
-    /// calls the row is given up.
-    package struct RetryPolicy: Sendable {
-        package var base: TimeInterval = 30
-        package var cap: TimeInterval = 3_600
-        package var maxAttempts = 30
-
-        package init() {}
-
-        /// The time of the next call after `attempts` failed calls; nil: give up.
-        package func nextAttempt(after attempts: Int, now: Date) -> Date? {
-            guard attempts < maxAttempts else { return nil }
-            let exponent = Double(min(max(attempts - 1, 0), 30))
-            return now.addingTimeInterval(min(base * pow(2, exponent), cap))
-        }
-    }
+    /// When a failed call is tried again (about a day of retries by default).
+    package typealias RetryPolicy = RetryBackoff
 
     let database: Database
     let store: ProviderSettingsStore

@@ -49,17 +49,7 @@ struct EventsRoute: Sendable {
         writer.beginObject()
         writer.key("events")
         writer.beginArray()
-        for event in events {
-            writer.beginObject()
-            writer.member("id", "evt_\(event.id)")
-            writer.member("type", event.type)
-            writer.member("account_id", event.accountID?.lowercasedString)
-            writer.member("occurred_at", ISO8601Transcoder.string(event.occurredAt))
-            writer.key("data")
-            writer.value((try? JSONValue.parse(Array(event.data.utf8))) ?? .object([:]))
-            writer.member("cursor", event.cursor.description)
-            writer.endObject()
-        }
+        for event in events { EventJSON.write(event, into: &writer) }
         writer.endArray()
         writer.member("next_cursor", (events.last?.cursor ?? after).description)
         writer.endObject()

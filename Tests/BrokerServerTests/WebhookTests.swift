@@ -1,0 +1,308 @@
+import BrokerApplication
+import BrokerCore
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PostgresNIO
+import Storage
+import TestSupport
+import Testing
+
+/// Webhooks (issue 23 §5): each tenant's events posted to its backend, signed as Standard
+/// Webhooks has it, at least once, in order per account, retried, then failed until redelivered.
+/// The test app runs `broker serve`'s background tasks, so its own worker delivers too (on the
+/// real clock); tests that move the clock run a worker of their own beside it.
+@Suite struct WebhookTests {
+    static func setWebhook(_ setup: AppleTestSetup, _ sink: WebhookSink, events: [String] = [], rotate: Bool = false) async throws
+        -> String?
+    {
+        try await WebhookAdmin(database: setup.app.database, actor: "test").set(
+            tenant: "acme", url: sink.url, events: events, rotateSecret: rotate, secrets: setup.app.secrets, allowInsecure: true
+        ).secret
+    }
+
+    static func signIn(_ setup: AppleTestSetup, _ subject: String) async throws -> String {
+        let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: subject)])
+        return try #require(body[path: "account.id"] as? String)
+    }
+
+    static func delete(_ setup: AppleTestSetup, _ account: String) async throws {
+        let deleted = try await setup.client.execute(uri: "/v1/accounts/\(account)", method: .delete, headers: bearer(setup.apiKey))
+        #expect(deleted.status == .ok)
+    }
+
+    /// A worker beside the test app's own, on a clock the test moves.
+    static func worker(_ setup: AppleTestSetup, maxAttempts: Int = 30) -> WebhookDeliveryWorker {
+        var policy = RetryBackoff()
+        policy.maxAttempts = maxAttempts
+        return WebhookDeliveryWorker(
+            database: setup.app.database, secrets: setup.app.secrets, allowInsecure: true, timeout: .seconds(5), policy: policy,
+            logger: setup.app.database.logger)
+    }
+
+    /// Stock Standard Webhooks verification (Python's `standardwebhooks`): the body it returns.
+    static func verify(_ delivery: WebhookSink.Delivery, secret: String) throws -> ProcessRunner.Result {
+        let script = """
+            import json, sys
+            from standardwebhooks.webhooks import Webhook
+            headers = {"webhook-id": sys.argv[2], "webhook-timestamp": sys.argv[3], "webhook-signature": sys.argv[4]}
+            print(json.dumps(Webhook(sys.argv[1]).verify(sys.argv[5], headers)))
+            """
+        return try ProcessRunner.run(
+            "/usr/bin/env", ["python3", "-c", script, secret, delivery.id, delivery.timestamp, delivery.signature, delivery.body])
+    }
+
+    @Test func deliveriesAreSignedAndVerifyWithAStockStandardWebhooksLibrary() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                let secret = try #require(try await Self.setWebhook(setup, sink))
+                #expect(secret.hasPrefix("whsec_"))
+                let account = try await Self.signIn(setup, "hooked")
+                try await Self.delete(setup, account)
+
+                // broker serve's worker (the test app's) delivers both on its own.
+                let received = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: { $0.count >= 2 }
+                #expect(received.map { $0.json["type"] as? String } == ["account.created", "account.deleted"])
+                for delivery in received {
+                    #expect(delivery.contentType == "application/json")
+                    #expect(delivery.signature.hasPrefix("v1,"))
+                    #expect(delivery.json["id"] as? String == delivery.id, "webhook-id is the event's id")
+                    #expect(delivery.json["account_id"] as? String == account)
+                    #expect(delivery.json["timestamp"] is String && delivery.json["data"] is [String: Any])
+                    let verified = try Self.verify(delivery, secret: secret)
+                    #expect(verified.status == 0, "\(verified.output)")
+                    #expect(verified.output.contains("\"id\": \"\(delivery.id)\""), "\(verified.output)")
+                }
+                // Tampered with, or checked with another secret, it does not verify.
+                let tampered = WebhookSink.Delivery(
+                    id: received[0].id, timestamp: received[0].timestamp, signature: received[0].signature,
+                    contentType: received[0].contentType, body: received[0].body.replacingOccurrences(of: "account.created", with: "account.deleted"),
+                    status: 204)
+                #expect(try Self.verify(tampered, secret: secret).status != 0)
+                #expect(try Self.verify(received[0], secret: WebhookSignature.newSecret()).status != 0)
+
+                // The pull API hands out the same events with the same ids.
+                let pulled = try await setup.client.execute(uri: "/v1/events", method: .get, headers: bearer(setup.apiKey)).json()
+                let ids = (pulled["events"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+                #expect(ids == received.map(\.id))
+                let delivered = try await eventuallyValue {
+                    try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
+                } until: { $0.count == 2 && $0.allSatisfy { $0.status == .delivered } }
+                #expect(delivered.allSatisfy { $0.status == .delivered && $0.lastStatus == 204 && $0.deliveredAt != nil })
+            }
+        }
+    }
+
+    @Test func aFailingBackendIsRetriedWithBackoffAndEachAccountsEventsStayInOrder() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                sink.answer(.status(503))
+                _ = try await Self.setWebhook(setup, sink)
+                let first = try await Self.signIn(setup, "first")
+                try await Self.delete(setup, first)
+                let second = try await Self.signIn(setup, "second")
+
+                // Each account's first event is tried and refused; the first account's deletion
+                // waits behind its creation and is never sent meanwhile.
+                let tried = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: {
+                    Set($0.compactMap { $0.json["account_id"] as? String }) == [first, second]
+                }
+                #expect(!tried.contains { $0.json["type"] as? String == "account.deleted" })
+                let waiting = try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
+                #expect(waiting.count == 3 && waiting.allSatisfy { $0.status == .pending })
+                let refused = waiting.filter { $0.attempts > 0 }
+                #expect(refused.allSatisfy { $0.lastStatus == 503 && $0.lastError == "http_503" })
+                #expect(refused.allSatisfy { $0.nextAttemptAt > Date().addingTimeInterval(20) }, "backed off 30 s")
+                let deletion = try #require(waiting.first { $0.eventType == "account.deleted" })
+                #expect(deletion.attempts == 0)
+                #expect(deletion.nextAttemptAt > Date().addingTimeInterval(20), "held back until its account's retry")
+
+                // The backend recovers; two hours on, everything goes, the first account's in order.
+                sink.answer(.status(200))
+                try await Self.worker(setup).runDue(now: { Date().addingTimeInterval(7_200) })
+                let all = try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
+                #expect(all.allSatisfy { $0.status == .delivered }, "\(all.map { ($0.eventType, $0.status, $0.lastError) })")
+                let firstAccount = sink.deliveries.filter { $0.json["account_id"] as? String == first }
+                let lastCreated = try #require(firstAccount.lastIndex { $0.json["type"] as? String == "account.created" })
+                let deleted = try #require(firstAccount.firstIndex { $0.json["type"] as? String == "account.deleted" })
+                #expect(firstAccount[lastCreated].status == 200)
+                #expect(lastCreated < deleted, "account.deleted only after account.created was taken")
+                #expect(firstAccount.filter { $0.json["type"] as? String == "account.deleted" }.count == 1)
+            }
+        }
+    }
+
+    @Test func aDeliveryThatKeepsFailingIsGivenUpThenRedeliveredOnRequest() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                sink.answer(.status(410))
+                _ = try await Self.setWebhook(setup, sink, events: ["account.created"])
+                let account = try await Self.signIn(setup, "unlucky")
+                let worker = Self.worker(setup, maxAttempts: 2)
+                var later = 3_600.0
+                while try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id, status: .failed).isEmpty {
+                    let at = later
+                    try await worker.runDue(now: { Date().addingTimeInterval(at) })
+                    later += 3_600
+                    if later > 30_000 { break }
+                }
+                let failed = try #require(try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first)
+                #expect(failed.status == .failed)
+                #expect(failed.lastStatus == 410)
+                #expect(failed.accountID?.lowercasedString == account)
+                #expect(try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action).contains("webhook.delivery_failed"))
+                let sent = sink.deliveries.count
+                #expect(try await worker.runDue(now: { Date().addingTimeInterval(100_000) }) == 0, "a failed delivery is not sent")
+                #expect(sink.deliveries.count == sent)
+
+                sink.answer(.status(204))
+                let admin = WebhookAdmin(database: setup.app.database, actor: "test")
+                #expect(try await admin.redeliver(tenant: "acme", eventIDs: []) == [failed.eventID])
+                _ = try await eventuallyValue(timeout: .seconds(20)) {
+                    try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first?.status
+                } until: { $0 == .delivered }
+                #expect(sink.deliveries.last?.status == 204)
+                #expect(sink.deliveries.last?.id == "evt_\(failed.eventID)", "the same webhook-id: the backend can dedupe")
+                await #expect(throws: BrokerError.self) { try await admin.redeliver(tenant: "acme", eventIDs: [failed.eventID + 1_000]) }
+            }
+        }
+    }
+
+    @Test func onlyTheEventsAskedForAreDeliveredAndADisabledWebhookSendsNothing() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                _ = try await Self.setWebhook(setup, sink, events: ["account.deleted"])
+                let account = try await Self.signIn(setup, "filtered")
+                try await Self.delete(setup, account)
+                let received = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: { !$0.isEmpty }
+                #expect(received.map { $0.json["type"] as? String } == ["account.deleted"])
+
+                let admin = WebhookAdmin(database: setup.app.database, actor: "test")
+                try await admin.disable(tenant: "acme")
+                await #expect(throws: BrokerError.self) { try await admin.disable(tenant: "acme") }
+                let later = try await Self.signIn(setup, "unheard")
+                try await Self.delete(setup, later)
+                // Both events are committed and readable; none is dispatched to a disabled webhook.
+                _ = try await eventuallyValue {
+                    try await setup.client.execute(uri: "/v1/events", method: .get, headers: bearer(setup.apiKey)).json()
+                } until: { ($0["events"] as? [Any])?.count == 4 }
+                try await Self.worker(setup).runDue()
+                #expect(sink.deliveries.count == 1)
+                #expect(try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).count == 1)
+
+                // Set again: the secret stays, and only events from then on are delivered.
+                #expect(try await Self.setWebhook(setup, sink) == nil, "the secret is kept")
+                let status = try await admin.show(tenant: "acme")
+                #expect(status.webhook?.enabled == true && status.webhook?.eventTypes == nil)
+                #expect(status.deliveries[.delivered] == 1)
+                let fresh = try await Self.signIn(setup, "heard")
+                let after = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: { $0.count >= 2 }
+                #expect(after.last?.json["account_id"] as? String == fresh)
+                #expect(after.count == 2)
+                #expect(try await Self.setWebhook(setup, sink, rotate: true)?.hasPrefix("whsec_") == true)
+            }
+        }
+    }
+
+    @Test func workersOfSeveralInstancesSendEachDeliveryOnce() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                _ = try await Self.setWebhook(setup, sink)
+                // Three instances' workers on one clock: the test app's and two more, sending
+                // while the events are being made.
+                let database = setup.app.database
+                let tenant = setup.tenant.id
+                let workers = (0..<2).map { _ in
+                    Task {
+                        let worker = Self.worker(setup)
+                        while try await database.webhooks.deliveries(tenantID: tenant, status: .delivered).count < 10 {
+                            try await worker.runDue()
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                    }
+                }
+                for index in 0..<10 { _ = try await Self.signIn(setup, "shared-\(index)") }
+                _ = try await eventuallyValue(timeout: .seconds(20)) {
+                    try await database.webhooks.deliveries(tenantID: tenant, status: .delivered).count
+                } until: { $0 == 10 }
+                for worker in workers { worker.cancel() }
+                let accepted = sink.deliveries.filter { $0.status == 204 }
+                #expect(accepted.count == 10, "each delivery sent once: \(accepted.map(\.id))")
+                #expect(Set(accepted.map(\.id)).count == 10)
+            }
+        }
+    }
+
+    @Test func aBackendThatNeverAnswersIsCutOffAndRetried() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                sink.answer(.hang)
+                // The test app's worker is cut off after 10 s; this one after 300 ms.
+                _ = try await Self.setWebhook(setup, sink)
+                var policy = RetryBackoff()
+                policy.maxAttempts = 30
+                let worker = WebhookDeliveryWorker(
+                    database: setup.app.database, secrets: setup.app.secrets, allowInsecure: true, timeout: .milliseconds(300),
+                    policy: policy, logger: setup.app.database.logger)
+                _ = try await Self.signIn(setup, "patient")
+                let failed = try await eventuallyValue(timeout: .seconds(20)) {
+                    try await worker.runDue(now: { Date().addingTimeInterval(7_200) })
+                    return try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first
+                } until: { $0?.lastError?.hasPrefix("timeout") == true }
+                #expect(failed?.status == .pending)
+                #expect(failed?.lastStatus == nil)
+            }
+        }
+    }
+
+    /// The code `set` refuses `url` with; nil when it takes it.
+    static func refusal(_ admin: WebhookAdmin, _ secrets: SecretBox, _ url: String, events: [String]) async -> String? {
+        do {
+            _ = try await admin.set(tenant: "acme", url: url, events: events, rotateSecret: false, secrets: secrets, allowInsecure: false)
+            return nil
+        } catch {
+            return (error as? BrokerError)?.code ?? "\(error)"
+        }
+    }
+
+    @Test func setRefusesInsecureDestinationsAndUnknownEvents() async throws {
+        try await AppleTestSetup.run { setup in
+            let admin = WebhookAdmin(database: setup.app.database, actor: "test")
+            func refusal(_ url: String, events: [String] = []) async -> String? {
+                await Self.refusal(admin, setup.app.secrets, url, events: events)
+            }
+            #expect(await refusal("http://hooks.example.com/x") == "invalid_argument")
+            #expect(await refusal("https://user:pw@hooks.example.com/x") == "invalid_argument")
+            #expect(await refusal("hooks.example.com/x") == "invalid_argument")
+            for inside in [
+                "https://127.0.0.1/x", "https://localhost/x", "https://10.1.2.3/x", "https://192.168.0.10/x", "https://172.20.0.1/x",
+                "https://169.254.169.254/latest", "https://[::1]/x", "https://[fd00::1]/x", "https://[::ffff:127.0.0.1]/x", "https://0.0.0.0/x",
+            ] {
+                #expect(await refusal(inside) == "webhook_address_not_public", "\(inside)")
+            }
+            #expect(await refusal("https://93.184.215.14/x", events: ["account.exploded"]) == "invalid_argument")
+            #expect(try await setup.app.database.webhooks.find(tenantID: setup.tenant.id) == nil, "nothing was stored")
+
+            // A public literal address is taken (nothing is sent until an event comes).
+            let set = try await admin.set(
+                tenant: "acme", url: "https://93.184.215.14/hooks", events: ["account.created,account.deleted"], rotateSecret: false,
+                secrets: setup.app.secrets, allowInsecure: false)
+            #expect(set.created && set.webhook.eventTypes == ["account.created", "account.deleted"])
+        }
+    }
+
+    @Test func publicAddressesAreToldFromInsideOnes() {
+        let inside: [[UInt8]] = [
+            [10, 0, 0, 1], [127, 0, 0, 1], [0, 0, 0, 0], [100, 64, 0, 1], [169, 254, 169, 254], [172, 16, 0, 1], [172, 31, 255, 255],
+            [192, 168, 1, 1], [192, 0, 2, 1], [198, 18, 0, 1], [224, 0, 0, 1], [255, 255, 255, 255],
+            Array(repeating: 0, count: 15) + [1], [0xfd] + Array(repeating: 0, count: 14) + [1], [0xfe, 0x80] + Array(repeating: 0, count: 14),
+            Array(repeating: 0, count: 10) + [0xff, 0xff, 10, 0, 0, 1], [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 12),
+        ]
+        for address in inside { #expect(!WebhookDestination.isPublic(address), "\(address)") }
+        let outside: [[UInt8]] = [
+            [93, 184, 215, 14], [8, 8, 8, 8], [172, 32, 0, 1], [100, 128, 0, 1], [192, 169, 0, 1],
+            [0x26, 0x06, 0x28, 0x00] + Array(repeating: 0, count: 11) + [1], Array(repeating: 0, count: 10) + [0xff, 0xff, 8, 8, 8, 8],
+        ]
+        for address in outside { #expect(WebhookDestination.isPublic(address), "\(address)") }
+    }
+}

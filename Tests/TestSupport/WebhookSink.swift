@@ -1,0 +1,93 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Synchronization
+
+/// A product backend's webhook endpoint on 127.0.0.1 (a free port) for the duration of `body`:
+/// it records every delivery (headers and body) and answers as told: 204 by default, a status
+/// of the test's choosing, or no answer at all (hang).
+public final class WebhookSink: Sendable {
+    public struct Delivery: Sendable {
+        public let id: String
+        public let timestamp: String
+        public let signature: String
+        public let contentType: String
+        public let body: String
+        /// What the sink answered.
+        public let status: Int
+
+        public init(id: String, timestamp: String, signature: String, contentType: String, body: String, status: Int) {
+            self.id = id
+            self.timestamp = timestamp
+            self.signature = signature
+            self.contentType = contentType
+            self.body = body
+            self.status = status
+        }
+
+        public var json: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
+        }
+    }
+
+    public enum Answer: Sendable {
+        case status(Int)
+        /// No answer for 12 s (longer than a worker waits).
+        case hang
+    }
+
+    private struct State {
+        var deliveries: [Delivery] = []
+        var answer: Answer = .status(204)
+    }
+
+    private let state = Mutex(State())
+    public let url: String
+
+    private init(url: String) { self.url = url }
+
+    /// Every delivery received, first first (answered or not).
+    public var deliveries: [Delivery] { state.withLock { $0.deliveries } }
+
+    /// How the sink answers from now on.
+    public func answer(_ answer: Answer) { state.withLock { $0.answer = answer } }
+
+    public static func with<T: Sendable>(path: String = "/hooks/identity", _ body: @Sendable (WebhookSink) async throws -> T) async throws -> T {
+        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
+        let box = Mutex<WebhookSink?>(nil)
+        let router = Router()
+        router.post(RouterPath(path)) { request, _ -> Response in
+            let sink = box.withLock { $0 }
+            let text = String(buffer: try await request.body.collect(upTo: 1 << 20))
+            let answer = sink?.state.withLock { $0.answer } ?? .status(204)
+            let code: Int
+            switch answer {
+            case .status(let status): code = status
+            case .hang: code = 0
+            }
+            sink?.state.withLock {
+                $0.deliveries.append(
+                    Delivery(
+                        id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
+                        timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
+                        signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
+                        contentType: request.headers[.contentType] ?? "", body: text, status: code))
+            }
+            // Longer than any worker waits (10 s), not so long that closing the sink waits on it.
+            if case .hang = answer { try await Task.sleep(for: .seconds(12)) }
+            return Response(status: HTTPResponse.Status(code: code))
+        }
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) })
+        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+            group.addTask { try await app.run() }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            let sink = WebhookSink(url: "http://127.0.0.1:\(port)\(path)")
+            box.withLock { $0 = sink }
+            return try await body(sink)
+        }
+    }
+}
