@@ -145,6 +145,13 @@ public struct BrokerServices: Sendable {
             clientSecrets: appleClientSecrets, logger: database.logger)
     }
 
+    package func appleTeamTransfer(actor: String) -> AppleTeamTransfer {
+        AppleTeamTransfer(
+            database: database,
+            tokenClient: AppleTokenClient(baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
+            clientSecrets: appleClientSecrets, actor: actor, logger: database.logger)
+    }
+
     package var webhookDeliveries: WebhookDeliveryWorker {
         WebhookDeliveryWorker(database: database, secrets: secrets, allowInsecure: webhookAllowInsecure, logger: database.logger)
     }

@@ -12,6 +12,7 @@ extension MockAppleIdP {
         public var client_id: String?
         public var client_secret: String?
         public var redirect_uri: String?
+        public var scope: String?
 
         /// The request of a form's fields.
         init(form: [String: String]) {
@@ -21,6 +22,7 @@ extension MockAppleIdP {
             client_id = form["client_id"]
             client_secret = form["client_secret"]
             redirect_uri = form["redirect_uri"]
+            scope = form["scope"]
         }
     }
 
@@ -58,6 +60,8 @@ extension MockAppleIdP {
             else { return .error(status: 400, code: "invalid_grant") }
             // Refresh grants do not return a new refresh token.
             return tokens(for: issued, refreshToken: nil, now: now)
+        case "client_credentials":
+            return migrationToken(request, clientID: clientID)
         default:
             return .error(status: 400, code: "unsupported_grant_type")
         }

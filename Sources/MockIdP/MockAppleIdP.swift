@@ -26,6 +26,12 @@ public final class MockAppleIdP: MockTokenIssuer {
         var authorizedOnce: Set<String> = []
         /// Each consent on the authorize page is a new person (a benchmark's every sign-in new).
         var webNewPersonEachTime = false
+        /// Team transfer: `user.migration` access tokens → their team; `transfer_sub` → the
+        /// person it was made for; the status `/auth/usermigrationinfo` answers when set.
+        var migrationTokens: [String: String] = [:]
+        var transfers: [String: Transfer] = [:]
+        var migrationFault: Int?
+        var migrationCalls = 0
     }
 
     struct IssuedCode {

@@ -5,7 +5,7 @@ import NIOCore
 
 /// Serves mock providers over HTTP on loopback.
 ///
-/// Routes: Apple at `/auth/keys`, `/auth/token`, `/auth/revoke`; Google's key set at
+/// Routes: Apple at `/auth/keys`, `/auth/token`, `/auth/revoke`, `/auth/usermigrationinfo`; Google's key set at
 /// ``MockGoogleIdP/jwksPath``; Facebook's Limited Login key set at ``MockFacebookIdP/jwksPath``,
 /// Graph (`debug_token`, `me`) under ``MockFacebookIdP/graphPath`` and the test-users admin
 /// route at ``MockFacebookIdP/testUsersPath``; generic OpenID Connect issuers
@@ -118,6 +118,11 @@ public enum MockIdPServer {
             case .error(let status, let code):
                 return json(.init(code: status), MockJSON.object([("error", .string(code))]))
             }
+        }
+        router.post("/auth/usermigrationinfo") { request, _ -> Response in
+            let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
+            let (status, body) = apple.migrationInfoAnswer(form, authorization: request.headers[.authorization])
+            return json(.init(code: status), body)
         }
         router.post("/auth/revoke") { request, _ -> Response in
             let form = MockForm.fields(try await request.body.collect(upTo: 65_536))

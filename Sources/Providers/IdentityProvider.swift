@@ -45,13 +45,20 @@ public struct VerifiedProof: Sendable {
     /// ordered by it. A `jti` key does not: two tokens with one `jti` are one token whatever
     /// their `iat`, so their session id is the key alone (decision 0023).
     public var replayKeyCoversIssueTime: Bool
+    /// Apple's `transfer_sub` during a team transfer's window: links the new team's `sub` to the
+    /// identity an export gave that `transfer_sub` (decision 0045).
+    public var transferSubject: String?
 
-    public init(identity: ProviderIdentity, clientID: String, replayKey: Data?, issuedAt: Date, replayKeyCoversIssueTime: Bool = false) {
+    public init(
+        identity: ProviderIdentity, clientID: String, replayKey: Data?, issuedAt: Date, replayKeyCoversIssueTime: Bool = false,
+        transferSubject: String? = nil
+    ) {
         self.identity = identity
         self.clientID = clientID
         self.replayKey = replayKey
         self.issuedAt = issuedAt
         self.replayKeyCoversIssueTime = replayKeyCoversIssueTime
+        self.transferSubject = transferSubject
     }
 
     /// A verified id token: its replay key and issue time from its claims.
@@ -59,7 +66,8 @@ public struct VerifiedProof: Sendable {
         self.init(
             identity: identity, clientID: clientID,
             replayKey: claims.replayKey(tenantID: tenantID, provider: identity.provider.rawValue, token: token),
-            issuedAt: claims.issuedAt, replayKeyCoversIssueTime: (claims.tokenID ?? "").isEmpty)
+            issuedAt: claims.issuedAt, replayKeyCoversIssueTime: (claims.tokenID ?? "").isEmpty,
+            transferSubject: identity.provider == .apple ? claims.transferSubject.flatMap { $0.isEmpty ? nil : $0 } : nil)
     }
 }
 

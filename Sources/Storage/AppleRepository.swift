@@ -44,6 +44,26 @@ public struct AppleRepository: Sendable {
         }
     }
 
+    /// Moves the group of `primaryAppID` onto the team `teamRef` (a team transfer: the app now
+    /// belongs to that team, so its sign-ins carry that team's subjects). False when the tenant
+    /// has no such group.
+    public func moveGroup(tenantID: UUID, primaryAppID: String, teamRef: UUID, teamID: String, actor: String) async throws -> Bool {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE apple_app_groups SET team_ref = \(teamRef)
+                WHERE tenant_id = \(tenantID) AND primary_app_id = \(primaryAppID) RETURNING id
+                """, logger: logger
+            ).collect()
+            guard !rows.isEmpty else { return false }
+            try await Database.notify(.appleClients, tenantID: tenantID, on: connection, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "apple.group.moved", target: primaryAppID, details: ["team_id": .string(teamID)],
+                on: connection, logger: logger)
+            return true
+        }
+    }
+
     /// Creates a group and registers its primary App ID as a client of kind `app`.
     public func addGroup(_ group: AppleAppGroup, primaryClient: AppleClient, actor: String) async throws {
         do {

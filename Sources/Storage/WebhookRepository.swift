@@ -291,7 +291,7 @@ public struct WebhookRepository: Sendable {
         try await client.withTransaction(logger: logger) { connection in
             let ids = try await connection.query(
                 """
-                UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL,
+                UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), last_status = NULL, last_error = NULL,
                     updated_at = now()
                 WHERE tenant_id = \(tenantID)
                     AND (cardinality(\(eventIDs)::bigint[]) = 0 AND status = 'failed' OR event_id = ANY (\(eventIDs)::bigint[]))

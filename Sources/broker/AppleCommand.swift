@@ -14,7 +14,7 @@ struct AppleCommand: AsyncParsableCommand {
             team yields the same account for one person. An app group is a primary App ID with its \
             grouped App IDs and Services IDs.
             """,
-        subcommands: [Team.self, Group.self, Client.self, Show.self, Revocations.self, CheckCredentials.self]
+        subcommands: [Team.self, Group.self, Client.self, Show.self, Revocations.self, CheckCredentials.self, Transfer.self]
     )
 
     /// `--platforms` of an Apple client; nil when not given (the kind's default).
@@ -33,7 +33,11 @@ struct AppleCommand: AsyncParsableCommand {
 
         struct Set: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Set the team id, key id and .p8 key (stored encrypted) used to exchange authorization codes.")
+                abstract: "Set a team's id, key id and .p8 key (stored encrypted) used to exchange authorization codes.",
+                discussion: """
+                    Setting the same --team-id again replaces its key; another --team-id adds a team (a tenant holds \
+                    several during a team transfer: say which one a group belongs to with group add/move --team-id).
+                    """)
             @Option(help: "The tenant slug.") var tenant: String
             @Option(help: "The 10-character Apple team id.") var teamId: String
             @Option(help: "The 10-character id of the Sign in with Apple key.") var keyId: String
@@ -65,7 +69,34 @@ struct AppleCommand: AsyncParsableCommand {
     }
 
     struct Group: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Manage app groups.", subcommands: [Add.self])
+        static let configuration = CommandConfiguration(abstract: "Manage app groups.", subcommands: [Add.self, Move.self])
+
+        struct Move: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Move an app group onto another of the tenant's teams, once Apple has transferred the app.",
+                discussion: """
+                    Run it when the app is transferred (after broker apple transfer export): from then on the group's \
+                    sign-ins carry the new team's user ids, and a person's first one links to their account through \
+                    transfer_sub. Then run broker apple transfer import.
+                    """)
+            @Option(help: "The tenant slug.") var tenant: String
+            @Option(help: "The group's primary App ID.") var group: String
+            @Option(help: "The team that now owns the app (set with broker apple team set).") var teamId: String
+            @OptionGroup var options: CommonOptions
+
+            func run() async throws {
+                try await runReporting(json: options.json) {
+                    let context = try CLIContext()
+                    let (actor, tenant, group, teamID) = (context.actor, tenant, group, teamId)
+                    try await context.withDatabase { database in
+                        try await AppleAdmin(database: database, actor: actor).moveGroup(tenant: tenant, primaryAppID: group, teamID: teamID)
+                    }
+                    if options.json { try Output.json(["primary_app_id": group, "team_id": teamID]) } else {
+                        print("App group '\(group)' of '\(tenant)' now belongs to team \(teamID).")
+                    }
+                }
+            }
+        }
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

@@ -108,7 +108,10 @@ import Testing
                     Set($0.compactMap { $0.json["account_id"] as? String }) == [first, second]
                 }
                 #expect(!tried.contains { $0.json["type"] as? String == "account.deleted" })
-                let waiting = try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
+                // Once the refusals are recorded (the sink answers before the worker writes):
+                let waiting = try await eventuallyValue(timeout: .seconds(20)) {
+                    try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
+                } until: { $0.count == 3 && $0.filter { $0.attempts > 0 }.count == 2 }
                 #expect(waiting.count == 3 && waiting.allSatisfy { $0.status == .pending })
                 let refused = waiting.filter { $0.attempts > 0 }
                 #expect(refused.allSatisfy { $0.lastStatus == 503 && $0.lastError == "http_503" })
@@ -297,6 +300,7 @@ import Testing
             [192, 168, 1, 1], [192, 0, 2, 1], [198, 18, 0, 1], [224, 0, 0, 1], [255, 255, 255, 255],
             Array(repeating: 0, count: 15) + [1], [0xfd] + Array(repeating: 0, count: 14) + [1], [0xfe, 0x80] + Array(repeating: 0, count: 14),
             Array(repeating: 0, count: 10) + [0xff, 0xff, 10, 0, 0, 1], [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 12),
+            Array(repeating: 0, count: 12) + [127, 0, 0, 1],
         ]
         for address in inside { #expect(!WebhookDestination.isPublic(address), "\(address)") }
         let outside: [[UInt8]] = [

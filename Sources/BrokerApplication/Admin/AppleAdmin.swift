@@ -134,6 +134,19 @@ public struct AppleAdmin: Sendable {
         return client
     }
 
+    /// Moves an app group onto another of the tenant's teams (after Apple transferred the app):
+    /// its clients' sign-ins then resolve to that team.
+    public func moveGroup(tenant slug: String, primaryAppID: String, teamID: String) async throws {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        let team = try await team(of: tenant, teamID: teamID)
+        guard try await database.apple.moveGroup(tenantID: tenant.id, primaryAppID: primaryAppID, teamRef: team.id, teamID: team.teamID, actor: actor)
+        else {
+            throw BrokerError(
+                code: "apple_group_not_found", kind: .notFound, title: "App group not found",
+                detail: "Tenant '\(slug)' has no app group '\(primaryAppID.prefix(120))'.", hint: "See the groups: broker apple show --tenant \(slug)")
+        }
+    }
+
     public func show(tenant slug: String) async throws -> Setup {
         let tenant = try await TenantAdmin.find(slug, in: database)
         async let teams = database.apple.teams(tenantID: tenant.id)
@@ -142,7 +155,7 @@ public struct AppleAdmin: Sendable {
         return Setup(teams: try await teams, groups: try await groups, clients: try await clients)
     }
 
-    private func team(of tenant: Tenant, teamID: String?) async throws -> AppleTeam {
+    package func team(of tenant: Tenant, teamID: String?) async throws -> AppleTeam {
         let teams = try await database.apple.teams(tenantID: tenant.id)
         if let teamID {
             guard let team = teams.first(where: { $0.teamID == teamID }) else {

@@ -46,6 +46,7 @@ package struct SignInService: Sendable {
         if let code = proof.authorizationCode, !code.isEmpty, let exchange = verification.exchangeCode {
             // Redeeming a code is irreversible at the provider: first make sure this sign-in can
             // open a session, so that a refused one leaves nothing behind (issue 9 §5).
+            try await adoptTransferredIdentity(tenantID: tenant.id, verified: verified)
             try await requireSignInPossible(tenant: tenant, identity: identity, intent: intent)
             kept = try await exchange(code, now)
         }
@@ -67,6 +68,7 @@ package struct SignInService: Sendable {
             if let kept, let revokeLater { revokeLater(kept, reason) }
         }
 
+        try await adoptTransferredIdentity(tenantID: tenant.id, verified: verified)
         var newSession = tokens.newSession(for: tenant, now: now)
         if let replayKey = verified.replayKey {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
@@ -101,6 +103,15 @@ package struct SignInService: Sendable {
             account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,
             possibleDuplicate: result.possibleDuplicate,
             session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+    }
+
+    /// A sign-in of an Apple team transfer's window carries the new team's `sub` and the
+    /// `transfer_sub` an export kept on the person's identity: that identity is re-keyed onto
+    /// the new team first, so the sign-in finds it (and its account) instead of creating one.
+    func adoptTransferredIdentity(tenantID: UUID, verified: VerifiedProof) async throws {
+        guard let transfer = verified.transferSubject, verified.identity.provider == .apple else { return }
+        _ = try await database.appleTransfers.adopt(
+            tenantID: tenantID, transferSub: transfer, targetTeam: verified.identity.providerScope, subject: verified.identity.subject)
     }
 
     /// Refuses, before a code is redeemed, a sign-in that would open no session: an unknown

@@ -22,6 +22,7 @@ struct WebSignInGrant: Sendable, Equatable {
     var issuedAt: Date
     var replayKeyCoversIssueTime: Bool
     var intent: String
+    var transferSubject: String?
     /// Apple's refresh token: raw (to give it back should the sign-in not complete) and sealed
     /// as the identity keeps it.
     var keptRaw: String?
@@ -45,6 +46,7 @@ struct WebSignInGrant: Sendable, Equatable {
         replayKey = verified.replayKey
         issuedAt = verified.issuedAt
         replayKeyCoversIssueTime = verified.replayKeyCoversIssueTime
+        transferSubject = verified.transferSubject
         self.intent = intent.rawValue
         keptRaw = verification.kept?.raw
         keptSealed = verification.kept?.sealed
@@ -67,6 +69,7 @@ struct WebSignInGrant: Sendable, Equatable {
         object["real_user_status"] = realUserStatus.map { .number(Double($0)) }
         object["replay_key"] = replayKey.map { .string($0.base64EncodedString()) }
         object["kept_raw"] = keptRaw.map(JSONValue.string)
+        object["transfer_sub"] = transferSubject.map(JSONValue.string)
         object["kept_sealed"] = keptSealed.map { .string($0.base64EncodedString()) }
         var writer = JSONWriter(capacity: 1_024)
         writer.value(.object(object))
@@ -99,6 +102,7 @@ struct WebSignInGrant: Sendable, Equatable {
         self.replayKeyCoversIssueTime = covers
         self.intent = intent
         self.keptRaw = object["kept_raw"]?.string
+        self.transferSubject = object["transfer_sub"]?.string
         self.keptSealed = object["kept_sealed"]?.string.flatMap { Data(base64Encoded: $0) }
     }
 
@@ -109,7 +113,8 @@ struct WebSignInGrant: Sendable, Equatable {
             isPrivateEmail: isPrivateEmail, name: PersonName(givenName: givenName, familyName: familyName), realUserStatus: realUserStatus,
             attributes: attributes, emailTrust: trust)
         return VerifiedProof(
-            identity: identity, clientID: clientID, replayKey: replayKey, issuedAt: issuedAt, replayKeyCoversIssueTime: replayKeyCoversIssueTime)
+            identity: identity, clientID: clientID, replayKey: replayKey, issuedAt: issuedAt, replayKeyCoversIssueTime: replayKeyCoversIssueTime,
+            transferSubject: transferSubject)
     }
 
     var kept: KeptProviderToken? {

@@ -120,7 +120,7 @@ package struct WebhookDestination: Sendable {
         }
         guard address.count == 16 else { return false }
         let first = address[0]
-        if address[0..<15].allSatisfy({ $0 == 0 }) { return false }  // :: and ::1
+        if address[0..<12].allSatisfy({ $0 == 0 }) { return false }  // ::, ::1 and the deprecated ::a.b.c.d
         if address[0..<10].allSatisfy({ $0 == 0 }) && address[10] == 0xff && address[11] == 0xff {
             return isPublic(Array(address[12..<16]))  // ::ffff:a.b.c.d
         }

@@ -13,6 +13,7 @@ public enum Apple {
     public static func keysURL(base: String) -> String { "\(trimmed(base))/auth/keys" }
     public static func tokenURL(base: String) -> String { "\(trimmed(base))/auth/token" }
     public static func revokeURL(base: String) -> String { "\(trimmed(base))/auth/revoke" }
+    public static func userMigrationInfoURL(base: String) -> String { "\(trimmed(base))/auth/usermigrationinfo" }
     public static func authorizeURL(base: String) -> String { "\(trimmed(base))/auth/authorize" }
 
     /// Relay addresses of "Hide My Email".

@@ -94,10 +94,13 @@ public struct AppleTokenClient: Sendable {
 
     /// Posts `form` to one of Apple's endpoints. Apple unreachable, slower than the timeout or
     /// answering 5xx (Apple being down, not refusing) is ``ProviderFailure/unavailable(_:_:)``.
-    func post(_ url: String, form: [(String, String)], maxBytes: Int = 1 << 20) async throws(ProviderFailure) -> ProviderAnswer {
+    func post(_ url: String, form: [(String, String)], bearer: String? = nil, maxBytes: Int = 1 << 20) async throws(ProviderFailure)
+        -> ProviderAnswer
+    {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
         request.headers.add(name: "Accept", value: "application/json")
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
         let answer: ProviderAnswer
