@@ -25,6 +25,28 @@ extension AppleCommand {
                 """,
             subcommands: [Export.self, Import.self])
 
+        /// `--max-calls-per-second`, default `BROKER_APPLE_MAX_CALLS_PER_SECOND`.
+        static func rate(_ option: Int?, _ context: CLIContext) throws -> Int {
+            let rate = option ?? context.configuration.appleCredentialChecks.maxCallsPerSecond
+            guard (1...1_000).contains(rate) else { throw BrokerError.invalidArgument("--max-calls-per-second must be from 1 to 1000.") }
+            return rate
+        }
+
+        /// Runs `body` with the tenant `slug` and the transfer of a connected database.
+        static func withTransfer<T: Sendable>(
+            _ context: CLIContext, tenant slug: String, _ body: @Sendable (AppleTeamTransfer, Tenant) async throws -> T
+        ) async throws -> T {
+            let (configuration, actor) = (context.configuration, context.actor)
+            let secrets = SecretBox(masterKey: try context.masterKey())
+            return try await context.withDatabase { database in
+                let found = try await TenantAdmin(database: database, actor: actor).find(slug)
+                let services = BrokerServices(
+                    database: database, secrets: secrets, publicURL: configuration.publicURL, appleBaseURL: configuration.appleBaseURL,
+                    endpoints: configuration.providerEndpoints)
+                return try await body(services.appleTeamTransfer(actor: actor), found)
+            }
+        }
+
         struct Export: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Ask Apple for each Apple identity's transfer_sub for the target team; one JSON line per identity.")
@@ -39,18 +61,12 @@ extension AppleCommand {
             func run() async throws {
                 try await runReporting(json: options.json) {
                     let context = try CLIContext()
-                    let configuration = context.configuration
-                    let rate = maxCallsPerSecond ?? configuration.appleCredentialChecks.maxCallsPerSecond
-                    guard (1...1_000).contains(rate) else { throw BrokerError.invalidArgument("--max-calls-per-second must be from 1 to 1000.") }
+                    let rate = try Transfer.rate(maxCallsPerSecond, context)
                     let file = try TransferFile(path: out, resume: resume, targetTeam: targetTeam)
-                    let (actor, tenant, target, source) = (context.actor, tenant, targetTeam, sourceTeam)
+                    let (target, source) = (targetTeam, sourceTeam)
                     let bar = ProgressBar(label: "exported")
-                    let summary = try await context.withDatabase { database in
-                        let found = try await TenantAdmin(database: database, actor: actor).find(tenant)
-                        let services = BrokerServices(
-                            database: database, secrets: SecretBox(masterKey: try context.masterKey()), publicURL: configuration.publicURL,
-                            appleBaseURL: configuration.appleBaseURL, endpoints: configuration.providerEndpoints)
-                        return try await services.appleTeamTransfer(actor: actor).export(
+                    let summary = try await Transfer.withTransfer(context, tenant: tenant) { transfer, found in
+                        try await transfer.export(
                             tenant: found, targetTeam: target, sourceTeam: source, skip: file.identities, maxPerSecond: rate,
                             write: { try file.append($0) }, progress: { bar.show($0, of: $1) })
                     }
@@ -94,21 +110,15 @@ extension AppleCommand {
             func run() async throws {
                 try await runReporting(json: options.json) {
                     let context = try CLIContext()
-                    let configuration = context.configuration
-                    let rate = maxCallsPerSecond ?? configuration.appleCredentialChecks.maxCallsPerSecond
-                    guard (1...1_000).contains(rate) else { throw BrokerError.invalidArgument("--max-calls-per-second must be from 1 to 1000.") }
+                    let rate = try Transfer.rate(maxCallsPerSecond, context)
                     let lines = try TransferFile.read(input)
                     let progressPath = input + ".progress"
                     let start = resume ? TransferFile.progress(at: progressPath) : 0
                     let remaining = Array(lines.dropFirst(min(start, lines.count)))
-                    let (actor, tenant, dryRun) = (context.actor, tenant, dryRun)
+                    let dryRun = dryRun
                     let bar = ProgressBar(label: dryRun ? "checked" : "imported")
-                    let summary = try await context.withDatabase { database in
-                        let found = try await TenantAdmin(database: database, actor: actor).find(tenant)
-                        let services = BrokerServices(
-                            database: database, secrets: SecretBox(masterKey: try context.masterKey()), publicURL: configuration.publicURL,
-                            appleBaseURL: configuration.appleBaseURL, endpoints: configuration.providerEndpoints)
-                        return try await services.appleTeamTransfer(actor: actor).importLines(
+                    let summary = try await Transfer.withTransfer(context, tenant: tenant) { transfer, found in
+                        try await transfer.importLines(
                             tenant: found, lines: remaining, dryRun: dryRun, maxPerSecond: rate,
                             progress: { done, total in
                                 bar.show(done, of: total)
