@@ -46,6 +46,7 @@ public struct AppleCredentialRepository: Sendable {
             WHERE id IN (
                 SELECT i.id FROM identities i
                 WHERE i.provider = 'apple' AND i.provider_refresh_token_sealed IS NOT NULL AND i.credential_check_due_at IS NULL
+                    AND i.apple_transfer_sub IS NULL
                     AND (\(tenantID)::uuid IS NULL OR i.tenant_id = \(tenantID))
                 LIMIT \(limit) FOR UPDATE SKIP LOCKED)
             RETURNING id
@@ -58,7 +59,7 @@ public struct AppleCredentialRepository: Sendable {
         try await client.rows(
             """
             UPDATE identities SET credential_check_due_at = \(now)
-            WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_refresh_token_sealed IS NOT NULL
+            WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_refresh_token_sealed IS NOT NULL AND apple_transfer_sub IS NULL
             RETURNING id
             """, logger: logger
         ).count
@@ -68,6 +69,10 @@ public struct AppleCredentialRepository: Sendable {
     /// token to be checked again after it.
     public static let lease: TimeInterval = 900
 
+    /// Identities an Apple team transfer exported are left alone until re-keyed (which drops
+    /// the old team's token): Apple may refuse that token once the app moved, and a refusal must
+    /// not be read as the person's consent revoked (decision 0045).
+    ///
     /// Takes the most overdue token due at `dueBy` (of `tenantID`, or of every tenant) by
     /// moving its due time one lease ahead (a short transaction: no lock is held while Apple is
     /// asked), calls `check`, and records the verdict (a revocation is applied as
@@ -79,6 +84,7 @@ public struct AppleCredentialRepository: Sendable {
             WHERE i.id = (
                 SELECT d.id FROM identities d
                 WHERE d.provider = 'apple' AND d.provider_refresh_token_sealed IS NOT NULL AND d.credential_check_due_at <= \(dueBy)
+                    AND d.apple_transfer_sub IS NULL
                     AND (\(tenantID)::uuid IS NULL OR d.tenant_id = \(tenantID))
                 ORDER BY d.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
             RETURNING i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed

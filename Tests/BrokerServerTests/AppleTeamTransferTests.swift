@@ -158,6 +158,21 @@ import Testing
         }
     }
 
+    @Test func anExportedIdentityIsNotCredentialCheckedUntilReKeyed() async throws {
+        try await AppleTestSetup.run { setup in
+            let person = try await AccountDeletionTests.signInWithCode(setup, subject: "eve")
+            _ = try await Self.export(setup)
+            // Apple refuses the old team's token once the app moved: not a consent revoked.
+            setup.apple.revoke(token: person.apple)
+            let checker = setup.app.services.appleCredentialChecker(AppleCredentialChecks(interval: 86_400, maxCallsPerSecond: 1_000))
+            let report = try await checker.checkTenant(setup.tenant.id, all: true)
+            #expect(report.checked == 0 && report.revoked == 0)
+            let linked = try await setup.app.database.client.query(
+                "SELECT count(*)::int8 FROM identities WHERE account_id = \(UUID(uuidString: person.account))").collect().first?.decode(Int.self)
+            #expect(linked == 1)
+        }
+    }
+
     @Test func aWindowSignInWithAnUnknownTransferSubIsANewPersonAsBefore() async throws {
         try await AppleTestSetup.run { setup in
             let body = try await setup.signIn([
