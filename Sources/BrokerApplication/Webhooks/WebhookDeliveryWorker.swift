@@ -38,11 +38,20 @@ package struct WebhookDeliveryWorker: Sendable {
     }
 
     /// Dispatches what was committed, then sends every delivery due at `now()` (at most
-    /// `limit`); returns how many were sent.
+    /// `limit`); returns how many events were dispatched and deliveries sent.
     @discardableResult
     package func runDue(now: @escaping @Sendable () -> Date = { Date() }, limit: Int = 1_000) async throws -> Int {
-        while try await database.webhooks.dispatch() > 0 {}
-        return try await withThrowingTaskGroup(of: Int.self) { group in
+        var dispatched = 0
+        while true {
+            let read = try await database.webhooks.dispatch()
+            guard read > 0 else { break }
+            dispatched += read
+        }
+        // One delivery first: the lanes start only when there is work (an idle poll is two
+        // statements, not one per lane).
+        let first = now()
+        guard try await database.webhooks.processNext(now: first, { due in await send(due, now: first) }) else { return dispatched }
+        let sent = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<lanes {
                 group.addTask {
                     var sent = 0
@@ -56,19 +65,24 @@ package struct WebhookDeliveryWorker: Sendable {
             }
             return try await group.reduce(0, +)
         }
+        return dispatched + 1 + sent
     }
 
-    /// Runs until cancelled, every `pollInterval`.
-    package func run(pollInterval: Duration = .seconds(1)) async {
+    /// Runs until cancelled: every `pollInterval` while there is work, backing off to
+    /// `idleInterval` while there is none (a webhook set, or an event committed, waits at most
+    /// that long).
+    package func run(pollInterval: Duration = .seconds(1), idleInterval: Duration = .seconds(5)) async {
+        var wait = pollInterval
         while !Task.isCancelled {
             do {
-                try await runDue()
-                try await Task.sleep(for: pollInterval)
+                let done = try await runDue()
+                wait = done > 0 ? pollInterval : min(wait * 2, idleInterval)
+                try await Task.sleep(for: wait)
             } catch is CancellationError {
                 return
             } catch {
                 logger.debug("webhook deliveries unavailable; trying again", metadata: ["error": "\(String(describing: type(of: error)))"])
-                try? await Task.sleep(for: pollInterval)
+                try? await Task.sleep(for: idleInterval)
             }
         }
     }
