@@ -64,6 +64,12 @@ import Testing
             let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
             #expect(actions.filter { $0.hasPrefix("apple.email") } == ["apple.email_disabled", "apple.email_enabled"])
             #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 2)
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == 2)
+            // The event names the account and the identity, as every Apple event does.
+            let data = try await Self.count(
+                setup,
+                "SELECT count(*)::int8 FROM events_outbox WHERE payload->>'account_id' = '\(id)' AND payload ? 'identity_id' AND payload ? 'event_time'")
+            #expect(data == 2)
         }
     }
 
@@ -142,10 +148,13 @@ import Testing
         try await AppleTestSetup.run { setup in
             #expect(try await Self.notify(setup, "something-new", subject: "anyone").status == .ok)
             #expect(try await Self.notify(setup, "consent-revoked", subject: "nobody-we-know").status == .ok)
+            #expect(try await Self.notify(setup, "email-disabled", subject: "nobody-we-know").status == .ok)
             let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
             #expect(actions.contains("apple.notification_ignored"))
-            #expect(actions.contains("apple.notification_unmatched"))
+            #expect(actions.filter { $0 == "apple.notification_unmatched" }.count == 2, "consent-revoked and email-disabled")
             #expect(try await Self.events(setup).isEmpty)
+            #expect(
+                try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'unknown_subject'") == 2)
         }
     }
 
