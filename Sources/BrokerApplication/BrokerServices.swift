@@ -168,6 +168,7 @@ public struct BrokerServices: Sendable {
         await withDiscardingTaskGroup { group in
             group.addTask { await keySets.runBackground() }
             group.addTask { await sweepWebSignIns() }
+            group.addTask { await sweepFinishedLifecycleRecords() }
             group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
             if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run() } }
             group.addTask { await webhookDeliveries.run() }
@@ -185,6 +186,25 @@ public struct BrokerServices: Sendable {
                 return
             } catch {
                 database.logger.debug("could not sweep expired web sign-ins", metadata: ["error": "\(String(describing: type(of: error)))"])
+            }
+        }
+    }
+
+    /// Deletes finished lifecycle records past ``RetentionSweep/period`` once an hour (and at
+    /// start), as long as each pass finds a full batch.
+    func sweepFinishedLifecycleRecords() async {
+        while !Task.isCancelled {
+            do {
+                var swept = try await database.retention.sweep(olderThan: Date().addingTimeInterval(-RetentionSweep.period))
+                while max(swept.receipts, swept.revocations, swept.deliveries) >= 10_000 {
+                    swept = try await database.retention.sweep(olderThan: Date().addingTimeInterval(-RetentionSweep.period))
+                }
+                try await Task.sleep(for: .seconds(3_600))
+            } catch is CancellationError {
+                return
+            } catch {
+                database.logger.debug("could not sweep finished lifecycle records", metadata: ["error": "\(String(describing: type(of: error)))"])
+                try? await Task.sleep(for: .seconds(3_600))
             }
         }
     }
