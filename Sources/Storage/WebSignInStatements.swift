@@ -11,14 +11,21 @@ extension WebSignInRepository {
 
         static let name = "ib_web_find_state"
         // The account status: identity by its unique key, account by (tenant_id, id), both
-        // bound (decision 0014); only when a subject was given and the state has a scope.
+        // bound (decision 0014); only when a subject was given and the state has a scope. An
+        // identity a consent revocation unlinked answers for the account its sign-in links to
+        // again (`active` when the revocation disabled it), as the native check does.
         static let sql = """
             SELECT s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
                 s.provider_scope, ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
-                (SELECT a.status FROM identities i
-                    JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
-                    WHERE i.tenant_id = s.tenant_id AND i.provider = s.provider AND i.provider_scope = s.provider_scope
-                        AND i.subject = $3::text) AS account_status
+                COALESCE(
+                    (SELECT a.status FROM identities i
+                        JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
+                        WHERE i.tenant_id = s.tenant_id AND i.provider = s.provider AND i.provider_scope = s.provider_scope
+                            AND i.subject = $3::text),
+                    (SELECT CASE WHEN a.status = 'disabled' AND a.disabled_reason = 'consent_revoked' THEN 'active' ELSE a.status END
+                        FROM consent_revocations c JOIN accounts a ON a.tenant_id = c.tenant_id AND a.id = c.account_id
+                        WHERE c.tenant_id = s.tenant_id AND c.provider = s.provider AND c.provider_scope = s.provider_scope
+                            AND c.subject = $3::text)) AS account_status
             FROM web_sign_in_states s WHERE s.state_hash = $1::bytea AND s.expires_at > $2::timestamptz
             """
 
