@@ -68,7 +68,12 @@ package struct SignInService: Sendable {
             if let kept, let revokeLater { revokeLater(kept, reason) }
         }
 
-        try await adoptTransferredIdentity(tenantID: tenant.id, verified: verified)
+        do {
+            try await adoptTransferredIdentity(tenantID: tenant.id, verified: verified)
+        } catch {
+            giveBack("the sign-in did not complete")
+            throw error
+        }
         var newSession = tokens.newSession(for: tenant, now: now)
         if let replayKey = verified.replayKey {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
