@@ -100,6 +100,9 @@ import Testing
             let again = try await Self.transfer(setup).importLines(
                 tenant: setup.tenant, lines: lines, dryRun: false, maxPerSecond: 1_000, progress: { _, _ in })
             #expect(again.already == 3 && again.rekeyed == 0)
+            let dry = try await Self.transfer(setup).importLines(
+                tenant: setup.tenant, lines: lines, dryRun: true, maxPerSecond: 1_000, progress: { _, _ in })
+            #expect(dry.already == 3 && dry.rekeyed == 0 && dry.notFound.isEmpty, "a dry run tells done lines from missing ones")
             #expect(setup.apple.migrationCalls == callsBefore)
 
             // Bob signs in with his new sub alone: his account.

@@ -155,15 +155,13 @@ package struct AppleTeamTransfer: Sendable {
                 summary.failed.append(Failure(identityID: line.identity_id, error: "invalid account_id"))
                 continue
             }
-            if dryRun {
-                switch try await database.appleTransfers.pending(tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam) {
-                case true: summary.rekeyed += 1
-                case false: summary.notFound.append(line.identity_id)
-                }
+            let waiting = try await database.appleTransfers.pending(
+                tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam)
+            if dryRun, waiting {
+                summary.rekeyed += 1
                 continue
             }
-            guard try await database.appleTransfers.pending(tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam)
-            else {
+            guard waiting else {
                 // Re-keyed already (by an earlier run or a sign-in), or never exported here.
                 if try await database.appleTransfers.onTeam(tenantID: tenant.id, identityID: line.identity_id, accountID: accountID, team: targetTeam) {
                     summary.already += 1
