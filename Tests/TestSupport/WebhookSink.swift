@@ -32,13 +32,16 @@ public final class WebhookSink: Sendable {
 
     public enum Answer: Sendable {
         case status(Int)
-        /// No answer for 12 s (longer than a worker waits).
+        /// No answer until the sink closes.
         case hang
     }
 
     private struct State {
         var deliveries: [Delivery] = []
         var answer: Answer = .status(204)
+        /// Requests held by `.hang`, let go when the sink closes.
+        var held: [CheckedContinuation<Void, Never>] = []
+        var closed = false
     }
 
     private let state = Mutex(State())
@@ -73,8 +76,17 @@ public final class WebhookSink: Sendable {
                         signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
                         contentType: request.headers[.contentType] ?? "", body: text, status: code))
             }
-            // Longer than any worker waits (10 s), not so long that closing the sink waits on it.
-            if case .hang = answer { try await Task.sleep(for: .seconds(12)) }
+            if case .hang = answer {
+                // Held until the sink closes: the worker gives up first, by its own deadline.
+                await withCheckedContinuation { continuation in
+                    let closed = sink?.state.withLock { state -> Bool in
+                        if !state.closed { state.held.append(continuation) }
+                        return state.closed
+                    } ?? true
+                    if closed { continuation.resume() }
+                }
+                return Response(status: .serviceUnavailable)
+            }
             return Response(status: HTTPResponse.Status(code: code))
         }
         let app = Application(
@@ -87,6 +99,14 @@ public final class WebhookSink: Sendable {
             guard let port = await iterator.next() else { throw CancellationError() }
             let sink = WebhookSink(url: "http://127.0.0.1:\(port)\(path)")
             box.withLock { $0 = sink }
+            defer {
+                let held = sink.state.withLock { state in
+                    state.closed = true
+                    defer { state.held = [] }
+                    return state.held
+                }
+                for continuation in held { continuation.resume() }
+            }
             return try await body(sink)
         }
     }
