@@ -4,7 +4,9 @@ import Logging
 import PostgresNIO
 
 extension Database {
-    public var appleNotifications: AppleNotificationRepository { AppleNotificationRepository(client: client, logger: logger) }
+    public var appleNotifications: AppleNotificationRepository {
+        AppleNotificationRepository(client: client, logger: logger, emailNotifications: emailNotifications)
+    }
 }
 
 /// Apple's server-to-server notifications (issue 23 §1; decision 0041): each applied to one
@@ -13,6 +15,8 @@ extension Database {
 public struct AppleNotificationRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// Email notifications that arrive together go in one statement (decision 0046).
+    var emailNotifications: EmailNotificationBatch? = nil
 
     /// A tenant and team a primary App ID is registered for.
     public struct Route: Sendable, Equatable {
@@ -74,49 +78,15 @@ public struct AppleNotificationRepository: Sendable {
     /// Applies `event` to the tenant's identity `(apple, team, sub)`.
     public func apply(_ event: Event, to route: Route) async throws -> Outcome {
         if let subject = event.subject, event.type == "email-disabled" || event.type == "email-enabled" {
-            return try await applyEmailEvent(event, subject: subject, to: route)
+            // The notifications Apple sends most: in one statement with no transaction around it
+            // (one round trip), together with those that arrive at the same time.
+            let element = EmailNotificationBatchStatement.Element(event: event, subject: subject, route: route)
+            if let emailNotifications { return try await emailNotifications.run(element) }
+            return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
         }
         return try await client.withTransaction(logger: logger) { connection in
             try await applyWithReceipt(event, to: route, on: connection)
         }
-    }
-
-    /// `email-disabled` / `email-enabled`, the notifications Apple sends most, in one statement
-    /// (one round trip, its own transaction): the receipt, the identity's flag, the audit row and
-    /// the event, exactly as ``applyWithReceipt(_:to:on:)`` writes them in seven.
-    func applyEmailEvent(_ event: Event, subject: String, to route: Route) async throws -> Outcome {
-        let deliverable = event.type == "email-enabled"
-        let eventName = deliverable ? "apple.email_enabled" : "apple.email_disabled"
-        let (tenantID, team) = (route.tenantID, route.teamID)
-        let rows = try await client.rows(
-            """
-            WITH receipt AS (
-                INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time, outcome)
-                VALUES (\(tenantID), \(event.id), \(event.type), \(event.eventTime), CASE WHEN EXISTS (
-                    SELECT 1 FROM identities WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_scope = \(team)
-                        AND subject = \(subject)) THEN 'applied' ELSE 'unknown_subject' END)
-                ON CONFLICT (tenant_id, jti) DO NOTHING RETURNING outcome
-            ), changed AS (
-                UPDATE identities SET relay_email_deliverable = \(deliverable), updated_at = now()
-                WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_scope = \(team) AND subject = \(subject)
-                    AND EXISTS (SELECT 1 FROM receipt)
-                RETURNING id, account_id, jsonb_strip_nulls(jsonb_build_object(
-                    'account_id', account_id::text, 'identity_id', id::text, 'event_time', \(event.eventTime?.iso8601String)::text)) AS details
-            ), audited AS (
-                INSERT INTO audit_log (tenant_id, actor, action, target, details)
-                SELECT \(tenantID), 'apple', \(eventName), id::text, details FROM changed
-                UNION ALL
-                SELECT \(tenantID), 'apple', 'apple.notification_unmatched', NULL, jsonb_build_object('type', \(event.type)::text)
-                WHERE EXISTS (SELECT 1 FROM receipt) AND NOT EXISTS (SELECT 1 FROM changed)
-            ), announced AS (
-                INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
-                SELECT \(tenantID), account_id, \(eventName), details FROM changed
-            )
-            SELECT (SELECT count(*) FROM receipt), (SELECT count(*) FROM changed)
-            """, logger: logger)
-        let (received, changed) = try rows.first?.decode((Int, Int).self) ?? (0, 0)
-        guard received > 0 else { return .duplicate }
-        return changed > 0 ? .applied : .unknownSubject
     }
 
     /// The same on a transaction's connection (a credential check that found a revoked token

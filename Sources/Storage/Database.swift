@@ -17,6 +17,8 @@ public struct Database: Sendable {
     let recentSignIns: RecentSignIns
     /// Quiet sign-ins written in batches (decision 0030); nil when batching is off.
     let quietSignIns: QuietSignIns?
+    /// Apple's email notifications written in batches (decision 0046); nil when batching is off.
+    let emailNotifications: EmailNotificationBatch?
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
         // The pool warns when a query races its own start-up; keep its background chatter at
@@ -31,6 +33,9 @@ public struct Database: Sendable {
         self.configuration = configuration
         self.recentSignIns = RecentSignIns()
         self.quietSignIns = AccountRepository.quietSignIns(
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
+        self.emailNotifications = EmailNotificationBatchStatement.batcher(
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
     }

@@ -1,0 +1,187 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Apple's `email-disabled` / `email-enabled` notifications that arrive together, written in one
+/// statement and one commit (decision 0046), as returning sign-ins are (decision 0030): each
+/// element's receipt (deduplicated by `jti`), the identity's flag, the audit row and the event,
+/// exactly what ``AppleNotificationRepository/applyWithReceipt(_:to:on:)`` writes in seven.
+/// The elements travel as one JSON array (one parameter whatever the batch's size).
+struct EmailNotificationBatchStatement {
+    struct Element: Sendable {
+        let event: AppleNotificationRepository.Event
+        let subject: String
+        let route: AppleNotificationRepository.Route
+    }
+
+    /// The elements, in arrival order; no two with one receipt key `(tenant, jti)` and no two
+    /// for one identity (``EmailNotificationBatch/rounds(_:)`` sees to both).
+    let elements: [Element]
+
+    /// `matched` reads each element's identity by its unique key; `receipt` records every
+    /// element once (`applied` when the identity exists, else `unknown_subject`), and only the
+    /// elements it recorded go on: a `jti` already received changes nothing.
+    static let sql = """
+        WITH posted AS MATERIALIZED (
+            SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, j text, ty text, et int8, sc text, u text,
+                d bool, en text, etx text)
+        ),
+        matched AS MATERIALIZED (
+            SELECT p.n, i.id AS identity_id
+            FROM posted p
+            CROSS JOIN LATERAL (
+                SELECT id FROM identities
+                WHERE tenant_id = p.t AND provider = 'apple' AND provider_scope = p.sc AND subject = p.u
+                LIMIT 1) i
+        ),
+        receipt AS (
+            INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time, outcome)
+            SELECT p.t, p.j, p.ty, to_timestamp(p.et::float8 / 1000000),
+                CASE WHEN m.n IS NULL THEN 'unknown_subject' ELSE 'applied' END
+            FROM posted p LEFT JOIN matched m ON m.n = p.n
+            ORDER BY p.n
+            ON CONFLICT (tenant_id, jti) DO NOTHING
+            RETURNING tenant_id, jti
+        ),
+        received AS MATERIALIZED (
+            SELECT p.* FROM posted p JOIN receipt r ON r.tenant_id = p.t AND r.jti = p.j
+        ),
+        changed AS (
+            UPDATE identities i SET relay_email_deliverable = r.d, updated_at = now()
+            FROM received r JOIN matched m ON m.n = r.n
+            WHERE i.tenant_id = r.t AND i.id = m.identity_id
+            RETURNING r.n, r.t, r.en, i.id, i.account_id, jsonb_strip_nulls(jsonb_build_object(
+                'account_id', i.account_id::text, 'identity_id', i.id::text, 'event_time', r.etx)) AS details
+        ),
+        audited AS (
+            INSERT INTO audit_log (tenant_id, actor, action, target, details)
+            SELECT n.t, 'apple', n.action, n.target, n.details FROM (
+                SELECT c.n, c.t, c.en AS action, c.id::text AS target, c.details FROM changed c
+                UNION ALL
+                SELECT r.n, r.t, 'apple.notification_unmatched', NULL, jsonb_build_object('type', r.ty)
+                FROM received r WHERE NOT EXISTS (SELECT 1 FROM changed c WHERE c.n = r.n)
+            ) n
+            ORDER BY n.n
+        ),
+        announced AS (
+            INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
+            SELECT c.t, c.account_id, c.en, c.details FROM changed c ORDER BY c.n
+        )
+        SELECT p.n, EXISTS (SELECT 1 FROM received r WHERE r.n = p.n), EXISTS (SELECT 1 FROM changed c WHERE c.n = p.n)
+        FROM posted p
+        """
+
+    var query: PostgresQuery {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(json)
+        return PostgresQuery(unsafeSQL: Self.sql, binds: bindings)
+    }
+
+    /// `[{"n": 0, "t": tenant, "j": jti, …}, …]`.
+    var json: String {
+        var writer = JSONWriter(capacity: 320 * elements.count)
+        writer.beginArray()
+        for (n, element) in elements.enumerated() {
+            let deliverable = element.event.type == "email-enabled"
+            writer.beginObject()
+            writer.member("n", n)
+            writer.member("t", element.route.tenantID.lowercasedString)
+            writer.member("j", element.event.id)
+            writer.member("ty", element.event.type)
+            writer.member("et", element.event.eventTime.map { Int(($0.timeIntervalSince1970 * 1_000_000).rounded(.towardZero)) })
+            writer.member("sc", element.route.teamID)
+            writer.member("u", element.subject)
+            writer.member("d", deliverable)
+            writer.member("en", deliverable ? "apple.email_enabled" : "apple.email_disabled")
+            writer.member("etx", element.event.eventTime?.iso8601String)
+            writer.endObject()
+        }
+        writer.endArray()
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+}
+
+typealias EmailNotificationBatch = StatementBatcher<EmailNotificationBatchStatement.Element, AppleNotificationRepository.Outcome>
+
+
+extension EmailNotificationBatchStatement {
+    /// Each batch runs on the pool in use when it starts (``DatabasePool``); nil when batching
+    /// is off (`BROKER_DB_SIGN_IN_BATCHES=0`).
+    static func batcher(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> EmailNotificationBatch? {
+        guard maxRunning > 0 else { return nil }
+        return EmailNotificationBatch(maxRunning: maxRunning, maxBatch: 64, timeout: timeout) { elements in
+            try await writeFailingAlone(elements, client: pool.client, logger: logger)
+        }
+    }
+
+    /// A batch whose failure one element caused runs again element by element, so that element
+    /// fails alone (as quiet sign-ins do).
+    static func writeFailingAlone(_ elements: [Element], client: PostgresClient, logger: Logger)
+        async throws -> [AppleNotificationRepository.Outcome]
+    {
+        do {
+            return try await write(elements, client: client, logger: logger)
+        } catch let error where elements.count > 1 && error.postgresError.map(AccountRepository.isAboutOneElement) == true {
+            logger.debug(
+                "email notification batch failed; writing its elements one by one",
+                metadata: ["sqlstate": "\(error.postgresError?.sqlState ?? "")"])
+            var outcomes: [AppleNotificationRepository.Outcome] = []
+            for element in elements {
+                outcomes.append(try await write([element], client: client, logger: logger)[0])
+            }
+            return outcomes
+        }
+    }
+
+    /// Writes `elements` in as few statements as their keys allow (one, unless two share a
+    /// `jti` or an identity), in arrival order.
+    static func write(_ elements: [Element], client: PostgresClient, logger: Logger) async throws
+        -> [AppleNotificationRepository.Outcome]
+    {
+        var outcomes = [AppleNotificationRepository.Outcome](repeating: .duplicate, count: elements.count)
+        for round in rounds(elements) {
+            let statement = EmailNotificationBatchStatement(elements: round.map { elements[$0] })
+            let rows = try await client.rows(statement.query, logger: logger)
+            guard rows.count == round.count else { throw BatchMismatch() }
+            for row in rows {
+                let (n, received, changed) = try row.decode((Int32, Bool, Bool).self)
+                guard round.indices.contains(Int(n)) else { throw BatchMismatch() }
+                outcomes[round[Int(n)]] = !received ? .duplicate : changed ? .applied : .unknownSubject
+            }
+        }
+        return outcomes
+    }
+
+    /// The indices of `elements` split into rounds in which no receipt key and no identity
+    /// appears twice: two deliveries of one `jti` must see each other's receipt, and two events
+    /// for one identity must apply in the order they came. Each element goes into the first
+    /// round after the last one holding either of its keys.
+    static func rounds(_ elements: [Element]) -> [[Int]] {
+        var rounds: [[Int]] = []
+        var identityRound: [IdentityKey: Int] = [:]
+        var receiptRound: [ReceiptKey: Int] = [:]
+        for (index, element) in elements.enumerated() {
+            let identity = IdentityKey(tenantID: element.route.tenantID, team: element.route.teamID, subject: element.subject)
+            let receipt = ReceiptKey(tenantID: element.route.tenantID, jti: element.event.id)
+            let round = max(identityRound[identity].map { $0 + 1 } ?? 0, receiptRound[receipt].map { $0 + 1 } ?? 0)
+            if round == rounds.count { rounds.append([]) }
+            rounds[round].append(index)
+            identityRound[identity] = round
+            receiptRound[receipt] = round
+        }
+        return rounds
+    }
+}
+
+/// An identity an email notification names, and a notification's receipt key.
+private struct IdentityKey: Hashable {
+    let tenantID: UUID
+    let team: String
+    let subject: String
+}
+
+private struct ReceiptKey: Hashable {
+    let tenantID: UUID
+    let jti: String
+}
