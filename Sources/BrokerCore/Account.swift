@@ -28,10 +28,12 @@ public struct Account: Sendable, Equatable {
     public var status: AccountStatus
     public var createdAt: Date
     public var lastSeenAt: Date?
+    /// The id the product's former system gave the person (an import's `external_id`, issue 24).
+    public var externalID: String?
 
     public init(
         id: UUID, tenantID: UUID, name: PersonName, email: String?, emailVerified: Bool, isPrivateEmail: Bool,
-        status: AccountStatus, createdAt: Date, lastSeenAt: Date?
+        status: AccountStatus, createdAt: Date, lastSeenAt: Date?, externalID: String? = nil
     ) {
         self.id = id
         self.tenantID = tenantID
@@ -42,6 +44,7 @@ public struct Account: Sendable, Equatable {
         self.status = status
         self.createdAt = createdAt
         self.lastSeenAt = lastSeenAt
+        self.externalID = externalID
     }
 }
 

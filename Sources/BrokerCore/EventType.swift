@@ -2,6 +2,6 @@
 public enum EventType {
     public static let all: [String] = [
         "account.created", "account.deleted", "identity.linked", "identity.unlinked", "apple.consent_revoked",
-        "apple.account_deleted", "apple.email_disabled", "apple.email_enabled",
+        "apple.account_deleted", "apple.email_disabled", "apple.email_enabled", "import.completed",
     ]
 }

@@ -31,6 +31,9 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.on(RouterPath(AccountRoute.operation.path), method: AccountRoute.operation.method) { request, context in
         try await account.respond(request, context: context)
     }
+    router.on(RouterPath(AccountRoute.listOperation.path), method: AccountRoute.listOperation.method) { request, context in
+        try await account.list(request, context: context)
+    }
     let links = IdentityLinkRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
     router.on(RouterPath(IdentityLinkRoute.linkPath), method: .post) { request, context in
         try await links.link(request, context: context)
@@ -71,7 +74,7 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
         try await notifications.receive(request, context: context)
     }
     let servedDirectly =
-        SignInRoute.operations + [AccountRoute.operation, LoginOptionsRoute.operation, AppleNotificationRoute.operation, EventsRoute.operation]
+        SignInRoute.operations + [AccountRoute.operation, AccountRoute.listOperation, LoginOptionsRoute.operation, AppleNotificationRoute.operation, EventsRoute.operation]
         + IdentityLinkRoute.operations
         + AccountStatusRoute.operations + WebSignInRoute.operations
     try handlers.registerHandlers(

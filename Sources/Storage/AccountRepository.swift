@@ -22,7 +22,7 @@ public struct AccountRepository: Sendable {
     static let quietAccountColumns = "\(accountColumnsBeforeStamp), now() AS last_seen_at"
     static let quietIdentityColumns = "\(identityColumnsBeforeStamp), now() AS last_sign_in_at"
     private static let accountColumnsBeforeStamp =
-        "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at"
+        "a.id, a.tenant_id, a.given_name, a.family_name, a.email, a.email_verified, a.is_private_email, a.status, a.created_at, a.external_id"
     private static let identityColumnsBeforeStamp = """
         i.id, i.account_id, i.provider, i.provider_scope, i.subject, i.email, i.email_verified, i.is_private_email,
         i.relay_email_deliverable, i.given_name, i.family_name, i.real_user_status,
@@ -305,6 +305,13 @@ public struct AccountRepository: Sendable {
         return (account, identities)
     }
 
+    /// The tenant's account with this external id (issue 24), whatever its status.
+    public func accountID(tenantID: UUID, externalID: String) async throws -> UUID? {
+        try await client.rows(
+            "SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND external_id = \(externalID)", logger: logger
+        ).first?.decode(UUID.self)
+    }
+
     /// The status of the account an identity belongs to; nil when the tenant has no such
     /// identity. Asked before anything irreversible happens at the provider (redeeming an
     /// authorization code) so that a sign-in which will not open a session changes nothing.
@@ -356,12 +363,14 @@ public struct AccountRepository: Sendable {
     }
 
     static func decodeAccount(_ reader: inout RowReader) throws -> Account {
-        Account(
+        var account = Account(
             id: try reader.next(), tenantID: try reader.next(),
             name: PersonName(givenName: try reader.next(), familyName: try reader.next()), email: try reader.next(),
             emailVerified: try reader.next(), isPrivateEmail: try reader.next(),
-            status: AccountStatus(rawValue: try reader.next(String.self)) ?? .disabled, createdAt: try reader.next(),
-            lastSeenAt: try reader.next())
+            status: AccountStatus(rawValue: try reader.next(String.self)) ?? .disabled, createdAt: try reader.next(), lastSeenAt: nil)
+        account.externalID = try reader.next()
+        account.lastSeenAt = try reader.next()
+        return account
     }
 
     static func decodeIdentity(_ reader: inout RowReader) throws -> Identity {

@@ -25,6 +25,25 @@ extension APIHandlers {
         return .init(account: .init(account), identities: identities.map { .init($0) })
     }
 
+    func findAccounts(_ input: Operations.FindAccounts.Input) async throws -> Operations.FindAccounts.Output {
+        .ok(.init(body: .json(.init(accounts: try await accountsByExternalID(input.query.externalId, as: currentCaller)))))
+    }
+
+    /// `GET /v1/accounts?external_id=X` (issue 24): the account imported under that id, as a
+    /// list of zero or one (served by ``AccountRoute``).
+    func accountsByExternalID(_ externalID: String?, as http: HTTPCaller) async throws -> [Components.Schemas.AccountDetails] {
+        let caller = try await authenticator.authenticate(http, requiring: .accounts)
+        guard let externalID, !externalID.isEmpty, externalID.utf8.count <= 255 else {
+            throw BrokerError(
+                code: "invalid_request", kind: .invalidInput, title: "Invalid request",
+                detail: "Give the account's external id: GET /v1/accounts?external_id=X (1 to 255 bytes).")
+        }
+        guard let id = try await services.database.accounts.accountID(tenantID: caller.tenant.id, externalID: externalID),
+            let (account, identities) = try await services.database.accounts.find(tenantID: caller.tenant.id, accountID: id)
+        else { return [] }
+        return [.init(account: .init(account), identities: identities.map { .init($0) })]
+    }
+
     /// `DELETE /v1/accounts/{id}`: the deletion of issue 23 §2 (the actor of the audit row is
     /// the API key's prefix). The answer does not wait for Apple.
     func deleteAccount(_ input: Operations.DeleteAccount.Input) async throws -> Operations.DeleteAccount.Output {

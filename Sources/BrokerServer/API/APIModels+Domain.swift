@@ -10,7 +10,7 @@ extension Components.Schemas.Account {
             isPrivateEmail: account.isPrivateEmail,
             name: account.name.isEmpty ? nil : .init(givenName: account.name.givenName, familyName: account.name.familyName),
             status: .init(rawValue: account.status.rawValue) ?? .disabled, createdAt: account.createdAt,
-            lastSeenAt: account.lastSeenAt)
+            lastSeenAt: account.lastSeenAt, externalId: account.externalID)
     }
 }
 

@@ -48,6 +48,7 @@ extension Components.Schemas.Account {
         writer.member("status", status.rawValue)
         writer.member("created_at", ISO8601Transcoder.string(createdAt))
         writer.memberIfPresent("last_seen_at", lastSeenAt.map(ISO8601Transcoder.string))
+        writer.member("external_id", externalId)
         writer.endObject()
     }
 }
@@ -92,6 +93,11 @@ extension Components.Schemas.AccountDetails {
     /// `GET /v1/accounts/{id}`'s body, written like the sign-in response (``AccountRoute``).
     var json: [UInt8] {
         var writer = JSONWriter(capacity: 1_024 + 512 * identities.count)
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.key("account")
         account.write(to: &writer)
@@ -100,6 +106,5 @@ extension Components.Schemas.AccountDetails {
         for identity in identities { identity.write(to: &writer) }
         writer.endArray()
         writer.endObject()
-        return writer.bytes
     }
 }

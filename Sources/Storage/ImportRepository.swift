@@ -1,0 +1,193 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension Database {
+    public var imports: ImportRepository { ImportRepository(client: client, logger: logger) }
+}
+
+/// Bulk imports of existing users (issue 24; decision 0047): jobs, and batches written in one
+/// transaction each with the job's cursor, so a job killed at any point resumes after its last
+/// committed batch with no duplicates and no gaps.
+public struct ImportRepository: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    /// Where a job is and what it did so far.
+    public struct Job: Sendable, Equatable {
+        public var id: UUID
+        public var tenantID: UUID
+        public var source: String
+        public var fileName: String?
+        public var fileDigest: String?
+        public var fileBytes: Int64?
+        public var dryRun: Bool
+        public var settings: [String: JSONValue]
+        public var status: String
+        public var stopReason: String?
+        /// The byte after the last record of the last committed batch, and that record's line.
+        public var cursorOffset: Int64
+        public var cursorLine: Int64
+        /// The length of the error file when the last batch committed: a resume cuts it back to
+        /// this, so a batch that did not commit leaves no lines in it.
+        public var errorFileBytes: Int64
+        public var counts: ImportCounts
+        public var startedAt: Date
+        public var updatedAt: Date
+        public var finishedAt: Date?
+    }
+
+    /// A batch's place in its file, committed with its rows.
+    public struct Progress: Sendable {
+        public var cursorOffset: Int64
+        public var cursorLine: Int64
+        public var errorFileBytes: Int64
+        /// Skipped records and errors of the batch (the rows' outcomes are counted here too).
+        public var skipped: Int
+        public var errors: Int
+
+        public init(cursorOffset: Int64, cursorLine: Int64, errorFileBytes: Int64, skipped: Int, errors: Int) {
+            self.cursorOffset = cursorOffset
+            self.cursorLine = cursorLine
+            self.errorFileBytes = errorFileBytes
+            self.skipped = skipped
+            self.errors = errors
+        }
+    }
+
+    static let jobColumns = """
+        id, tenant_id, source, file_name, file_digest, file_bytes, dry_run, settings::text, status, stop_reason, cursor_offset,
+        cursor_line, error_file_bytes, records, created, updated, unchanged, conflicts, skipped, errors, identities, started_at,
+        updated_at, finished_at
+        """
+
+    public func createJob(
+        tenantID: UUID, source: String, fileName: String?, fileDigest: String?, fileBytes: Int64?, dryRun: Bool,
+        settings: [String: JSONValue]
+    ) async throws -> Job {
+        let id = UUID.timeOrdered()
+        let rows = try await client.rows(
+            """
+            INSERT INTO import_jobs (id, tenant_id, source, file_name, file_digest, file_bytes, dry_run, settings)
+            VALUES (\(id), \(tenantID), \(source), \(fileName), \(fileDigest), \(fileBytes), \(dryRun), \(ProviderConfigRepository.settingsText(settings))::jsonb)
+            RETURNING \(unescaped: Self.jobColumns)
+            """, logger: logger)
+        guard let row = rows.first else { throw StorageError.configuration("The import job was not written.") }
+        return try Self.decodeJob(row)
+    }
+
+    /// A job by id; with a tenant, only that tenant's.
+    public func job(id: UUID, tenantID: UUID?) async throws -> Job? {
+        let rows = try await client.rows(
+            """
+            SELECT \(unescaped: Self.jobColumns) FROM import_jobs
+            WHERE id = \(id) AND (\(tenantID)::uuid IS NULL OR tenant_id = \(tenantID))
+            """, logger: logger)
+        return try rows.first.map(Self.decodeJob)
+    }
+
+    /// The tenant's jobs, newest first.
+    public func jobs(tenantID: UUID, limit: Int = 100) async throws -> [Job] {
+        try await client.rows(
+            """
+            SELECT \(unescaped: Self.jobColumns) FROM import_jobs WHERE tenant_id = \(tenantID)
+            ORDER BY started_at DESC, id DESC LIMIT \(limit)
+            """, logger: logger
+        ).map(Self.decodeJob)
+    }
+
+    /// The tenant's unfinished (running or stopped) real job of this source and file, if any:
+    /// running the same file again continues it.
+    public func unfinishedJob(tenantID: UUID, source: String, fileDigest: String) async throws -> Job? {
+        let rows = try await client.rows(
+            """
+            SELECT \(unescaped: Self.jobColumns) FROM import_jobs
+            WHERE tenant_id = \(tenantID) AND file_digest = \(fileDigest) AND source = \(source) AND status IN ('running', 'stopped')
+                AND NOT dry_run
+            ORDER BY started_at DESC LIMIT 1
+            """, logger: logger)
+        return try rows.first.map(Self.decodeJob)
+    }
+
+    /// Runs `body` with the job held: one connection, with a session advisory lock on the job
+    /// that PostgreSQL drops when the connection ends (a killed import leaves no lock behind).
+    /// Throws ``ImportJobBusy`` when another process holds it.
+    public func withJob<T: Sendable>(
+        _ job: Job, _ body: (ImportSession) async throws -> T
+    ) async throws -> T {
+        try await client.withConnection { connection in
+            let locked = try await connection.query(
+                "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
+            ).collect().first?.decode(Bool.self) ?? false
+            guard locked else { throw ImportJobBusy() }
+            do {
+                let result = try await body(ImportSession(connection: connection, job: job, logger: logger))
+                _ = try? await connection.query(
+                    "SELECT pg_advisory_unlock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query(
+                    "SELECT pg_advisory_unlock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// Ends a job: `completed`, or `stopped` with the reason (resumable). A real job that
+    /// completes writes one `import.completed` event with its counts (imported accounts emit no
+    /// event each).
+    public func finish(jobID: UUID, tenantID: UUID, status: String, reason: String?) async throws {
+        try await client.rows(
+            """
+            WITH done AS (
+                UPDATE import_jobs SET status = \(status), stop_reason = \(reason), updated_at = now(),
+                    finished_at = CASE WHEN \(status) = 'completed' THEN now() ELSE finished_at END
+                WHERE tenant_id = \(tenantID) AND id = \(jobID)
+                RETURNING *
+            )
+            INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
+            SELECT tenant_id, NULL, 'import.completed', jsonb_build_object(
+                'job_id', id::text, 'source', source, 'records', records, 'created', created, 'updated', updated,
+                'unchanged', unchanged, 'conflicts', conflicts, 'skipped', skipped, 'errors', errors, 'identities', identities)
+            FROM done WHERE status = 'completed' AND NOT dry_run
+            """, logger: logger)
+    }
+
+    /// Reopens a stopped job to run again, with its settings replaced when given.
+    public func resume(jobID: UUID, tenantID: UUID, settings: [String: JSONValue]?) async throws {
+        try await client.rows(
+            """
+            UPDATE import_jobs SET status = 'running', stop_reason = NULL, updated_at = now(),
+                settings = coalesce(\(settings.map(ProviderConfigRepository.settingsText))::jsonb, settings)
+            WHERE tenant_id = \(tenantID) AND id = \(jobID) AND status IN ('running', 'stopped')
+            """, logger: logger)
+    }
+
+    static func decodeJob(_ row: PostgresRow) throws -> Job {
+        var reader = RowReader(row)
+        let (id, tenantID, source, fileName, fileDigest, fileBytes, dryRun): (UUID, UUID, String, String?, String?, Int64?, Bool) =
+            (try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next())
+        let settingsText: String = try reader.next()
+        let (status, stopReason, cursorOffset, cursorLine, errorFileBytes): (String, String?, Int64, Int64, Int64) =
+            (try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next())
+        var counts = ImportCounts()
+        counts.records = Int(try reader.next(Int64.self))
+        counts.created = Int(try reader.next(Int64.self))
+        counts.updated = Int(try reader.next(Int64.self))
+        counts.unchanged = Int(try reader.next(Int64.self))
+        counts.conflicts = Int(try reader.next(Int64.self))
+        counts.skipped = Int(try reader.next(Int64.self))
+        counts.errors = Int(try reader.next(Int64.self))
+        counts.identities = Int(try reader.next(Int64.self))
+        let (startedAt, updatedAt, finishedAt): (Date, Date, Date?) = (try reader.next(), try reader.next(), try reader.next())
+        let settings = (try? JSONValue.parse(Array(settingsText.utf8)))?.object ?? [:]
+        return Job(
+            id: id, tenantID: tenantID, source: source, fileName: fileName, fileDigest: fileDigest, fileBytes: fileBytes, dryRun: dryRun,
+            settings: settings, status: status, stopReason: stopReason, cursorOffset: cursorOffset, cursorLine: cursorLine,
+            errorFileBytes: errorFileBytes, counts: counts, startedAt: startedAt, updatedAt: updatedAt, finishedAt: finishedAt)
+    }
+}
+
+/// Another process is running this job.
+public struct ImportJobBusy: Error {}

@@ -1,0 +1,169 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A job held by one process (``ImportRepository/withJob(_:_:)``): its batches, each in one
+/// transaction on the job's connection with the job's cursor and counts.
+public struct ImportSession: Sendable {
+    let connection: PostgresConnection
+    public let job: ImportRepository.Job
+    let logger: Logger
+
+    /// How often a batch is tried again when a sign-in or another import wrote one of its keys
+    /// between the batch's reads and its writes (a unique violation rolls the whole batch back;
+    /// the next try reads the new rows and reports the record as a conflict or unchanged).
+    static let attempts = 3
+
+    /// Writes `rows` (nothing in a dry run), advances the job and adds the batch's counts, all
+    /// in one transaction. `progress` is called with the rows' outcomes before the commit (to
+    /// write the batch's error lines) and says where the job now is; a batch tried again calls
+    /// it again. Returns each row's outcome.
+    public func write(
+        _ rows: [ImportRow], progress: ([ImportOutcome]) throws -> ImportRepository.Progress
+    ) async throws -> (outcomes: [ImportOutcome], counts: ImportCounts) {
+        var attempt = 1
+        while true {
+            do {
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    let written = try await writeBatch(rows, progress: progress, on: connection)
+                    try await connection.query("COMMIT", logger: logger)
+                    return written
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+            } catch let error where attempt < Self.attempts && error.postgresError?.isUniqueViolation == true {
+                logger.debug("import batch met a concurrent write; reading again", metadata: ["attempt": "\(attempt)"])
+                attempt += 1
+            }
+        }
+    }
+
+    private func writeBatch(
+        _ rows: [ImportRow], progress makeProgress: ([ImportOutcome]) throws -> ImportRepository.Progress, on connection: PostgresConnection
+    ) async throws -> (outcomes: [ImportOutcome], counts: ImportCounts) {
+        let tenantID = job.tenantID
+        var classifier = ImportClassifier(
+            accounts: try await existingAccounts(rows, on: connection), owners: try await owners(rows, on: connection))
+        let plan = classifier.plan(rows) { UUID.timeOrdered() }
+        if !job.dryRun {
+            if !plan.accounts.isEmpty { try await copyAccounts(plan.accounts, on: connection) }
+            if !plan.identities.isEmpty { try await copyIdentities(plan.identities, on: connection) }
+        }
+        let progress = try makeProgress(plan.outcomes)
+        var counts = ImportCounts()
+        for outcome in plan.outcomes { counts.add(outcome) }
+        counts.skipped = progress.skipped
+        counts.errors = progress.errors
+        counts.records += progress.skipped + progress.errors
+        counts.identities = plan.identities.count
+        try await connection.query(
+            """
+            UPDATE import_jobs SET cursor_offset = \(progress.cursorOffset), cursor_line = \(progress.cursorLine),
+                error_file_bytes = \(progress.errorFileBytes), records = records + \(counts.records), created = created + \(counts.created),
+                updated = updated + \(counts.updated), unchanged = unchanged + \(counts.unchanged), conflicts = conflicts + \(counts.conflicts),
+                skipped = skipped + \(counts.skipped), errors = errors + \(counts.errors), identities = identities + \(counts.identities),
+                updated_at = now()
+            WHERE tenant_id = \(tenantID) AND id = \(job.id)
+            """, logger: logger)
+        return (plan.outcomes, counts)
+    }
+
+    private func existingAccounts(_ rows: [ImportRow], on connection: PostgresConnection) async throws
+        -> [String: ImportClassifier.ExistingAccount]
+    {
+        guard !rows.isEmpty else { return [:] }
+        let externalIDs = rows.map(\.externalID)
+        var found: [String: ImportClassifier.ExistingAccount] = [:]
+        let result = try await connection.query(
+            """
+            SELECT external_id, id, status FROM accounts
+            WHERE tenant_id = \(job.tenantID) AND external_id = ANY(\(externalIDs)::text[])
+            """, logger: logger)
+        for try await (externalID, id, status) in result.decode((String, UUID, String).self) {
+            found[externalID] = .init(id: id, status: AccountStatus(rawValue: status) ?? .disabled)
+        }
+        return found
+    }
+
+    private func owners(_ rows: [ImportRow], on connection: PostgresConnection) async throws -> [ImportIdentityKey: UUID] {
+        let identities = rows.flatMap(\.identities)
+        guard !identities.isEmpty else { return [:] }
+        var owners: [ImportIdentityKey: UUID] = [:]
+        let result = try await connection.query(
+            """
+            SELECT i.provider, i.provider_scope, i.subject, i.account_id
+            FROM unnest(\(identities.map(\.provider))::text[], \(identities.map(\.providerScope))::text[],
+                \(identities.map(\.subject))::text[]) AS k(p, s, u)
+            JOIN identities i ON i.tenant_id = \(job.tenantID) AND i.provider = k.p AND i.provider_scope = k.s AND i.subject = k.u
+            """, logger: logger)
+        for try await (provider, scope, subject, accountID) in result.decode((String, String, String, UUID).self) {
+            owners[ImportIdentityKey(provider: provider, providerScope: scope, subject: subject)] = accountID
+        }
+        return owners
+    }
+
+    static let accountCopyColumns = [
+        "id", "tenant_id", "external_id", "given_name", "family_name", "display_name", "email", "email_verified", "is_private_email",
+        "status", "created_at", "import_job_id",
+    ]
+
+    private func copyAccounts(_ accounts: [(id: UUID, row: ImportRow)], on connection: PostgresConnection) async throws {
+        var rows = CopyTextRows(capacity: accounts.count * 220)
+        let now = Date()
+        for (id, row) in accounts {
+            rows.uuid(id)
+            rows.uuid(job.tenantID)
+            rows.text(row.externalID)
+            rows.text(row.name.givenName)
+            rows.text(row.name.familyName)
+            let display = [row.name.givenName, row.name.familyName].compactMap { $0?.isEmpty == false ? $0 : nil }.joined(separator: " ")
+            rows.text(display.isEmpty ? nil : display)
+            rows.text(row.email)
+            rows.bool(row.emailVerified)
+            rows.bool(row.isPrivateEmail)
+            rows.text(row.status.rawValue)
+            rows.timestamp(row.createdAt ?? now)
+            rows.uuid(job.id)
+            rows.endRow()
+        }
+        let buffer = rows.buffer
+        try await connection.copyFrom(table: "accounts", columns: Self.accountCopyColumns, logger: logger) { writer in
+            try await writer.write(buffer)
+        }
+    }
+
+    static let identityCopyColumns = [
+        "id", "tenant_id", "account_id", "provider", "provider_scope", "subject", "email", "email_verified", "is_private_email",
+        "provider_refresh_token_sealed", "provider_token_client_id", "created_at", "import_job_id",
+    ]
+
+    private func copyIdentities(
+        _ identities: [(accountID: UUID, identity: ImportRowIdentity, createdAt: Date?)], on connection: PostgresConnection
+    ) async throws {
+        var rows = CopyTextRows(capacity: identities.count * 220)
+        let now = Date()
+        for (accountID, identity, createdAt) in identities {
+            rows.uuid(UUID.timeOrdered())
+            rows.uuid(job.tenantID)
+            rows.uuid(accountID)
+            rows.text(identity.provider)
+            rows.text(identity.providerScope)
+            rows.text(identity.subject)
+            rows.text(identity.email)
+            rows.bool(identity.emailVerified)
+            rows.bool(identity.isPrivateEmail)
+            rows.bytes(identity.sealedRefreshToken)
+            rows.text(identity.sealedRefreshToken == nil ? nil : identity.refreshTokenClientID)
+            rows.timestamp(createdAt ?? now)
+            rows.uuid(job.id)
+            rows.endRow()
+        }
+        let buffer = rows.buffer
+        try await connection.copyFrom(table: "identities", columns: Self.identityCopyColumns, logger: logger) { writer in
+            try await writer.write(buffer)
+        }
+    }
+}

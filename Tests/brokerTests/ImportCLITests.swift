@@ -1,0 +1,214 @@
+import Crypto
+import Foundation
+import PostgresNIO
+import Storage
+import TestSupport
+import Testing
+
+/// `broker import users|list|show` (issue 24) as an operator runs them: the broker's JSON lines,
+/// idempotent runs, dry runs, conflicts, bad lines with their line numbers, `--max-errors`,
+/// and a job killed at a random point that resumes with no duplicates and no gaps.
+@Suite struct ImportCLITests {
+    static let team = "TEAM000001"
+    static let facebookApp = "5550001"
+
+    /// A tenant `acme` with an Apple team, Google and Facebook, and a folder for files.
+    static func withTenant(_ body: @Sendable (BrokerCLI, Database, String) async throws -> Void) async throws {
+        try await TestDatabase.withFresh { database, url in
+            let cli = BrokerCLI(databaseURL: url)
+            let folder = NSTemporaryDirectory() + "import-\(UUID().uuidString.prefix(8))/"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: folder + "key.p8", atomically: true, encoding: .utf8)
+            try "secret-of-the-app".write(toFile: folder + "fb.secret", atomically: true, encoding: .utf8)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let steps: [[String]] = [
+                ["apple", "team", "set", "--tenant", "acme", "--team-id", team, "--key-id", "KEY0000001", "--private-key-file", folder + "key.p8"],
+                ["apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app"],
+                ["provider", "enable", "google", "--tenant", "acme", "--client-id", "111-web.apps.googleusercontent.com", "--platforms", "android,web"],
+                ["provider", "enable", "facebook", "--tenant", "acme", "--app-id", facebookApp, "--app-secret-file", folder + "fb.secret", "--platforms", "android,web"],
+            ]
+            for step in steps {
+                let result = try await cli.run(step)
+                #expect(result.status == 0, "\(step): \(result.output)")
+            }
+            try await body(cli, database, folder)
+        }
+    }
+
+    static func line(_ id: String, email: String? = nil, _ identities: [String]) -> String {
+        let mail = email.map { ",\"email\":\"\($0)\",\"email_verified\":true" } ?? ""
+        return "{\"external_id\":\"\(id)\"\(mail),\"identities\":[\(identities.joined(separator: ","))]}"
+    }
+
+    static func google(_ subject: String) -> String { "{\"provider\":\"google\",\"subject\":\"\(subject)\"}" }
+    static func apple(_ subject: String) -> String { "{\"provider\":\"apple\",\"subject\":\"\(subject)\"}" }
+    static func facebook(_ subject: String) -> String { "{\"provider\":\"facebook\",\"subject\":\"\(subject)\"}" }
+
+    static func count(_ database: Database, _ sql: String) async throws -> Int {
+        var total = 0
+        for try await value in try await database.client.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) { total = value }
+        return total
+    }
+
+    static func importJSON(_ cli: BrokerCLI, _ file: String, _ extra: [String] = []) async throws -> (status: Int32, job: [String: Any], output: String) {
+        let result = try await cli.run(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--json"] + extra)
+        let job = (try? result.object()) ?? [:]
+        return (result.status, job, result.output)
+    }
+
+    @Test func aFileImportsOnceAndAgainChangesNothing() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "users.jsonl"
+            let lines = [
+                Self.line("u-1", email: "ada@example.com", [Self.google("g-1"), Self.facebook("f-1"), Self.apple("001.a")]),
+                Self.line("u-2", [Self.apple("001.b")]),
+                "",
+                Self.line("u-3", [Self.google("g-3")]),
+            ]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+
+            let dry = try await Self.importJSON(cli, file, ["--dry-run"])
+            #expect(dry.status == 0, "\(dry.output)")
+            #expect(dry.job["created"] as? Int == 3 && dry.job["dry_run"] as? Bool == true)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 0, "a dry run writes no account")
+
+            let first = try await Self.importJSON(cli, file)
+            #expect(first.status == 0, "\(first.output)")
+            #expect(first.job["created"] as? Int == 3 && first.job["identities"] as? Int == 5 && first.job["status"] as? String == "completed")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id IS NOT NULL") == 3)
+            // Each identity under the tenant's scope: Apple's team, Facebook's app id, Google's none.
+            let scopes = try await Self.count(
+                database,
+                """
+                SELECT count(*)::int8 FROM identities WHERE (provider = 'apple' AND provider_scope = '\(Self.team)')
+                    OR (provider = 'facebook' AND provider_scope = '\(Self.facebookApp)') OR (provider = 'google' AND provider_scope = '')
+                """)
+            #expect(scopes == 5)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id = 'u-1' AND email = 'ada@example.com' AND email_verified") == 1)
+            // One event for the whole job, none per account.
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM events_outbox WHERE event_type = 'import.completed'") == 1)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM events_outbox WHERE event_type = 'account.created'") == 0)
+
+            let again = try await Self.importJSON(cli, file)
+            #expect(again.status == 0, "\(again.output)")
+            #expect(again.job["unchanged"] as? Int == 3 && again.job["created"] as? Int == 0)
+            #expect(again.job["job_id"] as? String != first.job["job_id"] as? String, "a finished file runs as a new job")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 5)
+
+            // A record gains the identities it lacks and never loses one.
+            try (Self.line("u-2", [Self.google("g-2")]) + "\n").write(toFile: folder + "more.jsonl", atomically: true, encoding: .utf8)
+            let more = try await Self.importJSON(cli, folder + "more.jsonl")
+            #expect(more.job["updated"] as? Int == 1, "\(more.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities i JOIN accounts a ON a.id = i.account_id WHERE a.external_id = 'u-2'") == 2)
+
+            let list = try await cli.run("import", "list", "--tenant", "acme")
+            #expect(list.status == 0 && list.output.contains("completed") && list.output.contains("(dry run)"), "\(list.output)")
+            let show = try await cli.run("import", "show", try #require(first.job["job_id"] as? String))
+            #expect(show.status == 0 && show.output.contains("3 created"), "\(show.output)")
+        }
+    }
+
+    @Test func conflictsBadLinesAndSkipsAreReportedWithTheirLines() async throws {
+        try await Self.withTenant { cli, database, folder in
+            try (Self.line("first", [Self.google("g-taken")]) + "\n").write(toFile: folder + "a.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await Self.importJSON(cli, folder + "a.jsonl").status == 0)
+            let file = folder + "b.jsonl"
+            let lines = [
+                Self.line("second", [Self.google("g-new"), Self.google("g-taken")]),  // 1: conflict, nothing written
+                "{not json",  // 2
+                Self.line("third", [Self.apple("001.c")]),  // 3: fine
+                "{\"external_id\":\"fourth\",\"email\":\"not-an-email\",\"identities\":[{\"provider\":\"google\",\"subject\":\"g-4\"}]}",  // 4
+                Self.line("fifth", ["{\"provider\":\"oidc.line\",\"subject\":\"U1\"}"]),  // 5: unmapped provider
+                Self.line("sixth", ["{\"provider\":\"facebook\",\"subject\":\"f-6\",\"provider_scope\":\"999\"}"]),  // 6: another app
+            ]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let result = try await Self.importJSON(cli, file)
+            #expect(result.status == 0, "\(result.output)")
+            #expect(result.job["created"] as? Int == 1 && result.job["conflicts"] as? Int == 1 && result.job["errors"] as? Int == 4)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities WHERE subject = 'g-new'") == 0, "all or nothing")
+            let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n").map {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+            }
+            #expect(reported.compactMap { $0["line"] as? Int } == [1, 2, 4, 5, 6])
+            #expect(reported.first?["kind"] as? String == "conflict" && reported.first?["external_id"] as? String == "second")
+            #expect((reported[3]["reason"] as? String)?.contains("--map-provider oidc.line=") == true, "\(reported[3])")
+            #expect((reported[4]["reason"] as? String)?.contains("999") == true, "\(reported[4])")
+            #expect(!(String(data: try JSONSerialization.data(withJSONObject: reported), encoding: .utf8) ?? "").contains("not-an-email"))
+        }
+    }
+
+    @Test func maxErrorsStopsAResumableJob() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "bad.jsonl"
+            var lines = (0..<10).map { Self.line("ok-\($0)", [Self.google("g-ok-\($0)")]) }
+            lines.insert("[1, 2]", at: 3)
+            lines.insert("{\"external_id\": \"\"}", at: 6)
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let stopped = try await Self.importJSON(cli, file, ["--max-errors", "1", "--batch-size", "2"])
+            #expect(stopped.status == 1, "\(stopped.output)")
+            #expect(stopped.output.contains("--resume"), "\(stopped.output)")
+            let jobs = try await cli.run("import", "list", "--tenant", "acme", "--json").array()
+            let job = try #require(jobs.first)
+            #expect(job["status"] as? String == "stopped" && job["errors"] as? Int == 1)
+            let id = try #require(job["job_id"] as? String)
+            // Resumed with a higher limit: it goes on from the batch after the stop.
+            let resumed = try await Self.importJSON(cli, file, ["--resume", id, "--max-errors", "5"])
+            #expect(resumed.status == 0, "\(resumed.output)")
+            #expect(resumed.job["job_id"] as? String == id && resumed.job["created"] as? Int == 10 && resumed.job["errors"] as? Int == 2)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 10)
+            let errorLines = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
+            #expect(errorLines.count == 2, "no line twice: \(errorLines)")
+            let finished = try await Self.importJSON(cli, file, ["--resume", id])
+            #expect(finished.status == 1 && finished.output.contains("completed"), "\(finished.output)")
+        }
+    }
+
+    @Test func aKilledImportResumesWithNoDuplicatesAndNoGaps() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "many.jsonl"
+            let total = 3_000
+            var text = ""
+            for n in 0..<total {
+                // Every 97th line is bad: errors interleave with batches.
+                text += n % 97 == 50 ? "{oops\n" : Self.line("p-\(n)", [Self.google("g-\(n)"), Self.apple("001.\(n)")]) + "\n"
+            }
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let bad = (0..<total).filter { $0 % 97 == 50 }.count
+            // Each committed batch updates the job row: a trigger of this test announces it.
+            try await database.client.query(
+                """
+                CREATE FUNCTION test_import_progress() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_notify('test_import_progress', NEW.records::text || ' ' || NEW.status); RETURN NEW; END $$
+                """)
+            try await database.client.query(
+                "CREATE TRIGGER test_import_progress AFTER UPDATE ON import_jobs FOR EACH ROW EXECUTE FUNCTION test_import_progress()")
+            var kills = 0
+            for _ in 0..<2 {
+                // Kill without warning once a random number of records has committed.
+                let target = Int.random(in: 100...(total / 2))
+                try await database.client.withConnection { connection in
+                    try await connection.listen(on: "test_import_progress") { notifications in
+                        let running = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "50"])
+                        for try await notification in notifications {
+                            let parts = notification.payload.split(separator: " ")
+                            if (parts.first.flatMap { Int($0) } ?? 0) >= target || parts.last == "completed" { break }
+                        }
+                        running.signal(SIGKILL)
+                        _ = try? ProcessRunner.wait(running)
+                    }
+                }
+                kills += 1
+            }
+            let last = try await Self.importJSON(cli, file, ["--batch-size", "50"])
+            #expect(last.status == 0, "\(last.output)")
+            #expect(last.job["records"] as? Int == total, "\(last.job)")
+            #expect(last.job["created"] as? Int == total - bad && last.job["errors"] as? Int == bad)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE NOT dry_run") == 1, "one job, resumed \(kills) times")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == total - bad)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 2 * (total - bad))
+            let errorLines = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
+            #expect(errorLines.count == bad, "each bad line once")
+        }
+    }
+}
