@@ -50,4 +50,14 @@ extension Date {
             return 20
         }
     }
+
+    /// `2026-11-21T04:59:18.123456Z`: UTC with microseconds (exports that must read back the
+    /// same instant).
+    public var iso8601MicrosecondsString: String {
+        let whole = timeIntervalSince1970.rounded(.down)
+        let micros = Int(((timeIntervalSince1970 - whole) * 1_000_000).rounded())
+        let carried = micros == 1_000_000
+        let seconds = Date(timeIntervalSince1970: whole + (carried ? 1 : 0)).iso8601String
+        return String(seconds.dropLast()) + "." + String(String((carried ? 0 : micros) + 1_000_000).dropFirst()) + "Z"
+    }
 }

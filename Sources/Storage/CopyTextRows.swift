@@ -52,10 +52,7 @@ struct CopyTextRows {
     /// `2026-11-18T11:06:40.123456Z`: UTC with microseconds.
     mutating func timestamp(_ value: Date?) {
         guard let value else { return null() }
-        let whole = value.timeIntervalSince1970.rounded(.down)
-        let micros = Int(((value.timeIntervalSince1970 - whole) * 1_000_000).rounded(.down))
-        let seconds = Date(timeIntervalSince1970: whole).iso8601String
-        text(String(seconds.dropLast()) + "." + String(String(micros + 1_000_000).dropFirst()) + "Z")
+        text(value.iso8601MicrosecondsString)
     }
 
     /// A `bytea` in hex form (`\x…`, its backslash escaped for COPY).

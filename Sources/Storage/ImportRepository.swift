@@ -164,6 +164,119 @@ public struct ImportRepository: Sendable {
             """, logger: logger)
     }
 
+    /// One account as `broker export users` writes it: its columns, and its identities as JSON
+    /// (`[{"provider", "subject", "provider_scope", "email"?, "email_verified", "is_private_email"}]`).
+    public struct ExportedAccount: Sendable {
+        public let id: UUID
+        public let externalID: String?
+        public let email: String?
+        public let emailVerified: Bool
+        public let name: PersonName
+        public let status: AccountStatus
+        public let createdAt: Date
+        public let identitiesJSON: String
+    }
+
+    /// The tenant's accounts after `after` in id order (deleted ones left out), `limit` at a
+    /// time: an export reads the whole tenant in pages, never all at once.
+    public func exportPage(tenantID: UUID, after: UUID?, limit: Int) async throws -> [ExportedAccount] {
+        let after = after ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        return try await client.rows(
+            """
+            SELECT a.id, a.external_id, a.email, a.email_verified, a.given_name, a.family_name, a.status, a.created_at,
+                coalesce((
+                    SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                        'provider', i.provider, 'subject', i.subject, 'provider_scope', i.provider_scope, 'email', i.email,
+                        'email_verified', i.email_verified, 'is_private_email', i.is_private_email)) ORDER BY i.created_at, i.id)
+                    FROM identities i WHERE i.tenant_id = a.tenant_id AND i.account_id = a.id), '[]'::jsonb)::text
+            FROM accounts a
+            WHERE a.tenant_id = \(tenantID) AND a.status <> 'deleted' AND a.id > \(after)
+            ORDER BY a.id LIMIT \(limit)
+            """, logger: logger
+        ).map { row in
+            var reader = RowReader(row)
+            let (id, externalID, email, emailVerified): (UUID, String?, String?, Bool) =
+                (try reader.next(), try reader.next(), try reader.next(), try reader.next())
+            let name = PersonName(givenName: try reader.next(), familyName: try reader.next())
+            let status = AccountStatus(rawValue: try reader.next(String.self)) ?? .disabled
+            return ExportedAccount(
+                id: id, externalID: externalID, email: email, emailVerified: emailVerified, name: name, status: status,
+                createdAt: try reader.next(), identitiesJSON: try reader.next())
+        }
+    }
+
+    /// What a rollback removed and kept.
+    public struct Rollback: Sendable, Equatable {
+        public var accountsRemoved = 0
+        public var identitiesRemoved = 0
+        /// Accounts the job created that have signed in since (kept unless forced).
+        public var accountsKept = 0
+        /// Identities the job created that stay: on kept accounts, or signed in with since.
+        public var identitiesKept = 0
+    }
+
+    /// Removes what job `jobID` created (issue 24): its accounts with their identities, and the
+    /// identities it added to accounts that existed. An account that has signed in since the
+    /// import stays, with its identities, and so does an added identity that was signed in
+    /// with, unless `force`. A dry run reports and changes nothing. The job becomes
+    /// `rolled_back` with an audit row.
+    public func rollback(jobID: UUID, tenantID: UUID, force: Bool, dryRun: Bool, actor: String) async throws -> Rollback {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                let row = try await connection.query(
+                    """
+                    WITH kept AS MATERIALIZED (
+                        SELECT a.id FROM accounts a
+                        WHERE a.tenant_id = \(tenantID) AND a.import_job_id = \(jobID) AND NOT \(force)
+                            AND (a.last_seen_at IS NOT NULL
+                                OR EXISTS (SELECT 1 FROM sessions s WHERE s.tenant_id = a.tenant_id AND s.account_id = a.id))
+                    ), gone_identities AS (
+                        DELETE FROM identities i
+                        WHERE i.tenant_id = \(tenantID) AND i.import_job_id = \(jobID) AND i.account_id NOT IN (SELECT id FROM kept)
+                            AND (\(force) OR (i.last_sign_in_at IS NULL AND NOT EXISTS (
+                                SELECT 1 FROM sessions s WHERE s.tenant_id = i.tenant_id AND s.account_id = i.account_id AND s.identity_id = i.id)))
+                        RETURNING i.id
+                    ), gone_accounts AS (
+                        DELETE FROM accounts a
+                        WHERE a.tenant_id = \(tenantID) AND a.import_job_id = \(jobID) AND a.id NOT IN (SELECT id FROM kept)
+                        RETURNING a.id
+                    ), marked AS (
+                        UPDATE import_jobs SET status = 'rolled_back', updated_at = now()
+                        WHERE tenant_id = \(tenantID) AND id = \(jobID) AND NOT \(dryRun)
+                    )
+                    SELECT (SELECT count(*) FROM gone_accounts)::int8, (SELECT count(*) FROM gone_identities)::int8,
+                        (SELECT count(*) FROM kept)::int8,
+                        ((SELECT count(*) FROM identities WHERE tenant_id = \(tenantID) AND import_job_id = \(jobID))
+                            - (SELECT count(*) FROM gone_identities))::int8
+                    """, logger: logger
+                ).collect().first
+                var result = Rollback()
+                if let row {
+                    let (accounts, identities, kept, identitiesKept) = try row.decode((Int, Int, Int, Int).self)
+                    result = Rollback(
+                        accountsRemoved: accounts, identitiesRemoved: identities, accountsKept: kept, identitiesKept: identitiesKept)
+                }
+                if dryRun {
+                    try await connection.query("ROLLBACK", logger: logger)
+                } else {
+                    try await AuditLogRepository.append(
+                        tenantID: tenantID, actor: actor, action: "import.rolled_back", target: jobID.lowercasedString,
+                        details: [
+                            "accounts_removed": .int(result.accountsRemoved), "identities_removed": .int(result.identitiesRemoved),
+                            "accounts_kept": .int(result.accountsKept), "identities_kept": .int(result.identitiesKept), "force": .bool(force),
+                        ],
+                        on: connection, logger: logger)
+                    try await connection.query("COMMIT", logger: logger)
+                }
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
     static func decodeJob(_ row: PostgresRow) throws -> Job {
         var reader = RowReader(row)
         let (id, tenantID, source, fileName, fileDigest, fileBytes, dryRun): (UUID, UUID, String, String?, String?, Int64?, Bool) =

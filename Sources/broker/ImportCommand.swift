@@ -15,12 +15,12 @@ import Storage
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Import existing social-login users (Firebase, Auth0, Supabase, JSON lines); list and show import jobs.",
+        abstract: "Import existing social-login users (Firebase, Auth0, Supabase, JSON lines); list, show and roll back import jobs.",
         discussion: """
             Formats and examples: docs/import.md. Each batch commits with the job's place in the file: a killed \
             import continues with --resume JOB_ID, or by running the same file again while its job is unfinished.
             """,
-        subcommands: [Users.self, List.self, Show.self])
+        subcommands: [Users.self, List.self, Show.self, Rollback.self])
 
     /// A job as `--json` prints it.
     struct JobJSON: Encodable {
@@ -236,6 +236,68 @@ struct ImportCommand: AsyncParsableCommand {
                     started:    \(Output.date(job.startedAt))
                     finished:   \(Output.date(job.finishedAt))
                     """)
+            }
+        }
+    }
+}
+
+extension ImportCommand {
+    struct Rollback: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove the accounts and identities an import job created.",
+            discussion: """
+                Accounts that have signed in since the import stay, with their identities, and so do identities the job added \
+                to existing accounts that were signed in with; --force removes them too. The job becomes rolled_back.
+                """)
+        @Argument(help: "The job id.") var jobID: String
+        @Option(help: "The tenant slug (optional: a job id names one job).") var tenant: String?
+        @Flag(help: "Say what would be removed and kept; change nothing.") var dryRun = false
+        @Flag(help: "Remove accounts that have signed in since the import as well.") var force = false
+        @OptionGroup var options: CommonOptions
+
+        func run() async throws {
+            try await runReporting(json: options.json) {
+                guard let id = UUID(uuidString: jobID) else { throw BrokerError.invalidArgument("JOB_ID is a job id (a UUID).") }
+                let context = try CLIContext()
+                let (slug, actor, dryRun, force) = (tenant, context.actor, dryRun, force)
+                let result = try await context.withDatabase { database -> (ImportRepository.Job, ImportRepository.Rollback) in
+                    var tenantID: UUID?
+                    if let slug { tenantID = try await TenantAdmin(database: database, actor: actor).find(slug).id }
+                    guard let job = try await database.imports.job(id: id, tenantID: tenantID) else {
+                        throw BrokerError(
+                            code: "import_job_not_found", kind: .notFound, title: "Import job not found",
+                            detail: "No import job \(id.lowercasedString).", hint: "List jobs with: broker import list --tenant T")
+                    }
+                    guard !job.dryRun else { throw BrokerError.invalidArgument("Job \(id.lowercasedString) was a dry run: it created nothing.") }
+                    return (
+                        job,
+                        try await database.imports.rollback(jobID: job.id, tenantID: job.tenantID, force: force, dryRun: dryRun, actor: actor)
+                    )
+                }
+                let (job, rollback) = result
+                if options.json {
+                    struct Output_: Encodable {
+                        let job_id: String
+                        let dry_run: Bool
+                        let accounts_removed: Int
+                        let identities_removed: Int
+                        let accounts_kept: Int
+                        let identities_kept: Int
+                    }
+                    return try Output.json(
+                        Output_(
+                            job_id: job.id.lowercasedString, dry_run: dryRun, accounts_removed: rollback.accountsRemoved,
+                            identities_removed: rollback.identitiesRemoved, accounts_kept: rollback.accountsKept,
+                            identities_kept: rollback.identitiesKept))
+                }
+                let verb = dryRun ? "Would remove" : "Removed"
+                print("\(verb) \(rollback.accountsRemoved) accounts and \(rollback.identitiesRemoved) identities of job \(job.id.lowercasedString).")
+                if rollback.accountsKept + rollback.identitiesKept > 0 {
+                    print(
+                        "Kept \(rollback.accountsKept) accounts and \(rollback.identitiesKept) identities: they have signed in since the import "
+                            + "(their people would lose their accounts). Run again with --force to remove them too.")
+                }
+                if dryRun { print("Nothing was changed (--dry-run).") }
             }
         }
     }

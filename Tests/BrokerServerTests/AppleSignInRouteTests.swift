@@ -57,12 +57,14 @@ import Testing
     func responseJSONMatchesTheGeneratedEncoding(_ value: Components.Schemas.SignInResponse) throws {
         let direct = try #require(try JSONSerialization.jsonObject(with: Data(value.json)) as? NSDictionary)
         let generated = try #require(try JSONSerialization.jsonObject(with: try Self.codableJSON(value)) as? [String: Any])
-        // The differences the contract asks for: `account.name` and `linked_by` are always
-        // present, null when unknown (the synthesized conformance leaves them out).
+        // The differences the contract asks for: `account.name`, `account.external_id` and
+        // `linked_by` are always present, null when unknown (the synthesized conformance leaves
+        // them out).
         var expected = generated
         if expected["linked_by"] == nil { expected["linked_by"] = NSNull() }
         var account = try #require(expected["account"] as? [String: Any])
         if account["name"] == nil { account["name"] = NSNull() }
+        if account["external_id"] == nil { account["external_id"] = NSNull() }
         expected["account"] = account
         #expect(direct == expected as NSDictionary)
         if value.account.name == nil {

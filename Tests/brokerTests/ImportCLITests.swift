@@ -21,18 +21,23 @@ import Testing
             defer { try? FileManager.default.removeItem(atPath: folder) }
             try P256.Signing.PrivateKey().pemRepresentation.write(toFile: folder + "key.p8", atomically: true, encoding: .utf8)
             try "secret-of-the-app".write(toFile: folder + "fb.secret", atomically: true, encoding: .utf8)
-            #expect(try await cli.run("tenant", "create", "acme").status == 0)
-            let steps: [[String]] = [
-                ["apple", "team", "set", "--tenant", "acme", "--team-id", team, "--key-id", "KEY0000001", "--private-key-file", folder + "key.p8"],
-                ["apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app"],
-                ["provider", "enable", "google", "--tenant", "acme", "--client-id", "111-web.apps.googleusercontent.com", "--platforms", "android,web"],
-                ["provider", "enable", "facebook", "--tenant", "acme", "--app-id", facebookApp, "--app-secret-file", folder + "fb.secret", "--platforms", "android,web"],
-            ]
-            for step in steps {
-                let result = try await cli.run(step)
-                #expect(result.status == 0, "\(step): \(result.output)")
-            }
+            try await configure(cli, "acme", folder)
             try await body(cli, database, folder)
+        }
+    }
+
+    /// Creates tenant `slug` with the Apple team, Google and Facebook.
+    static func configure(_ cli: BrokerCLI, _ slug: String, _ folder: String) async throws {
+        #expect(try await cli.run("tenant", "create", slug).status == 0)
+        let steps: [[String]] = [
+            ["apple", "team", "set", "--tenant", slug, "--team-id", team, "--key-id", "KEY0000001", "--private-key-file", folder + "key.p8"],
+            ["apple", "group", "add", "--tenant", slug, "--primary-app-id", "com.\(slug).app"],
+            ["provider", "enable", "google", "--tenant", slug, "--client-id", "111-web.apps.googleusercontent.com", "--platforms", "android,web"],
+            ["provider", "enable", "facebook", "--tenant", slug, "--app-id", facebookApp, "--app-secret-file", folder + "fb.secret", "--platforms", "android,web"],
+        ]
+        for step in steps {
+            let result = try await cli.run(step)
+            #expect(result.status == 0, "\(step): \(result.output)")
         }
     }
 
@@ -209,6 +214,64 @@ import Testing
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 2 * (total - bad))
             let errorLines = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
             #expect(errorLines.count == bad, "each bad line once")
+        }
+    }
+    @Test func aRollbackRemovesWhatItsJobCreatedAndKeepsWhoSignedInSince() async throws {
+        try await Self.withTenant { cli, database, folder in
+            try (Self.line("u-0", [Self.google("g-0")]) + "\n").write(toFile: folder + "earlier.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await Self.importJSON(cli, folder + "earlier.jsonl").status == 0)
+            let lines = [Self.line("u-0", [Self.google("g-0"), Self.google("g-0b")]), Self.line("u-1", [Self.google("g-1")]), Self.line("u-2", [Self.google("g-2")])]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: folder + "later.jsonl", atomically: true, encoding: .utf8)
+            let later = try await Self.importJSON(cli, folder + "later.jsonl")
+            #expect(later.job["created"] as? Int == 2 && later.job["updated"] as? Int == 1, "\(later.output)")
+            let id = try #require(later.job["job_id"] as? String)
+            // u-1 signs in after the import.
+            try await database.client.query("UPDATE accounts SET last_seen_at = now() WHERE external_id = 'u-1'")
+
+            let dry = try await cli.run("import", "rollback", id, "--dry-run", "--json")
+            #expect(dry.status == 0, "\(dry.output)")
+            let planned = try dry.object()
+            #expect(planned["accounts_removed"] as? Int == 1 && planned["identities_removed"] as? Int == 2)
+            #expect(planned["accounts_kept"] as? Int == 1 && planned["identities_kept"] as? Int == 1)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 4, "a dry run changes nothing")
+
+            let done = try await cli.run("import", "rollback", id, "--tenant", "acme")
+            #expect(done.status == 0 && done.output.contains("Kept 1 accounts") && done.output.contains("--force"), "\(done.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id IN ('u-0', 'u-1')") == 2)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities WHERE subject IN ('g-0', 'g-1')") == 2)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities WHERE subject IN ('g-0b', 'g-2')") == 0)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE status = 'rolled_back'") == 1)
+
+            let forced = try await cli.run("import", "rollback", id, "--force", "--json")
+            #expect(try forced.object()["accounts_removed"] as? Int == 1)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 1, "only u-0, from the earlier job")
+        }
+    }
+
+    @Test func anExportImportsIntoAFreshTenantAsTheSameAccounts() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let lines = [
+                "{\"external_id\":\"e-1\",\"email\":\"ada@example.com\",\"email_verified\":true,\"name\":{\"given_name\":\"Ada\",\"family_name\":\"Lovelace\"},"
+                    + "\"created_at\":\"2021-03-04T05:06:07.123456Z\",\"identities\":[\(Self.google("g-e1")),\(Self.apple("001.e1"))]}",
+                "{\"external_id\":\"e-2\",\"status\":\"disabled\",\"identities\":[\(Self.facebook("f-e2"))]}",
+            ]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: folder + "in.jsonl", atomically: true, encoding: .utf8)
+            #expect(try await Self.importJSON(cli, folder + "in.jsonl").status == 0)
+            let exported = try await cli.run("export", "users", "--tenant", "acme", "--out", folder + "out.jsonl", "--json")
+            #expect(try exported.status == 0 && exported.object()["accounts"] as? Int == 2, "\(exported.output)")
+            let first = try String(contentsOfFile: folder + "out.jsonl", encoding: .utf8)
+            #expect(!first.contains("refresh_token") && first.contains("\"created_at\":\"2021-03-04T05:06:07.123456Z\""), "\(first)")
+            let mode = try FileManager.default.attributesOfItem(atPath: folder + "out.jsonl")[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+
+            try await Self.configure(cli, "fresh", folder)
+            let imported = try await cli.run(["import", "users", "--tenant", "fresh", "--from", "jsonl", "--file", folder + "out.jsonl", "--json"])
+            #expect(try imported.status == 0 && imported.object()["created"] as? Int == 2, "\(imported.output)")
+            #expect(try await cli.run("export", "users", "--tenant", "fresh", "--out", folder + "again.jsonl").status == 0)
+            let again = try String(contentsOfFile: folder + "again.jsonl", encoding: .utf8)
+            #expect(Set(first.split(separator: "\n")) == Set(again.split(separator: "\n")), "\(first)\n\(again)")
+            // The two tenants hold the same Apple and Facebook ids apart.
+            #expect(try await Self.count(database, "SELECT count(DISTINCT tenant_id)::int8 FROM identities WHERE subject = '001.e1'") == 2)
         }
     }
 }

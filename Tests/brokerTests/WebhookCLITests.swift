@@ -101,6 +101,6 @@ import Testing
 enum EventTypeNames {
     static let all = [
         "account.created", "account.deleted", "identity.linked", "identity.unlinked", "apple.consent_revoked", "apple.account_deleted",
-        "apple.email_disabled", "apple.email_enabled",
+        "apple.email_disabled", "apple.email_enabled", "import.completed",
     ]
 }

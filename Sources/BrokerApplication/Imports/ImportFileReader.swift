@@ -15,8 +15,19 @@ package struct ImportFileReader {
 
     package struct User: Sendable {
         package let bytes: [UInt8]
+        /// The line the user starts on (1-based).
         package let line: Int
+        /// The line `endOffset` lies on (after a JSON line's newline: the next line): a job
+        /// resumed after this user opens the file at `endOffset` with this line.
+        package var endLine: Int
         package let endOffset: Int64
+
+        init(bytes: [UInt8], line: Int, endLine: Int? = nil, endOffset: Int64) {
+            self.bytes = bytes
+            self.line = line
+            self.endLine = endLine ?? line
+            self.endOffset = endOffset
+        }
     }
 
     package enum Failure: Error, Equatable, CustomStringConvertible {
@@ -50,8 +61,8 @@ package struct ImportFileReader {
     private var inArray: Bool
     private var arrayClosed = false
 
-    /// Opens `path` at `offset` (0, or a job's cursor), where line `line` + 1 starts.
-    package init(path: String, layout: Layout, offset: Int64 = 0, line: Int = 0) throws {
+    /// Opens `path` at `offset` (0, or a job's cursor), which lies on line `line` (1-based).
+    package init(path: String, layout: Layout, offset: Int64 = 0, line: Int = 1) throws {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
         }
@@ -59,7 +70,7 @@ package struct ImportFileReader {
         self.handle = handle
         self.layout = layout
         self.bufferOffset = offset
-        self.line = line + 1
+        self.line = max(1, line)
         self.inArray = offset > 0
     }
 
@@ -98,7 +109,7 @@ package struct ImportFileReader {
                 position = newline + 1
                 searched = position
                 if bytes.allSatisfy(Self.isWhitespace) { continue }
-                return User(bytes: bytes, line: startLine, endOffset: bufferOffset + Int64(position))
+                return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position))
             }
             guard buffer.count - position <= Self.maxUserBytes else { throw Failure.userTooLong(line: line) }
             let pending = buffer.count - position
@@ -109,7 +120,7 @@ package struct ImportFileReader {
                 if bytes.allSatisfy(Self.isWhitespace) { return nil }
                 let startLine = line
                 line += 1
-                return User(bytes: bytes, line: startLine, endOffset: bufferOffset + Int64(position))
+                return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position))
             }
             searched = position + pending
         }
@@ -224,7 +235,7 @@ package struct ImportFileReader {
                         let bytes = Array(buffer[position..<scan])
                         position = scan
                         line += newlines
-                        return User(bytes: bytes, line: startLine, endOffset: bufferOffset + Int64(position))
+                        return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position))
                     }
                 case UInt8(ascii: "\n"): newlines += 1
                 default: break

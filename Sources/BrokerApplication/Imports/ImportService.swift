@@ -100,7 +100,7 @@ package struct ImportService: Sendable {
         let errorFile = try ImportErrorFile(path: options.path + ".errors.jsonl", length: resumed ? job.errorFileBytes : 0)
         var reader = try ImportFileReader(
             path: options.path, layout: options.source == .firebase ? .usersArray : .lines, offset: job.cursorOffset,
-            line: Int(job.cursorLine))
+            line: max(1, Int(job.cursorLine)))
         defer { reader.close() }
 
         let startJob = job
@@ -155,7 +155,7 @@ package struct ImportService: Sendable {
         mutating func add(_ user: ImportFileReader.User, item: ImportItem, resolver: ImportProviderResolver) {
             read += 1
             endOffset = user.endOffset
-            endLine = user.line
+            endLine = user.endLine
             switch item {
             case .record(let record):
                 switch resolver.resolve(record) {
