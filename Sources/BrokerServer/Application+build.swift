@@ -18,10 +18,13 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     router.add(middleware: ProblemMiddleware(database: services.database))
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
-    router.add(middleware: RequestInfoMiddleware(maxBodyBytes: services.maxBodyBytes))
+    router.add(
+        middleware: RequestInfoMiddleware(
+            maxBodyBytes: services.maxBodyBytes,
+            largerBodies: [AccountImportRoute.operation.path: max(services.maxBodyBytes, AccountImportRoute.maxBodyBytes)]))
     router.add(
         middleware: StrictJSONBodyMiddleware(
-            maxBodyBytes: services.maxBodyBytes, parsedByHandlerUnder: [SignInRoute.pathPrefix]))
+            maxBodyBytes: services.maxBodyBytes, parsedByHandlerUnder: [SignInRoute.pathPrefix, AccountImportRoute.operation.path]))
     let handlers = APIHandlers(services: services)
     let signIn = SignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
     router.on(RouterPath(SignInRoute.routerPath), method: .post) { request, context in
@@ -33,6 +36,10 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
     }
     router.on(RouterPath(AccountRoute.listOperation.path), method: AccountRoute.listOperation.method) { request, context in
         try await account.list(request, context: context)
+    }
+    let accountImport = AccountImportRoute(handlers: handlers)
+    router.on(RouterPath(AccountImportRoute.operation.path), method: AccountImportRoute.operation.method) { request, context in
+        try await accountImport.respond(request, context: context)
     }
     let links = IdentityLinkRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
     router.on(RouterPath(IdentityLinkRoute.linkPath), method: .post) { request, context in
@@ -74,7 +81,7 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
         try await notifications.receive(request, context: context)
     }
     let servedDirectly =
-        SignInRoute.operations + [AccountRoute.operation, AccountRoute.listOperation, LoginOptionsRoute.operation, AppleNotificationRoute.operation, EventsRoute.operation]
+        SignInRoute.operations + [AccountRoute.operation, AccountRoute.listOperation, AccountImportRoute.operation, LoginOptionsRoute.operation, AppleNotificationRoute.operation, EventsRoute.operation]
         + IdentityLinkRoute.operations
         + AccountStatusRoute.operations + WebSignInRoute.operations
     try handlers.registerHandlers(

@@ -134,6 +134,15 @@ public struct ImportRepository: Sendable {
         }
     }
 
+    /// Writes `rows` in one transaction outside any job (`POST /v1/accounts/import`): the same
+    /// rules as a job's batch, each record all or nothing; the rows carry no job id.
+    public func write(_ rows: [ImportRow], tenantID: UUID) async throws -> [ImportOutcome] {
+        let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, logger: logger)
+        return try await client.withConnection { connection in
+            try await writer.write(rows, on: connection) { _, _, _ in () }.outcomes
+        }
+    }
+
     /// Ends a job: `completed`, or `stopped` with the reason (resumable). A real job that
     /// completes writes one `import.completed` event with its counts (imported accounts emit no
     /// event each).
@@ -187,7 +196,7 @@ public struct ImportRepository: Sendable {
                 coalesce((
                     SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
                         'provider', i.provider, 'subject', i.subject, 'provider_scope', i.provider_scope, 'email', i.email,
-                        'email_verified', i.email_verified, 'is_private_email', i.is_private_email)) ORDER BY i.created_at, i.id)
+                        'email_verified', i.email_verified, 'is_private_email', i.is_private_email)) ORDER BY i.provider, i.provider_scope, i.subject)
                     FROM identities i WHERE i.tenant_id = a.tenant_id AND i.account_id = a.id), '[]'::jsonb)::text
             FROM accounts a
             WHERE a.tenant_id = \(tenantID) AND a.status <> 'deleted' AND a.id > \(after)

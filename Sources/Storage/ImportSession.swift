@@ -10,26 +10,69 @@ public struct ImportSession: Sendable {
     public let job: ImportRepository.Job
     let logger: Logger
 
-    /// How often a batch is tried again when a sign-in or another import wrote one of its keys
-    /// between the batch's reads and its writes (a unique violation rolls the whole batch back;
-    /// the next try reads the new rows and reports the record as a conflict or unchanged).
-    static let attempts = 3
+    var writer: ImportBatchWriter {
+        ImportBatchWriter(tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, logger: logger)
+    }
 
     /// Writes `rows` (nothing in a dry run), advances the job and adds the batch's counts, all
     /// in one transaction. `progress` is called with the rows' outcomes before the commit (to
     /// write the batch's error lines) and says where the job now is; a batch tried again calls
     /// it again. Returns each row's outcome.
     public func write(
-        _ rows: [ImportRow], progress: ([ImportOutcome]) throws -> ImportRepository.Progress
+        _ rows: [ImportRow], progress makeProgress: ([ImportOutcome]) throws -> ImportRepository.Progress
     ) async throws -> (outcomes: [ImportOutcome], counts: ImportCounts) {
+        let (tenantID, jobID) = (job.tenantID, job.id)
+        return try await writer.write(rows, on: connection) { outcomes, identities, connection in
+            let progress = try makeProgress(outcomes)
+            var counts = ImportCounts()
+            for outcome in outcomes { counts.add(outcome) }
+            counts.skipped = progress.skipped
+            counts.errors = progress.errors
+            counts.records += progress.skipped + progress.errors
+            counts.identities = identities
+            try await connection.query(
+                """
+                UPDATE import_jobs SET cursor_offset = \(progress.cursorOffset), cursor_line = \(progress.cursorLine),
+                    error_file_bytes = \(progress.errorFileBytes), records = records + \(counts.records), created = created + \(counts.created),
+                    updated = updated + \(counts.updated), unchanged = unchanged + \(counts.unchanged), conflicts = conflicts + \(counts.conflicts),
+                    skipped = skipped + \(counts.skipped), errors = errors + \(counts.errors), identities = identities + \(counts.identities),
+                    updated_at = now()
+                WHERE tenant_id = \(tenantID) AND id = \(jobID)
+                """, logger: logger)
+            return counts
+        }
+    }
+}
+
+/// Writes import batches (issue 24; decision 0047): each in one transaction, read, decided,
+/// written with `COPY`, and tried again when a concurrent write took one of its keys. A job's
+/// batches carry the job's id on their rows; the API's (`POST /v1/accounts/import`) carry none.
+struct ImportBatchWriter: Sendable {
+    let tenantID: UUID
+    let jobID: UUID?
+    let dryRun: Bool
+    let logger: Logger
+
+    /// How often a batch is tried again when a sign-in or another import wrote one of its keys
+    /// between the batch's reads and its writes (a unique violation rolls the whole batch back;
+    /// the next try reads the new rows and reports the record as a conflict or unchanged).
+    static let attempts = 3
+
+    /// Runs one batch in a transaction on `connection`; `finish` runs in it last, with the
+    /// outcomes and the number of identities written.
+    func write<Extra>(
+        _ rows: [ImportRow], on connection: PostgresConnection,
+        finish: ([ImportOutcome], Int, PostgresConnection) async throws -> Extra
+    ) async throws -> (outcomes: [ImportOutcome], counts: Extra) {
         var attempt = 1
         while true {
             do {
                 try await connection.query("BEGIN", logger: logger)
                 do {
-                    let written = try await writeBatch(rows, progress: progress, on: connection)
+                    let plan = try await writeBatch(rows, on: connection)
+                    let extra = try await finish(plan.outcomes, plan.identities.count, connection)
                     try await connection.query("COMMIT", logger: logger)
-                    return written
+                    return (plan.outcomes, extra)
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: logger)
                     throw error
@@ -41,34 +84,15 @@ public struct ImportSession: Sendable {
         }
     }
 
-    private func writeBatch(
-        _ rows: [ImportRow], progress makeProgress: ([ImportOutcome]) throws -> ImportRepository.Progress, on connection: PostgresConnection
-    ) async throws -> (outcomes: [ImportOutcome], counts: ImportCounts) {
-        let tenantID = job.tenantID
+    private func writeBatch(_ rows: [ImportRow], on connection: PostgresConnection) async throws -> ImportClassifier.Plan {
         var classifier = ImportClassifier(
             accounts: try await existingAccounts(rows, on: connection), owners: try await owners(rows, on: connection))
         let plan = classifier.plan(rows) { UUID.timeOrdered() }
-        if !job.dryRun {
+        if !dryRun {
             if !plan.accounts.isEmpty { try await copyAccounts(plan.accounts, on: connection) }
             if !plan.identities.isEmpty { try await copyIdentities(plan.identities, on: connection) }
         }
-        let progress = try makeProgress(plan.outcomes)
-        var counts = ImportCounts()
-        for outcome in plan.outcomes { counts.add(outcome) }
-        counts.skipped = progress.skipped
-        counts.errors = progress.errors
-        counts.records += progress.skipped + progress.errors
-        counts.identities = plan.identities.count
-        try await connection.query(
-            """
-            UPDATE import_jobs SET cursor_offset = \(progress.cursorOffset), cursor_line = \(progress.cursorLine),
-                error_file_bytes = \(progress.errorFileBytes), records = records + \(counts.records), created = created + \(counts.created),
-                updated = updated + \(counts.updated), unchanged = unchanged + \(counts.unchanged), conflicts = conflicts + \(counts.conflicts),
-                skipped = skipped + \(counts.skipped), errors = errors + \(counts.errors), identities = identities + \(counts.identities),
-                updated_at = now()
-            WHERE tenant_id = \(tenantID) AND id = \(job.id)
-            """, logger: logger)
-        return (plan.outcomes, counts)
+        return plan
     }
 
     private func existingAccounts(_ rows: [ImportRow], on connection: PostgresConnection) async throws
@@ -80,7 +104,7 @@ public struct ImportSession: Sendable {
         let result = try await connection.query(
             """
             SELECT external_id, id, status FROM accounts
-            WHERE tenant_id = \(job.tenantID) AND external_id = ANY(\(externalIDs)::text[])
+            WHERE tenant_id = \(tenantID) AND external_id = ANY(\(externalIDs)::text[])
             """, logger: logger)
         for try await (externalID, id, status) in result.decode((String, UUID, String).self) {
             found[externalID] = .init(id: id, status: AccountStatus(rawValue: status) ?? .disabled)
@@ -97,7 +121,7 @@ public struct ImportSession: Sendable {
             SELECT i.provider, i.provider_scope, i.subject, i.account_id
             FROM unnest(\(identities.map(\.provider))::text[], \(identities.map(\.providerScope))::text[],
                 \(identities.map(\.subject))::text[]) AS k(p, s, u)
-            JOIN identities i ON i.tenant_id = \(job.tenantID) AND i.provider = k.p AND i.provider_scope = k.s AND i.subject = k.u
+            JOIN identities i ON i.tenant_id = \(tenantID) AND i.provider = k.p AND i.provider_scope = k.s AND i.subject = k.u
             """, logger: logger)
         for try await (provider, scope, subject, accountID) in result.decode((String, String, String, UUID).self) {
             owners[ImportIdentityKey(provider: provider, providerScope: scope, subject: subject)] = accountID
@@ -115,7 +139,7 @@ public struct ImportSession: Sendable {
         let now = Date()
         for (id, row) in accounts {
             rows.uuid(id)
-            rows.uuid(job.tenantID)
+            rows.uuid(tenantID)
             rows.text(row.externalID)
             rows.text(row.name.givenName)
             rows.text(row.name.familyName)
@@ -126,7 +150,7 @@ public struct ImportSession: Sendable {
             rows.bool(row.isPrivateEmail)
             rows.text(row.status.rawValue)
             rows.timestamp(row.createdAt ?? now)
-            rows.uuid(job.id)
+            rows.uuid(jobID)
             rows.endRow()
         }
         let buffer = rows.buffer
@@ -147,7 +171,7 @@ public struct ImportSession: Sendable {
         let now = Date()
         for (accountID, identity, createdAt) in identities {
             rows.uuid(UUID.timeOrdered())
-            rows.uuid(job.tenantID)
+            rows.uuid(tenantID)
             rows.uuid(accountID)
             rows.text(identity.provider)
             rows.text(identity.providerScope)
@@ -158,7 +182,7 @@ public struct ImportSession: Sendable {
             rows.bytes(identity.sealedRefreshToken)
             rows.text(identity.sealedRefreshToken == nil ? nil : identity.refreshTokenClientID)
             rows.timestamp(createdAt ?? now)
-            rows.uuid(job.id)
+            rows.uuid(jobID)
             rows.endRow()
         }
         let buffer = rows.buffer

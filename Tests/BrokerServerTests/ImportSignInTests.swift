@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import NIOCore
 import Storage
 import TestSupport
 import Testing
@@ -83,6 +84,44 @@ import Testing
             } else {
                 #expect(apple.accountID != imported)
                 #expect(apple.body["possible_duplicate"] as? Bool == true)
+            }
+        }
+    }
+
+    static func postImport(_ setup: S, _ body: Any) async throws -> TestResponse {
+        try await setup.client.execute(
+            uri: "/v1/accounts/import", method: .post,
+            headers: [.authorization: "Bearer \(setup.keys["acme"] ?? "")", .contentType: "application/json"],
+            body: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
+    }
+
+    @Test func theImportRouteAnswersOneResultPerRecordAndWritesWholeRecordsOnly() async throws {
+        try await L.run { setup in
+            let native = try await L.signInWithApple(setup, subject: "001.taken")
+            let records: [[String: Any]] = [
+                ["external_id": "api-1", "email": "api1@example.com", "identities": [["provider": "google", "subject": "g-api-1"]]],
+                ["external_id": "api-2", "identities": [["provider": "google", "subject": "g-api-2"], ["provider": "apple", "subject": "001.taken"]]],
+                ["external_id": "api-3", "email": "no-at-sign", "identities": [["provider": "google", "subject": "g-api-3"]]],
+                ["external_id": "api-4", "identities": [["provider": "line", "subject": "U4"]]],
+            ]
+            let response = try await Self.postImport(setup, ["records": records])
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            let results = try #require(try response.json()["results"] as? [[String: Any]])
+            #expect(results.map { $0["status"] as? String } == ["created", "conflict", "error", "error"])
+            #expect(results.map { $0["external_id"] as? String } == ["api-1", "api-2", "api-3", "api-4"])
+            #expect(results[0]["reason"] is NSNull && results[0]["account_id"] as? String != nil)
+            #expect((results[1]["reason"] as? String)?.contains(native.accountID) == true, "\(results[1])")
+            #expect(try await setup.count("identities WHERE subject = 'g-api-2'") == 0, "a conflict writes nothing of its record")
+            // The same record again changes nothing.
+            let again = try await Self.postImport(setup, ["records": [records[0]]])
+            let second = try #require(try again.json()["results"] as? [[String: Any]])
+            #expect(second.first?["status"] as? String == "unchanged" && second.first?["account_id"] as? String == results[0]["account_id"] as? String)
+            let found = try await Self.find(setup, "?external_id=api-1")
+            #expect((try found.json()["accounts"] as? [Any])?.count == 1)
+
+            for bad: Any in [["records": []], ["records": Array(repeating: records[0], count: 1_001)], ["people": records], [1, 2]] {
+                let refused = try await Self.postImport(setup, bad)
+                #expect(refused.status == .badRequest && refused.problemCode == "invalid_request", "\(refused.status) \(String(buffer: refused.body).prefix(300))")
             }
         }
     }

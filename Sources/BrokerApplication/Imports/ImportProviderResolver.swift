@@ -27,8 +27,8 @@ package struct ImportProviderResolver: Sendable {
     let tenantID: UUID
     let secrets: SecretBox
 
-    /// Reads the tenant's providers. `map` is `--map-provider SOURCE=ID`; the built-in names
-    /// `apple`, `google` and `facebook` map to themselves unless mapped.
+    /// Reads the tenant's providers. `map` is `--map-provider SOURCE=ID`; `apple` and the
+    /// tenant's own provider ids map to themselves unless mapped.
     package static func load(
         tenant: Tenant, database: Database, secrets: SecretBox, appleTeam requestedTeam: String?, map: [String: String]
     ) async throws -> ImportProviderResolver {
@@ -69,8 +69,10 @@ package struct ImportProviderResolver: Sendable {
                     : Target(provider: id, type: configuration.type, scope: issuer, issuerTemplate: nil)
             }
         }
-        for builtIn in ["apple", "google", "facebook"] {
-            if let found = target(for: builtIn) { targets[builtIn] = found }
+        // A name that is one of the tenant's provider ids is that provider (the `jsonl` format
+        // names them so); other names need `--map-provider`.
+        for id in ["apple", "google", "facebook"] + configurations.map(\.provider.rawValue) {
+            if let found = target(for: id) { targets[id] = found }
         }
         for (source, id) in map {
             guard let found = target(for: id) else {
