@@ -93,3 +93,14 @@ extension Error {
         return nil
     }
 }
+
+/// A database failure as an operator reads it, without a query's values.
+public enum DatabaseFailureSummary {
+    /// `the database answered SQLSTATE 42P01`, or that the connection failed; nil when `error`
+    /// is not the database's.
+    public static func of(_ error: any Error) -> String? {
+        guard let failure = error.postgresError else { return nil }
+        if let state = failure.sqlState { return "the database answered SQLSTATE \(state)" }
+        return "the database could not be reached or the connection failed"
+    }
+}

@@ -274,4 +274,25 @@ import Testing
             #expect(try await Self.count(database, "SELECT count(DISTINCT tenant_id)::int8 FROM identities WHERE subject = '001.e1'") == 2)
         }
     }
+
+    @Test func aDatabaseFailureMidJobLeavesNoHalfBatchAndTheRunContinuesLater() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "users.jsonl"
+            try ((0..<30).map { Self.line("d-\($0)", [Self.google("g-d-\($0)"), Self.apple("001.d\($0)")]) }.joined(separator: "\n") + "\n")
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            // The identities table goes away: every batch fails after reading its keys.
+            try await database.client.query("ALTER TABLE identities RENAME TO identities_away")
+            let failed = try await Self.importJSON(cli, file, ["--batch-size", "10"])
+            try await database.client.query("ALTER TABLE identities_away RENAME TO identities")
+            #expect(failed.status == 1 && failed.output.contains("import_interrupted") && failed.output.contains("--resume"), "\(failed.output)")
+            #expect(!failed.output.contains("g-d-"), "no value of the batch in the message")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 0, "no half-written batch")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE status = 'running' AND records = 0") == 1)
+
+            let again = try await Self.importJSON(cli, file, ["--batch-size", "10"])
+            #expect(again.status == 0 && again.job["created"] as? Int == 30, "\(again.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs") == 1, "the same job went on")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 60)
+        }
+    }
 }

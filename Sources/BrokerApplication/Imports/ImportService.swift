@@ -106,7 +106,46 @@ package struct ImportService: Sendable {
         let startJob = job
         let source = options.source
         let batchSize = max(1, options.batchSize)
-        let final: (counts: ImportCounts, stop: String?) = try await database.imports.withJob(startJob) { session in
+        let final: (counts: ImportCounts, stop: String?)
+        do {
+            final = try await run(
+                startJob, reader: &reader, errorFile: errorFile, resolver: resolver, source: source, batchSize: batchSize,
+                maxErrors: maxErrors, fileBytes: fileBytes, progress: progress)
+        } catch is ImportJobBusy {
+            throw BrokerError(
+                code: "import_job_running", kind: .conflict, title: "Import job running",
+                detail: "Job \(job.id.lowercasedString) is being run by another process.",
+                hint: "Wait for it (broker import show \(job.id.lowercasedString)), or stop that process first.")
+        } catch let error as BrokerError {
+            throw error
+        } catch {
+            // The database or the file failed mid-job: every committed batch stays, the job
+            // continues after the last one.
+            logger.error(
+                "import interrupted", metadata: ["job": "\(job.id.lowercasedString)", "error": "\(String(reflecting: type(of: error)))"])
+            throw BrokerError(
+                code: "import_interrupted", kind: .unavailable, title: "Import interrupted",
+                detail: "Job \(job.id.lowercasedString) was interrupted (\(Self.describe(error))); the batches committed before it stay.",
+                hint: "Run the same command again, or add --resume \(job.id.lowercasedString): it continues after the last committed batch.")
+        }
+        let status = final.stop == nil ? "completed" : "stopped"
+        try await database.imports.finish(jobID: job.id, tenantID: tenant.id, status: status, reason: final.stop)
+        logger.notice(
+            "import finished",
+            metadata: [
+                "tenant": "\(tenant.slug)", "job": "\(job.id.lowercasedString)", "status": "\(status)", "records": "\(final.counts.records)",
+                "created": "\(final.counts.created)", "errors": "\(final.counts.errors)",
+            ])
+        let finished = try await database.imports.job(id: job.id, tenantID: tenant.id) ?? job
+        return Report(job: finished, resumed: resumed, errorFile: errorFile.path)
+    }
+
+    /// The batches of a held job, until the file ends or `maxErrors` is reached.
+    private func run(
+        _ startJob: ImportRepository.Job, reader: inout ImportFileReader, errorFile: ImportErrorFile, resolver: ImportProviderResolver,
+        source: ImportSource, batchSize: Int, maxErrors: Int, fileBytes: Int64, progress: @Sendable (Progress) -> Void
+    ) async throws -> (counts: ImportCounts, stop: String?) {
+        try await database.imports.withJob(startJob) { session in
             var totals = startJob.counts
             while true {
                 var batch = Batch()
@@ -128,17 +167,8 @@ package struct ImportService: Sendable {
                     return (totals, "stopped after \(totals.errors) errors (--max-errors \(maxErrors))")
                 }
             }
+
         }
-        let status = final.stop == nil ? "completed" : "stopped"
-        try await database.imports.finish(jobID: job.id, tenantID: tenant.id, status: status, reason: final.stop)
-        logger.notice(
-            "import finished",
-            metadata: [
-                "tenant": "\(tenant.slug)", "job": "\(job.id.lowercasedString)", "status": "\(status)", "records": "\(final.counts.records)",
-                "created": "\(final.counts.created)", "errors": "\(final.counts.errors)",
-            ])
-        let finished = try await database.imports.job(id: job.id, tenantID: tenant.id) ?? job
-        return Report(job: finished, resumed: resumed, errorFile: errorFile.path)
     }
 
     /// The records read for one transaction, with the lines that were not records.
@@ -218,6 +248,13 @@ package struct ImportService: Sendable {
             length += Int64(chunk.count)
         }
         return (Hex.encode(hash.finalize()), length)
+    }
+
+    /// What failed, without the values of a query.
+    static func describe(_ error: any Error) -> String {
+        if let failure = error as? ImportFileReader.Failure { return failure.description }
+        if let summary = DatabaseFailureSummary.of(error) { return summary }
+        return String(describing: type(of: error))
     }
 
     static func fileLength(_ path: String) throws -> Int64 {
