@@ -5,7 +5,7 @@ import Foundation
 /// `users` array of a Firebase export, found by tracking strings and nesting (each element is
 /// then parsed on its own). Each user comes with the line it starts on (1-based) and the byte
 /// offset just after it, which is where a resumed job starts reading.
-package struct ImportFileReader {
+package struct ImportFileReader: Sendable {
     package enum Layout: Sendable {
         /// One JSON value per line; blank lines are skipped.
         case lines
