@@ -35,7 +35,6 @@ CREATE TABLE import_jobs (
     skipped          bigint NOT NULL DEFAULT 0,
     errors           bigint NOT NULL DEFAULT 0,
     identities       bigint NOT NULL DEFAULT 0,
-    leased_until     timestamptz,
     started_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
     finished_at      timestamptz,
