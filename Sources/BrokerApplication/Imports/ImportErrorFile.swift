@@ -20,6 +20,8 @@ package final class ImportErrorFile {
     private let handle: FileHandle
     /// The length up to the end of the last committed batch.
     private(set) var committedBytes: Int64
+    /// The length after the batch written last.
+    private var writtenBytes: Int64
 
     /// Opens (or creates) the file and cuts it to `length`: 0 for a new job, the job's
     /// recorded length for a resumed one.
@@ -36,6 +38,7 @@ package final class ImportErrorFile {
         self.handle = handle
         let size = try handle.seekToEnd()
         committedBytes = min(length, Int64(size))
+        writtenBytes = committedBytes
         try handle.truncate(atOffset: UInt64(committedBytes))
     }
 
@@ -46,11 +49,9 @@ package final class ImportErrorFile {
     package func writeBatch(_ entries: [Entry]) throws -> Int64 {
         try handle.truncate(atOffset: UInt64(committedBytes))
         try handle.seek(toOffset: UInt64(committedBytes))
-        guard !entries.isEmpty else { return committedBytes }
-        var writer = JSONWriter(capacity: 160 * entries.count)
         var bytes: [UInt8] = []
         for entry in entries {
-            writer = JSONWriter(capacity: 160)
+            var writer = JSONWriter(capacity: 160)
             writer.beginObject()
             writer.member("line", entry.line)
             writer.member("kind", entry.kind.rawValue)
@@ -60,10 +61,11 @@ package final class ImportErrorFile {
             bytes.append(contentsOf: writer.bytes)
             bytes.append(UInt8(ascii: "\n"))
         }
-        try handle.write(contentsOf: bytes)
-        return committedBytes + Int64(bytes.count)
+        if !bytes.isEmpty { try handle.write(contentsOf: bytes) }
+        writtenBytes = committedBytes + Int64(bytes.count)
+        return writtenBytes
     }
 
-    /// The batch committed with the file at `length`.
-    package func committed(at length: Int64) { committedBytes = length }
+    /// The batch written last committed: its lines stay.
+    package func commit() { committedBytes = writtenBytes }
 }

@@ -162,30 +162,26 @@ package struct ImportFileReader: Sendable {
     /// Skips to the `[` of the top-level `"users"` member.
     private mutating func enterUsersArray() throws {
         var depth = 0
-        var inString = false
-        var escaped = false
+        var strings = StringScan()
         var key: [UInt8] = []
         var lastKey: [UInt8] = []
         while let byte = try peek() {
             position += 1
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
+            let wasInString = strings.inside
+            if strings.take(byte) {
+                if !wasInString {
+                    // A string outside the top-level object: not an export.
+                    guard depth > 0 else { throw Failure.notAUsersDocument(line: line) }
+                    key = []
+                } else if !strings.inside {
                     if depth == 1 { lastKey = key }
-                    continue
+                } else if key.count < 16 {
+                    key.append(byte)
                 }
-                if key.count < 16 { key.append(byte) }
                 continue
             }
             switch byte {
             case UInt8(ascii: "\n"): line += 1
-            case UInt8(ascii: "\""):
-                inString = true
-                key = []
             case UInt8(ascii: "{"): depth += 1
             case UInt8(ascii: "}"): depth -= 1
             case UInt8(ascii: "["):
@@ -209,25 +205,14 @@ package struct ImportFileReader: Sendable {
         let startLine = line
         var scan = position
         var depth = 0
-        var inString = false
-        var escaped = false
+        var strings = StringScan()
         var newlines = 0
         while true {
             while scan < buffer.count {
                 let byte = buffer[scan]
                 scan += 1
-                if inString {
-                    if escaped {
-                        escaped = false
-                    } else if byte == UInt8(ascii: "\\") {
-                        escaped = true
-                    } else if byte == UInt8(ascii: "\"") {
-                        inString = false
-                    }
-                    continue
-                }
+                if strings.take(byte) { continue }
                 switch byte {
-                case UInt8(ascii: "\""): inString = true
                 case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
                 case UInt8(ascii: "}"), UInt8(ascii: "]"):
                     depth -= 1
@@ -250,5 +235,28 @@ package struct ImportFileReader: Sendable {
 
     private static func isWhitespace(_ byte: UInt8) -> Bool {
         byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\n")
+    }
+}
+
+/// Whether a scan of JSON bytes is inside a string, escapes included: the one rule both scans
+/// of a Firebase export need to find structure outside strings.
+private struct StringScan {
+    private(set) var inside = false
+    private var escaped = false
+
+    /// Takes the next byte; true when it belongs to a string (its quotes included).
+    mutating func take(_ byte: UInt8) -> Bool {
+        guard inside else {
+            inside = byte == UInt8(ascii: "\"")
+            return inside
+        }
+        if escaped {
+            escaped = false
+        } else if byte == UInt8(ascii: "\\") {
+            escaped = true
+        } else if byte == UInt8(ascii: "\"") {
+            inside = false
+        }
+        return true
     }
 }

@@ -161,7 +161,7 @@ package struct ImportService: Sendable {
                             cursorOffset: pending.endOffset, cursorLine: Int64(pending.endLine), errorFileBytes: length,
                             skipped: pending.skipped, errors: pending.errors)
                     }
-                    try errorFile.committed(at: Self.fileLength(errorFile.path))
+                    errorFile.commit()
                     totals = totals + counts
                     progress(Progress(bytesRead: pending.endOffset, fileBytes: fileBytes, counts: totals))
                     if totals.errors > 0 && totals.errors >= maxErrors {
@@ -273,10 +273,5 @@ package struct ImportService: Sendable {
         if let failure = error as? ImportFileReader.Failure { return failure.description }
         if let summary = DatabaseFailureSummary.of(error) { return summary }
         return String(describing: type(of: error))
-    }
-
-    static func fileLength(_ path: String) throws -> Int64 {
-        let attributes = try FileManager.default.attributesOfItem(atPath: path)
-        return (attributes[.size] as? NSNumber)?.int64Value ?? 0
     }
 }
