@@ -56,6 +56,9 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_APPLE_MAX_CALLS_PER_SECOND` (default 10): how often each stored Apple refresh
     /// token is checked, and how fast all instances together may call Apple to check them.
     public var appleCredentialChecks: AppleCredentialChecks
+    /// `BROKER_API_KEY_RATE_LIMIT` / `_BURST`, `BROKER_PUBLIC_RATE_LIMIT` / `_BURST` and
+    /// `BROKER_TRUSTED_PROXIES` (decision 0048).
+    public var abuseLimits: AbuseLimits
     /// `BROKER_WEBHOOK_ALLOW_INSECURE=1`: webhooks may be `http://` and point at loopback or
     /// private addresses (tests and demos).
     public var webhookAllowInsecure: Bool
@@ -77,6 +80,13 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
         ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
         ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
+        ("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", "connections one client address may hold open; more are closed at once (default 64; trusted proxies are not capped)"),
+        ("BROKER_HTTP_HEADER_TIMEOUT", "seconds within which a connection must send a whole request head once it started one, or as its first request (default 10)"),
+        ("BROKER_API_KEY_RATE_LIMIT", "requests a second per API key and instance unless its tenant sets its own (default 200)"),
+        ("BROKER_API_KEY_RATE_BURST", "requests at once per API key and instance (default 400)"),
+        ("BROKER_PUBLIC_RATE_LIMIT", "requests a second per client address and instance on the public routes: Apple's callback and notifications, the OpenID Connect callback, discovery and JWKS (default 50)"),
+        ("BROKER_PUBLIC_RATE_BURST", "requests at once per client address and instance on the public routes (default 100)"),
+        ("BROKER_TRUSTED_PROXIES", "comma-separated CIDR blocks of the proxies whose X-Forwarded-For is believed (default none: the peer's address is the client's)"),
         ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
         ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
         ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
@@ -121,7 +131,28 @@ public struct BrokerConfiguration: Sendable {
         httpLimits = HTTPLimits(
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),
             idleTimeout: .seconds(try integer("BROKER_HTTP_IDLE_TIMEOUT", default: 60, range: 1...3_600)),
-            maxConnections: try integer("BROKER_HTTP_MAX_CONNECTIONS", default: 1_024, range: 1...100_000))
+            maxConnections: try integer("BROKER_HTTP_MAX_CONNECTIONS", default: 1_024, range: 1...100_000),
+            maxConnectionsPerAddress: try integer("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", default: 64, range: 1...100_000),
+            headerTimeout: .seconds(try integer("BROKER_HTTP_HEADER_TIMEOUT", default: 10, range: 1...600)))
+        func rate(_ name: String, _ burstName: String, default limit: RateLimit) throws(BrokerError) -> RateLimit {
+            let perSecond = try integer(name, default: limit.perSecond, range: RateLimit.allowedRates)
+            let burst = try integer(
+                burstName, default: value(name) == nil ? limit.burst : min(perSecond * 2, RateLimit.allowedBursts.upperBound),
+                range: RateLimit.allowedBursts)
+            guard burst >= perSecond else { throw .invalidArgument("\(burstName) must be at least \(name) (\(perSecond)).") }
+            return RateLimit(perSecond: perSecond, burst: burst)
+        }
+        let trusted: [IPAddressRange]
+        switch ClientAddressResolver.parse(value("BROKER_TRUSTED_PROXIES") ?? "") {
+        case .success(let ranges): trusted = ranges
+        case .failure(let failure):
+            throw .invalidArgument(
+                "BROKER_TRUSTED_PROXIES must be comma-separated CIDR blocks or addresses such as 10.0.0.0/8,fd00::/8; '\(failure.entry)' is neither.")
+        }
+        abuseLimits = AbuseLimits(
+            apiKey: try rate("BROKER_API_KEY_RATE_LIMIT", "BROKER_API_KEY_RATE_BURST", default: AbuseLimits.defaultAPIKey),
+            publicRoutes: try rate("BROKER_PUBLIC_RATE_LIMIT", "BROKER_PUBLIC_RATE_BURST", default: AbuseLimits.defaultPublicRoutes),
+            clientAddresses: ClientAddressResolver(trustedProxies: trusted))
         postgresBinDirectory = value("BROKER_POSTGRES_BIN")
         postgresUser = value("BROKER_POSTGRES_USER") ?? "postgres"
         logLevel = value("BROKER_LOG_LEVEL")

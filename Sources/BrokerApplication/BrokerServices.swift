@@ -36,6 +36,10 @@ public struct BrokerServices: Sendable {
     /// Derives each refresh token's successor (decision 0017).
     package let refreshSuccessorKey: SymmetricKey
     package let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
+    /// Well-formed API keys the database did not know (decision 0048).
+    package let unknownKeys = ExpiringCache<Data, Bool>(ttl: .seconds(5), capacity: 50_000)
+    /// Rate limits and the buckets that enforce them (decision 0048).
+    public let limiter: RequestLimiter
     package let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
     package let providerConfigurations = ExpiringCache<String, ProviderConfiguration?>(ttl: .seconds(5))
     /// Security events no other row records: replays, refused API keys (decision 0020).
@@ -63,8 +67,10 @@ public struct BrokerServices: Sendable {
         refreshReuseInterval: TimeInterval = BrokerConfiguration.defaultRefreshReuseInterval, logger: Logger? = nil,
         securityEventSampling: SecurityEventSampling = SecurityEventSampling(),
         additionalProviderTypes: [ProviderDescriptor] = [], appleCredentialChecks: AppleCredentialChecks? = nil,
-        webhookAllowInsecure: Bool = false
+        webhookAllowInsecure: Bool = false, abuseLimits: AbuseLimits = AbuseLimits(),
+        rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds
     ) {
+        self.limiter = RequestLimiter(limits: abuseLimits, now: rateLimitClock)
         self.credentialChecks = appleCredentialChecks
         self.webhookAllowInsecure = webhookAllowInsecure
         var endpoints = endpoints
@@ -215,6 +221,7 @@ public struct BrokerServices: Sendable {
         switch topic {
         case .apiKeys, .tenants:
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
+            if topic == .apiKeys { unknownKeys.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
             appleNotificationRoutes.removeAll()

@@ -17,6 +17,9 @@ public struct BrokerError: Error, Sendable, Equatable, CustomStringConvertible {
         case conflict
         /// Something this operation needs is not available now; a retry may succeed.
         case unavailable
+        /// The caller sent more than its limit allows; `arguments["retry_after"]` says after how
+        /// many seconds a retry may succeed.
+        case rateLimited
         /// The broker's own state is broken (a secret it cannot read, an invariant).
         case internalFailure
     }
@@ -93,6 +96,15 @@ extension BrokerError {
         code: "malformed_api_key", kind: .unauthenticated, title: "Malformed API key",
         detail: "The Authorization header does not carry a well-formed broker API key."
     )
+
+    /// A request over a rate limit: `limit` names which (`api_key`, `public_ip`,
+    /// `failed_authentication`); a retry after `retryAfter` seconds may succeed.
+    public static func rateLimited(retryAfter: Int, limit: String) -> BrokerError {
+        BrokerError(
+            code: "rate_limited", kind: .rateLimited, title: "Too many requests",
+            detail: "Too many requests; retry after \(retryAfter) second\(retryAfter == 1 ? "" : "s").",
+            arguments: ["retry_after": String(retryAfter), "limit": limit])
+    }
 
     public static let invalidAPIKey = BrokerError(
         code: "invalid_api_key", kind: .unauthenticated, title: "Invalid API key",

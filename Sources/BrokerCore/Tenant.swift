@@ -55,6 +55,8 @@ public struct Tenant: Sendable, Equatable, Identifiable {
     public var policy: LoginPolicySettings
     /// Seconds a newly rotated signing key is published as `next` before it signs.
     public var keyActivationDelay: Int
+    /// Each API key's token bucket; nil: the instance's default (decision 0048).
+    public var rateLimit: RateLimit?
     public var createdAt: Date
     public var updatedAt: Date
 
@@ -71,6 +73,7 @@ public struct Tenant: Sendable, Equatable, Identifiable {
         self.linking = linking
         self.policy = policy
         self.keyActivationDelay = keyActivationDelay
+        self.rateLimit = nil
         self.createdAt = createdAt
         self.updatedAt = updatedAt
     }

@@ -14,8 +14,11 @@ import ServiceLifecycle
 public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
+    router.add(middleware: EdgeHeadersMiddleware(https: services.publicURL.lowercased().hasPrefix("https://")))
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: ProblemMiddleware(database: services.database))
+    router.add(middleware: ClientAddressMiddleware(resolver: services.limiter.limits.clientAddresses))
+    router.add(middleware: PublicRateLimitMiddleware(limiter: services.limiter))
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(
@@ -100,6 +103,8 @@ public func buildApplication(
 ) throws -> some ApplicationProtocol {
     let router = try buildRouter(services: services)
     let idle = limits.idleTimeout.components
+    let header = limits.headerTimeout.components
+    let connections = ConnectionCounts(cap: limits.maxConnectionsPerAddress, resolver: services.limiter.limits.clientAddresses)
     var app = Application(
         responder: RequestDeadlineResponder(
             inner: router.buildResponder(), timeout: limits.requestTimeout, database: services.database),
@@ -109,7 +114,9 @@ public func buildApplication(
                     responder: responder,
                     configuration: .init(
                         additionalChannelHandlers: [HTTPParseErrorHandler()],
-                        idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))))
+                        idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
+                connections: connections,
+                headerTimeout: .nanoseconds(header.seconds * 1_000_000_000 + header.attoseconds / 1_000_000_000))
         },
         configuration: .init(
             address: .hostname(host, port: port), serverName: "IdentityBroker",

@@ -147,7 +147,7 @@ public struct ImportRepository: Sendable {
     /// completes writes one `import.completed` event with its counts (imported accounts emit no
     /// event each).
     public func finish(jobID: UUID, tenantID: UUID, status: String, reason: String?) async throws {
-        try await client.rows(
+        _ = try await client.rows(
             """
             WITH done AS (
                 UPDATE import_jobs SET status = \(status), stop_reason = \(reason), updated_at = now(),
@@ -165,7 +165,7 @@ public struct ImportRepository: Sendable {
 
     /// Reopens a stopped job to run again, with its settings replaced when given.
     public func resume(jobID: UUID, tenantID: UUID, settings: [String: JSONValue]?) async throws {
-        try await client.rows(
+        _ = try await client.rows(
             """
             UPDATE import_jobs SET status = 'running', stop_reason = NULL, updated_at = now(),
                 settings = coalesce(\(settings.map(ProviderConfigRepository.settingsText))::jsonb, settings)

@@ -10,7 +10,7 @@ public struct TenantRepository: Sendable {
     static let columns = """
         id, slug, display_name, status, access_token_ttl, refresh_token_absolute_ttl, refresh_token_idle_ttl,
         audiences, auto_link_verified_email, key_activation_delay, created_at, updated_at,
-        policy_mode, policy_exemption_reason, policy_exemption_note, policy_exempted_at
+        policy_mode, policy_exemption_reason, policy_exemption_note, policy_exempted_at, rate_limit, rate_burst
         """
 
     /// Creates the tenant and its first signing key in one transaction.
@@ -89,6 +89,8 @@ public struct TenantRepository: Sendable {
             exemption = LoginPolicyExemption(reason: reason, note: note ?? "", since: since)
         }
         tenant.policy = LoginPolicySettings(mode: mode, exemption: exemption)
+        let (rate, burst): (Int?, Int?) = (try reader.next(), try reader.next())
+        if let rate, let burst { tenant.rateLimit = RateLimit(perSecond: rate, burst: burst) }
         return tenant
     }
 
@@ -105,6 +107,25 @@ public struct TenantRepository: Sendable {
             try await AuditLogRepository.append(
                 tenantID: tenant.id, actor: actor, action: "tenant.set", target: slug,
                 details: ["auto_link_verified_email": .bool(on)], on: connection, logger: logger)
+            return tenant
+        }
+    }
+
+    /// Sets the rate of the tenant's API keys; nil returns them to the instance's default.
+    public func setRateLimit(slug: String, _ limit: RateLimit?, actor: String) async throws -> Tenant? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE tenants SET rate_limit = \(limit?.perSecond), rate_burst = \(limit?.burst), updated_at = now()
+                WHERE slug = \(slug)
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            guard let tenant = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await Database.notify(.tenants, tenantID: tenant.id, on: connection, logger: logger)
+            let details: [String: AuditDetail] =
+                if let limit { ["rate_limit": .int(limit.perSecond), "rate_burst": .int(limit.burst)] } else { ["rate_limit": .string("default")] }
+            try await AuditLogRepository.append(
+                tenantID: tenant.id, actor: actor, action: "tenant.set", target: slug, details: details, on: connection, logger: logger)
             return tenant
         }
     }

@@ -36,7 +36,8 @@ struct ServeCommand: AsyncParsableCommand {
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                     endpoints: configuration.providerEndpoints,
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
-                    appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure)
+                    appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure,
+                    abuseLimits: configuration.abuseLimits)
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
                     lifecycle: [BackgroundTasks(services: services)], logger: logger)

@@ -27,6 +27,9 @@ struct TenantCommand: AsyncParsableCommand {
         let keyActivationDelay: Int
         let policyMode: String
         let policyExemption: LoginPolicyExemption?
+        /// The tenant's own API-key rate and burst; null: the instance's default.
+        let rateLimit: Int?
+        let rateBurst: Int?
         let createdAt: Date
 
         enum CodingKeys: String, CodingKey {
@@ -38,6 +41,8 @@ struct TenantCommand: AsyncParsableCommand {
             case keyActivationDelay = "key_activation_delay"
             case policyMode = "policy_mode"
             case policyExemption = "policy_exemption"
+            case rateLimit = "rate_limit"
+            case rateBurst = "rate_burst"
             case createdAt = "created_at"
         }
 
@@ -57,6 +62,9 @@ struct TenantCommand: AsyncParsableCommand {
             try container.encode(policyMode, forKey: .policyMode)
             // Always present: null when the tenant is not exempt.
             try container.encode(policyExemption, forKey: .policyExemption)
+            // Always present: null when the tenant keeps the instance's default.
+            try container.encode(rateLimit, forKey: .rateLimit)
+            try container.encode(rateBurst, forKey: .rateBurst)
             try container.encode(createdAt, forKey: .createdAt)
         }
 
@@ -74,6 +82,8 @@ struct TenantCommand: AsyncParsableCommand {
             keyActivationDelay = tenant.keyActivationDelay
             policyMode = tenant.policy.mode.rawValue
             policyExemption = tenant.policy.exemption
+            rateLimit = tenant.rateLimit?.perSecond
+            rateBurst = tenant.rateLimit?.burst
             createdAt = tenant.createdAt
         }
 
@@ -89,6 +99,7 @@ struct TenantCommand: AsyncParsableCommand {
                 auto-link by verified email: \(autoLinkVerifiedEmail ? "on" : "off")
                 key activation delay: \(keyActivationDelay)s
                 guideline 4.8 policy: \(policyMode)\(policyExemption.map { " (exempt: \($0.reason.rawValue))" } ?? "")
+                API-key rate limit: \(rateLimit.map { "\($0)/s, burst \(rateBurst ?? $0 * 2), per key and instance" } ?? "the instance's default (BROKER_API_KEY_RATE_LIMIT)")
                 created:     \(Output.date(createdAt))
                 """)
         }
@@ -168,27 +179,66 @@ struct TenantCommand: AsyncParsableCommand {
                 --auto-link-verified-email on: the first sign-in of an unknown identity whose email its provider \
                 verified (not an Apple private-relay address, not Facebook's) joins the one active account with \
                 that verified email instead of creating a new account. Off by default.
+
+                --rate-limit N [--burst M]: each of the tenant's API keys may send N requests a second, M at once \
+                (default 2N), to each instance: with K instances a key gets up to K times as much. Over it, \
+                429 rate_limited with Retry-After. --rate-limit default returns to the instance's \
+                BROKER_API_KEY_RATE_LIMIT / BROKER_API_KEY_RATE_BURST (200/s, burst 400).
                 """)
         @Option(help: "The tenant slug.") var tenant: String
         @Option(help: "on or off.") var autoLinkVerifiedEmail: String?
+        @Option(help: "Requests a second per API key and instance, or 'default'.") var rateLimit: String?
+        @Option(help: "Requests at once per API key and instance (default: twice the rate).") var burst: Int?
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                guard let value = autoLinkVerifiedEmail else {
+                guard autoLinkVerifiedEmail != nil || rateLimit != nil else {
                     throw BrokerError.invalidArgument(
-                        "Nothing to change.", hint: "For example: broker tenant set --tenant \(tenant) --auto-link-verified-email on")
+                        "Nothing to change.",
+                        hint: "For example: broker tenant set --tenant \(tenant) --auto-link-verified-email on, or --rate-limit 500 --burst 1000")
                 }
-                guard let on = ["on": true, "off": false][value.lowercased()] else {
-                    throw BrokerError.invalidArgument("--auto-link-verified-email takes on or off, not '\(value.prefix(20))'.")
+                let autoLink: Bool? = try autoLinkVerifiedEmail.map { value in
+                    guard let on = ["on": true, "off": false][value.lowercased()] else {
+                        throw BrokerError.invalidArgument("--auto-link-verified-email takes on or off, not '\(value.prefix(20))'.")
+                    }
+                    return on
                 }
+                let limit = try Self.rateLimit(rateLimit, burst: burst)
                 let context = try CLIContext()
                 let changed = try await context.withDatabase { database in
-                    try await TenantAdmin(database: database, actor: context.actor).setAutoLinkVerifiedEmail(tenant, on)
+                    let admin = TenantAdmin(database: database, actor: context.actor)
+                    var changed: Tenant?
+                    if let autoLink { changed = try await admin.setAutoLinkVerifiedEmail(tenant, autoLink) }
+                    if let limit { changed = try await admin.setRateLimit(tenant, limit.value) }
+                    guard let changed else { throw BrokerError.tenantNotFound(tenant) }
+                    return changed
                 }
                 let output = TenantJSON(changed, publicURL: context.configuration.publicURL)
                 if options.json { try Output.json(output) } else { output.printText() }
             }
+        }
+
+        /// The rate `--rate-limit` asks for: its own, or the instance's default.
+        struct RateLimitChange {
+            let value: RateLimit?
+        }
+
+        /// `--rate-limit N [--burst M]` as a change; nil: no change.
+        static func rateLimit(_ text: String?, burst: Int?) throws -> RateLimitChange? {
+            guard let text else {
+                if burst != nil { throw BrokerError.invalidArgument("--burst goes with --rate-limit.", hint: "For example: --rate-limit 500 --burst 1000") }
+                return nil
+            }
+            if text.lowercased() == "default" {
+                if burst != nil { throw BrokerError.invalidArgument("--rate-limit default takes no --burst.") }
+                return RateLimitChange(value: nil)
+            }
+            guard let rate = Int(text), RateLimit.allowedRates.contains(rate) else {
+                throw BrokerError.invalidArgument(
+                    "--rate-limit takes a whole number of requests a second from 1 to 1000000, or 'default', not '\(text.prefix(20))'.")
+            }
+            return RateLimitChange(value: RateLimit(perSecond: rate, burst: burst ?? min(rate * 2, RateLimit.allowedBursts.upperBound)))
         }
     }
 

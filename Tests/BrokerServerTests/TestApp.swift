@@ -27,6 +27,8 @@ struct TestApp {
         appleBaseURL: String = "http://127.0.0.1:9", endpoints: ProviderEndpoints? = nil, providerTimeoutSeconds: Int = 10,
         mode: TestingSetup = .router,
         securityEvents: SecurityEventSampling = SecurityEventSampling(),
+        abuseLimits: AbuseLimits = AbuseLimits(), httpLimits: HTTPLimits = HTTPLimits(),
+        rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds,
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
         try await TestDatabase.withFresh { database, url in
@@ -37,8 +39,10 @@ struct TestApp {
                     ?? ProviderEndpoints(
                         appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
                         facebookKeysURL: "http://127.0.0.1:9/facebook", timeoutSeconds: providerTimeoutSeconds),
-                securityEventSampling: securityEvents, webhookAllowInsecure: true)
-            let app = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
+                securityEventSampling: securityEvents, webhookAllowInsecure: true, abuseLimits: abuseLimits,
+                rateLimitClock: rateLimitClock)
+            let app = try buildApplication(
+                services: services, host: "127.0.0.1", port: 0, limits: httpLimits, logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url, services: services)
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
             let background = Task { await services.backgroundTasks() }

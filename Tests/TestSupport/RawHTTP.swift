@@ -94,3 +94,68 @@ public final class HeldPort: @unchecked Sendable {
     public func close() { _ = Glibc.close(fd) }
     deinit { close() }
 }
+
+/// A TCP connection to 127.0.0.1:`port` from a chosen loopback source address (127.0.0.2 is
+/// another client than 127.0.0.1 to the server), held open until `close()`: half-sent requests,
+/// floods of connections from one address.
+public final class RawConnection: @unchecked Sendable {
+    private let fd: Int32
+    private var closed = false
+
+    public init(port: Int, from source: String = "127.0.0.1") throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw RawHTTP.Failure(step: "socket") }
+        self.fd = fd
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            Glibc.close(fd)
+            throw RawHTTP.Failure(step: "bind \(source)")
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            throw RawHTTP.Failure(step: "connect")
+        }
+    }
+
+    public func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads until the server closes the connection (`closed`) or `timeoutSeconds` pass without
+    /// a byte; returns what it read.
+    public func readUntilClosed(timeoutSeconds: Int) -> (answer: String, closed: Bool) {
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        var answer: [UInt8] = []
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                answer.append(contentsOf: buffer[..<count])
+                continue
+            }
+            return (String(decoding: answer, as: UTF8.self), count == 0 || errno == ECONNRESET)
+        }
+    }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        _ = Glibc.close(fd)
+    }
+
+    deinit { close() }
+}

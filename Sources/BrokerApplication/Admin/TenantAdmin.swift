@@ -48,6 +48,24 @@ public struct TenantAdmin: Sendable {
         return tenant
     }
 
+    /// Sets the rate of the tenant's API keys (requests a second and burst, per key and per
+    /// instance); nil returns them to the instance's default.
+    public func setRateLimit(_ slug: String, _ limit: RateLimit?) async throws -> Tenant {
+        if let limit {
+            guard RateLimit.allowedRates.contains(limit.perSecond) else {
+                throw BrokerError.invalidArgument("--rate-limit must be a whole number from 1 to 1000000 (requests a second).")
+            }
+            guard RateLimit.allowedBursts.contains(limit.burst), limit.burst >= limit.perSecond else {
+                throw BrokerError.invalidArgument(
+                    "--burst must be a whole number from the rate (\(limit.perSecond)) to 2000000.")
+            }
+        }
+        guard let tenant = try await database.tenants.setRateLimit(slug: slug, limit, actor: actor) else {
+            throw BrokerError.tenantNotFound(slug)
+        }
+        return tenant
+    }
+
     public func setStatus(_ slug: String, _ status: TenantStatus) async throws -> Tenant {
         guard let tenant = try await database.tenants.setStatus(slug: slug, status, actor: actor) else {
             throw BrokerError.tenantNotFound(slug)

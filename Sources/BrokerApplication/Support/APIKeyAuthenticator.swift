@@ -18,11 +18,21 @@ package struct APIKeyAuthenticator: Sendable {
     package let cache: ExpiringCache<Data, AuthenticatedCaller>
     /// Refused keys reach the audit log, sampled (decision 0020).
     package let events: SecurityEventRecorder?
+    /// Hashes of well-formed keys the database does not know, so that junk traffic repeating
+    /// them does not reach it (decision 0048). A created key clears it (LISTEN/NOTIFY).
+    package let unknownKeys: ExpiringCache<Data, Bool>?
+    /// Each key's rate and each address's budget of refusals (decision 0048); nil: no limits.
+    package let limiter: RequestLimiter?
 
-    package init(database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil) {
+    package init(
+        database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil,
+        unknownKeys: ExpiringCache<Data, Bool>? = nil, limiter: RequestLimiter? = nil
+    ) {
         self.database = database
         self.cache = cache
         self.events = events
+        self.unknownKeys = unknownKeys
+        self.limiter = limiter
     }
 
     /// What a refusal knew of the key, for its audit row.
@@ -38,31 +48,47 @@ package struct APIKeyAuthenticator: Sendable {
         -> AuthenticatedCaller
     {
         var refusal = Refusal()
+        let caller: AuthenticatedCaller
         do {
-            return try await authenticate(authorization, requiring: scope, refusal: &refusal)
-        } catch let error as BrokerError {
+            caller = try await authenticate(authorization, requiring: scope, refusal: &refusal, client: context.remoteAddress)
+        } catch let error as BrokerError where error.kind != .rateLimited {
             events?.apiKeyRefused(
                 refusal.reason, code: error.code, keyPrefix: refusal.token?.prefix, keyID: refusal.key?.id,
                 tenantID: refusal.key?.tenantID, remoteAddress: context.remoteAddress)
+            // Refusals spend the address's budget; the one that runs it out is already a 429.
+            if error.kind == .unauthenticated, let limited = limiter?.authenticationRefused(client: context.remoteAddress) {
+                throw limited
+            }
             throw error
         }
+        try limiter?.admit(apiKey: caller.apiKey, tenant: caller.tenant)
+        return caller
     }
 
-    private func authenticate(_ header: String?, requiring scope: APIKeyScope, refusal: inout Refusal) async throws
-        -> AuthenticatedCaller
+    private func authenticate(_ header: String?, requiring scope: APIKeyScope, refusal: inout Refusal, client: String?)
+        async throws -> AuthenticatedCaller
     {
-        guard let header else { throw BrokerError.missingAPIKey }
+        let token = header.flatMap { Self.bearerToken($0).flatMap(APIKeyToken.init(parsing:)) }
+        let hash = token?.hash
+        let cached = hash.flatMap { cache.value(for: $0) }
+        // An address that ran out of refusals may still use a key this instance knows; anything
+        // else waits, without a lookup: guessing keys from one address is slowed to the budget.
+        if cached == nil, let limiter, !limiter.mayTryUnknownKeys(client: client) {
+            throw limiter.authenticationRefused(client: client) ?? BrokerError.rateLimited(retryAfter: 1, limit: "failed_authentication")
+        }
+        guard header != nil else { throw BrokerError.missingAPIKey }
         refusal.reason = .malformed
-        guard let token = Self.bearerToken(header).flatMap(APIKeyToken.init(parsing:)) else { throw BrokerError.malformedAPIKey }
+        guard let token, let hash else { throw BrokerError.malformedAPIKey }
         refusal.token = token
         refusal.reason = .unknown
-        let hash = token.hash
         let key: APIKeyRecord
         let tenant: Tenant
-        if let cached = cache.value(for: hash) {
+        if let cached {
             (key, tenant) = (cached.apiKey, cached.tenant)
         } else {
+            if unknownKeys?.value(for: hash) != nil { throw BrokerError.invalidAPIKey }
             guard let (found, owner) = try await database.apiKeys.lookup(hash: hash) else {
+                unknownKeys?.set(true, for: hash)
                 throw BrokerError.invalidAPIKey
             }
             cache.set(AuthenticatedCaller(tenant: owner, apiKey: found), for: hash)

@@ -11,7 +11,9 @@ struct APIHandlers: APIProtocol {
 
     init(services: BrokerServices) {
         self.services = services
-        self.authenticator = APIKeyAuthenticator(database: services.database, cache: services.callers, events: services.securityEvents)
+        self.authenticator = APIKeyAuthenticator(
+            database: services.database, cache: services.callers, events: services.securityEvents, unknownKeys: services.unknownKeys,
+            limiter: services.limiter)
     }
 
     /// The caller of the generated operation running now (see ``HTTPCaller``).

@@ -46,6 +46,11 @@ struct ProblemMiddleware: RouterMiddleware {
             var headers: HTTPFields = [.requestID: context.id]
             if problem.status == 401 { headers[.wwwAuthenticate] = #"Bearer realm="identitybroker""# }
             if problem.status == 503 { headers[.retryAfter] = "1" }
+            if problem.status == 429 {
+                let limited = (error as? BrokerError) ?? ((error as? ServerError)?.underlyingError as? BrokerError)
+                headers[.retryAfter] = limited?.arguments["retry_after"] ?? "1"
+                RateLimitMetrics.refused(limited?.arguments["limit"] ?? "api_key")
+            }
             if let error = error as? MethodNotAllowed { headers[.allow] = error.allowHeader }
             return problem.response(headers: headers)
         }

@@ -23,7 +23,7 @@ struct RequestInfoMiddleware: RouterMiddleware {
         _ = try await request.collectBody(upTo: cap)
         let info = RequestInfo(
             headers: request.headers, requestID: context.id,
-            remoteAddress: context.remoteAddress?.ipAddress, logger: context.logger)
+            remoteAddress: context.clientAddress, logger: context.logger)
         var response = try await RequestInfo.$current.withValue(info) {
             try await next(request, context)
         }

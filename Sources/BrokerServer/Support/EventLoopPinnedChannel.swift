@@ -10,12 +10,19 @@ import Storage
 struct EventLoopPinnedChannel<Inner: ServerChildChannel>: ServerChildChannel {
     typealias Value = Inner.Value
     let inner: Inner
+    /// Connections per client address (``ConnectionCapHandler``).
+    let connections: ConnectionCounts
+    /// ``HeaderTimeoutHandler``'s bound.
+    let headerTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
             try pipeline.addHandler(HTTP1KeepAliveHandler(), position: .before(codec))
+            try pipeline.addHandler(RequestHeadSignalHandler(), position: .before(codec))
+            try pipeline.addHandler(HeaderTimeoutHandler(timeout: headerTimeout), position: .first)
+            try pipeline.addHandler(ConnectionCapHandler(counts: connections), position: .first)
             return value
         }
     }

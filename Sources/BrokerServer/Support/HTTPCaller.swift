@@ -14,7 +14,7 @@ struct HTTPCaller: Sendable {
     init(_ request: Request, context: BrokerRequestContext) {
         self.authorization = request.headers[.authorization]
         self.context = OperationContext(
-            requestID: context.id, remoteAddress: context.remoteAddress?.ipAddress, logger: context.logger)
+            requestID: context.id, remoteAddress: context.clientAddress, logger: context.logger)
     }
 
     init(_ info: RequestInfo) {

@@ -96,6 +96,7 @@ extension BrokerError.Kind {
         case .notFound: .notFound
         case .conflict: .conflict
         case .unavailable: .serviceUnavailable
+        case .rateLimited: .tooManyRequests
         case .internalFailure: .internalServerError
         }
     }

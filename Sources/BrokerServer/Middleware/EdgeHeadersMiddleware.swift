@@ -1,0 +1,32 @@
+import HTTPTypes
+import Hummingbird
+
+/// Headers every answer carries (decision 0048): `X-Content-Type-Options: nosniff`,
+/// `Referrer-Policy: no-referrer`, `Strict-Transport-Security` when the broker's public URL is
+/// https, and `Access-Control-Allow-Origin: *` on the discovery document and JWKS only (a
+/// browser may read those; no other route answers a cross-origin page). The callback pages set
+/// their own stricter policy (``WebSignInRoute``), which is kept.
+struct EdgeHeadersMiddleware: RouterMiddleware {
+    typealias Context = BrokerRequestContext
+    /// Whether `BROKER_PUBLIC_URL` is https.
+    let https: Bool
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        var response = try await next(request, context)
+        Self.decorate(&response.headers, path: request.uri.path, https: https)
+        return response
+    }
+
+    static func decorate(_ headers: inout HTTPFields, path: String, https: Bool) {
+        if headers[.xContentTypeOptions] == nil { headers[.xContentTypeOptions] = "nosniff" }
+        if headers[.referrerPolicy] == nil { headers[.referrerPolicy] = "no-referrer" }
+        if https { headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
+        if PublicRateLimitMiddleware.isDiscovery(path) { headers[.accessControlAllowOrigin] = "*" }
+    }
+}
+
+extension HTTPField.Name {
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+}

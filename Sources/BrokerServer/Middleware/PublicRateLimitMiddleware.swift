@@ -1,0 +1,30 @@
+import BrokerApplication
+import Hummingbird
+
+/// The per-address token bucket of the public routes, the ones without an API key: Apple's
+/// callback and notifications, the OpenID Connect callback, each tenant's discovery document
+/// and JWKS (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 `rate_limited` with
+/// `Retry-After`, before the request's body is read. API routes are limited per key instead.
+struct PublicRateLimitMiddleware: RouterMiddleware {
+    typealias Context = BrokerRequestContext
+    let limiter: RequestLimiter
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        if Self.isPublic(request.uri.path) { try limiter.admitPublic(client: context.clientAddress) }
+        return try await next(request, context)
+    }
+
+    static let exactPaths: Set<String> = ["/apple/callback", "/apple/notifications", "/oidc/callback"]
+
+    /// Whether `path` is one of the public routes.
+    static func isPublic(_ path: String) -> Bool {
+        exactPaths.contains(path) || isDiscovery(path)
+    }
+
+    /// `/t/{tenant}/.well-known/jwks.json` and `/t/{tenant}/.well-known/openid-configuration`.
+    static func isDiscovery(_ path: String) -> Bool {
+        path.hasPrefix("/t/") && (path.hasSuffix("/.well-known/jwks.json") || path.hasSuffix("/.well-known/openid-configuration"))
+    }
+}

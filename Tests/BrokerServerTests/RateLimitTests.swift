@@ -1,0 +1,198 @@
+import BrokerCore
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Storage
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import BrokerApplication
+@testable import BrokerServer
+
+/// Abuse limits (issue 25, decision 0048): per API key, per client address on the public routes,
+/// refused keys from one address, on a clock the test moves (no test waits for a bucket to fill).
+@Suite struct RateLimitTests {
+    final class Clock: Sendable {
+        let seconds = Mutex(1_000.0)
+        func advance(_ by: Double) { seconds.withLock { $0 += by } }
+        var read: @Sendable () -> Double { { self.seconds.withLock { $0 } } }
+    }
+
+    static func limits(apiKey: RateLimit = AbuseLimits.defaultAPIKey, publicRoutes: RateLimit = AbuseLimits.defaultPublicRoutes,
+        failures: RateLimit = AbuseLimits.defaultFailedAuthentication, trusted: String = "") throws -> AbuseLimits
+    {
+        AbuseLimits(
+            apiKey: apiKey, publicRoutes: publicRoutes, failedAuthentication: failures,
+            clientAddresses: ClientAddressResolver(trustedProxies: try ClientAddressResolver.parse(trusted).get()))
+    }
+
+    @Test func anAPIKeyOverItsRateGets429WithRetryAfterAndItsTenantCanRaiseIt() async throws {
+        let clock = Clock()
+        try await TestApp.run(abuseLimits: try Self.limits(apiKey: RateLimit(perSecond: 1, burst: 3)), rateLimitClock: clock.read) {
+            app, client in
+            _ = try await app.createTenant("acme")
+            let key = try await app.createKey("acme")
+            let other = try await app.createKey("acme")
+            for _ in 0..<3 { #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok) }
+            let limited = try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key))
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.problemCode == "rate_limited")
+            #expect(limited.headers[.retryAfter] == "1")
+            #expect(limited.headers[.contentType] == "application/problem+json")
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(other)).status == .ok, "each key has its own bucket")
+
+            clock.advance(1)
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .tooManyRequests)
+
+            // The tenant's own rate replaces the instance's, on every instance: the change clears
+            // the cached key through LISTEN/NOTIFY. A bucket keeps its tokens; it refills at the new rate.
+            let hash = try #require(APIKeyToken(parsing: key)).hash
+            _ = try await TenantAdmin(database: app.database, actor: "test").setRateLimit("acme", RateLimit(perSecond: 50, burst: 50))
+            #expect(try await eventually { app.services.callers.value(for: hash) == nil })
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .tooManyRequests)
+            clock.advance(1)
+            for _ in 0..<50 { #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok) }
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .tooManyRequests)
+            let tenant = try #require(try await app.database.tenants.find(slug: "acme"))
+            #expect(tenant.rateLimit == RateLimit(perSecond: 50, burst: 50))
+            let back = try await TenantAdmin(database: app.database, actor: "test").setRateLimit("acme", nil)
+            #expect(back.rateLimit == nil)
+
+            // Counted in the metrics.
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(String(buffer: metrics.body).contains(#"broker_rate_limited_total{limit="api_key"}"#))
+        }
+    }
+
+    @Test func badRatesAreRefusedAndChangeNothing() async throws {
+        try await TestApp.run { app, _ in
+            _ = try await app.createTenant("acme")
+            let admin = TenantAdmin(database: app.database, actor: "test")
+            for bad in [RateLimit(perSecond: 0, burst: 1), RateLimit(perSecond: 10, burst: 5), RateLimit(perSecond: 2_000_000, burst: 2_000_000)] {
+                await #expect(throws: BrokerError.self) { try await admin.setRateLimit("acme", bad) }
+            }
+            await #expect(throws: BrokerError.tenantNotFound("nobody")) { try await admin.setRateLimit("nobody", RateLimit(perSecond: 1, burst: 1)) }
+            #expect(try await app.database.tenants.find(slug: "acme")?.rateLimit == nil)
+        }
+    }
+
+    @Test func refusedKeysFromOneAddressAreSlowedWithoutReachingTheDatabase() async throws {
+        let clock = Clock()
+        try await TestApp.run(
+            mode: .live, abuseLimits: try Self.limits(failures: RateLimit(perSecond: 1, burst: 3)), rateLimitClock: clock.read
+        ) { app, client in
+            _ = try await app.createTenant("acme")
+            let key = try await app.createKey("acme")
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
+            let guess = "not-a-key"
+            let unknown = try #require(APIKeyToken(parsing: String(key.dropLast(4)) + (key.hasSuffix("AAAA") ? "BBBB" : "AAAA")))
+            for header: HTTPFields in [bearer(unknown.value), bearer(guess), [:]] {
+                #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: header).status == .unauthorized)
+            }
+            #expect(app.services.unknownKeys.value(for: unknown.hash) == true, "an unknown well-formed key is remembered as such")
+            let slowed = try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(unknown.value))
+            #expect(slowed.status == .tooManyRequests)
+            #expect(slowed.problemCode == "rate_limited")
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: [:]).status == .tooManyRequests)
+            // The key this instance knows still works from that address.
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
+            clock.advance(1)
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: [:]).status == .unauthorized)
+        }
+    }
+
+    @Test func publicRoutesAreLimitedPerClientAddressBehindTrustedProxies() async throws {
+        let clock = Clock()
+        let limits = try Self.limits(publicRoutes: RateLimit(perSecond: 1, burst: 2), trusted: "127.0.0.1/32")
+        try await TestApp.run(mode: .live, abuseLimits: limits, rateLimitClock: clock.read) { app, client in
+            _ = try await app.createTenant("acme")
+            let key = try await app.createKey("acme")
+            let jwks = "/t/acme/.well-known/jwks.json"
+            func get(_ uri: String, from address: String, _ extra: HTTPFields = [:]) async throws -> TestResponse {
+                var headers = extra
+                headers[.xForwardedFor] = address
+                return try await client.execute(uri: uri, method: .get, headers: headers)
+            }
+            #expect(try await get(jwks, from: "203.0.113.1").status == .ok)
+            #expect(try await get("/t/acme/.well-known/openid-configuration", from: "203.0.113.1").status == .ok)
+            let limited = try await get(jwks, from: "203.0.113.1")
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.headers[.retryAfter] == "1")
+            #expect(try await get(jwks, from: "203.0.113.2").status == .ok, "another client behind the proxy")
+            #expect(try await get("/healthz", from: "203.0.113.1").status == .ok, "health is not a public route")
+            for _ in 0..<5 { #expect(try await get("/v1/tenant", from: "203.0.113.1", bearer(key)).status == .ok, "API routes are limited per key") }
+            let notification = try await client.execute(
+                uri: "/apple/notifications", method: .post, headers: [.contentType: "application/json", .xForwardedFor: "203.0.113.1"],
+                body: ByteBuffer(string: #"{"payload":"x"}"#))
+            #expect(notification.status == .tooManyRequests, "Apple's notifications are a public route")
+            clock.advance(1)
+            #expect(try await get(jwks, from: "203.0.113.1").status == .ok)
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(String(buffer: metrics.body).contains(#"broker_rate_limited_total{limit="public_ip"}"#))
+        }
+    }
+
+    @Test func everyAnswerCarriesTheEdgeHeadersAndOnlyDiscoveryAllowsOtherOrigins() async throws {
+        try await TestApp.run { app, client in
+            _ = try await app.createTenant("acme")
+            let key = try await app.createKey("acme")
+            for uri in ["/healthz", "/v1/tenant", "/nowhere"] {
+                let response = try await client.execute(uri: uri, method: .get, headers: uri == "/v1/tenant" ? bearer(key) : [:])
+                #expect(response.headers[.xContentTypeOptions] == "nosniff", "\(uri)")
+                #expect(response.headers[.referrerPolicy] == "no-referrer", "\(uri)")
+                #expect(response.headers[.strictTransportSecurity]?.hasPrefix("max-age=") == true, "https public URL: \(uri)")
+                #expect(response.headers[.accessControlAllowOrigin] == nil, "\(uri)")
+            }
+            for uri in ["/t/acme/.well-known/jwks.json", "/t/acme/.well-known/openid-configuration"] {
+                #expect(try await client.execute(uri: uri, method: .get).headers[.accessControlAllowOrigin] == "*")
+            }
+        }
+        var plain: HTTPFields = [:]
+        EdgeHeadersMiddleware.decorate(&plain, path: "/healthz", https: false)
+        #expect(plain[.strictTransportSecurity] == nil, "no HSTS over plain http")
+        var page: HTTPFields = [.referrerPolicy: "same-origin"]
+        EdgeHeadersMiddleware.decorate(&page, path: "/apple/callback", https: true)
+        #expect(page[.referrerPolicy] == "same-origin", "a route's own policy is kept")
+    }
+
+    @Test func connectionsPerAddressAreCappedAndHalfSentHeadsClosed() async throws {
+        let limits = HTTPLimits(maxConnectionsPerAddress: 4, headerTimeout: .seconds(1))
+        try await TestApp.run(mode: .live, httpLimits: limits) { _, client in
+            let port = try #require(client.port)
+            // Four connections from 127.0.0.2 that send half a head; the fifth is closed as it
+            // is accepted, before the header timeout could close anything.
+            let held = try (0..<4).map { _ in try RawConnection(port: port, from: "127.0.0.2") }
+            for connection in held { connection.send("GET /healthz HTTP/1.1\r\nHo") }
+            let fifth = try RawConnection(port: port, from: "127.0.0.2")
+            let refused = fifth.readUntilClosed(timeoutSeconds: 30)
+            #expect(refused.closed && refused.answer.isEmpty)
+            // Another address is served meanwhile.
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            // The half-sent heads are closed by the header timeout (1 s here), unanswered.
+            for connection in held {
+                let closed = connection.readUntilClosed(timeoutSeconds: 30)
+                #expect(closed.closed)
+            }
+            // A whole request is answered.
+            let whole = try RawConnection(port: port, from: "127.0.0.2")
+            whole.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let answered = whole.readUntilClosed(timeoutSeconds: 30)
+            #expect(answered.answer.hasPrefix("HTTP/1.1 200"), "\(answered.answer.prefix(40))")
+        }
+    }
+
+    @Test func connectionCountsFreeTheirPlaceAndSkipTrustedProxies() throws {
+        let counts = ConnectionCounts(cap: 2, resolver: ClientAddressResolver(trustedProxies: try ClientAddressResolver.parse("10.0.0.0/8").get()))
+        let client = try #require(IPAddress("203.0.113.1"))
+        #expect(counts.open(client) && counts.open(client))
+        #expect(!counts.open(client))
+        counts.close(client)
+        #expect(counts.open(client))
+        let proxy = try #require(IPAddress("10.0.0.1"))
+        for _ in 0..<10 { #expect(counts.open(proxy)) }
+        #expect(counts.held(by: proxy) == 0)
+    }
+}
