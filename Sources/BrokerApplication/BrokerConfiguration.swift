@@ -52,6 +52,9 @@ public struct BrokerConfiguration: Sendable {
     public var databaseSignInBatches: Int
     /// `BROKER_REQUEST_TIMEOUT`, `BROKER_HTTP_IDLE_TIMEOUT`, `BROKER_HTTP_MAX_CONNECTIONS`.
     public var httpLimits: HTTPLimits
+    /// `BROKER_METRICS_PORT`: `/metrics` is served on its own listener (on `BROKER_HOST`) and
+    /// answers 404 on the API's; nil: on the API's port.
+    public var metricsPort: Int?
     /// `BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL` (seconds, default 86400) and
     /// `BROKER_APPLE_MAX_CALLS_PER_SECOND` (default 10): how often each stored Apple refresh
     /// token is checked, and how fast all instances together may call Apple to check them.
@@ -80,6 +83,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
         ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
         ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
+        ("BROKER_METRICS_PORT", "serve /metrics on this port of BROKER_HOST only, not on the API's port (default: on the API's port)"),
         ("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", "connections one client address may hold open; more are closed at once (default 64; trusted proxies are not capped)"),
         ("BROKER_HTTP_HEADER_TIMEOUT", "seconds within which a connection must send a whole request head once it started one, or as its first request (default 10)"),
         ("BROKER_API_KEY_RATE_LIMIT", "requests a second per API key and instance unless its tenant sets its own (default 200)"),
@@ -134,6 +138,10 @@ public struct BrokerConfiguration: Sendable {
             maxConnections: try integer("BROKER_HTTP_MAX_CONNECTIONS", default: 1_024, range: 1...100_000),
             maxConnectionsPerAddress: try integer("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", default: 64, range: 1...100_000),
             headerTimeout: .seconds(try integer("BROKER_HTTP_HEADER_TIMEOUT", default: 10, range: 1...600)))
+        metricsPort = value("BROKER_METRICS_PORT") == nil ? nil : try integer("BROKER_METRICS_PORT", default: 0, range: 1...65535)
+        if let metricsPort, metricsPort == port {
+            throw .invalidArgument("BROKER_METRICS_PORT must differ from BROKER_PORT (\(port)): metrics get a listener of their own.")
+        }
         func rate(_ name: String, _ burstName: String, default limit: RateLimit) throws(BrokerError) -> RateLimit {
             let perSecond = try integer(name, default: limit.perSecond, range: RateLimit.allowedRates)
             let burst = try integer(

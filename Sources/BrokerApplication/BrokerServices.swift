@@ -38,6 +38,8 @@ public struct BrokerServices: Sendable {
     package let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
     /// Well-formed API keys the database did not know (decision 0048).
     package let unknownKeys = ExpiringCache<Data, Bool>(ttl: .seconds(5), capacity: 50_000)
+    /// API keys whose `last_used_at` this instance stamped within the minute.
+    package let recentlyUsedKeys = ExpiringCache<UUID, Bool>(ttl: .seconds(60), capacity: 100_000)
     /// Rate limits and the buckets that enforce them (decision 0048).
     public let limiter: RequestLimiter
     package let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
@@ -221,7 +223,6 @@ public struct BrokerServices: Sendable {
         switch topic {
         case .apiKeys, .tenants:
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
-            if topic == .apiKeys { unknownKeys.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
             appleNotificationRoutes.removeAll()

@@ -5,18 +5,22 @@ import HummingbirdCore
 import Logging
 import OpenAPIHummingbird
 import OpenAPIRuntime
+import Providers
 import ServiceLifecycle
 
 /// The broker's router: middleware, then every route of openapi.yaml: the sign-in route, the
 /// account read and identity linking served directly (``SignInRoute``, ``AccountRoute``,
 /// ``IdentityLinkRoute``), all others through
 /// the generated server code.
-public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequestContext> {
+/// `metricsElsewhere`: `/metrics` has a listener of its own (`BROKER_METRICS_PORT`) and
+/// answers 404 here.
+public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
     router.add(middleware: EdgeHeadersMiddleware(https: services.publicURL.lowercased().hasPrefix("https://")))
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: ProblemMiddleware(database: services.database))
+    if metricsElsewhere { router.add(middleware: MetricsElsewhereMiddleware()) }
     router.add(middleware: ClientAddressMiddleware(resolver: services.limiter.limits.clientAddresses))
     router.add(middleware: PublicRateLimitMiddleware(limiter: services.limiter))
     let routes = RouteTable()
@@ -98,10 +102,10 @@ public func buildRouter(services: BrokerServices) throws -> Router<BrokerRequest
 /// Every request is answered by `limits.requestTimeout`; idle and half-sent connections close
 /// after `limits.idleTimeout`; at most `limits.maxConnections` are served at once (decision 0015).
 public func buildApplication(
-    services: BrokerServices, host: String, port: Int, limits: HTTPLimits = HTTPLimits(), lifecycle: [any Service] = [],
-    logger: Logger, beforeServing: @escaping @Sendable () async throws -> Void = {}
+    services: BrokerServices, host: String, port: Int, limits: HTTPLimits = HTTPLimits(), metricsElsewhere: Bool = false,
+    lifecycle: [any Service] = [], logger: Logger, beforeServing: @escaping @Sendable () async throws -> Void = {}
 ) throws -> some ApplicationProtocol {
-    let router = try buildRouter(services: services)
+    let router = try buildRouter(services: services, metricsElsewhere: metricsElsewhere)
     let idle = limits.idleTimeout.components
     let header = limits.headerTimeout.components
     let connections = ConnectionCounts(cap: limits.maxConnectionsPerAddress, resolver: services.limiter.limits.clientAddresses)
@@ -126,4 +130,18 @@ public func buildApplication(
     )
     app.beforeServerStarts(perform: beforeServing)
     return app
+}
+
+/// The listener of `BROKER_METRICS_PORT`: `GET /metrics` and nothing else (a port operators keep
+/// off the public network).
+public func buildMetricsApplication(services: BrokerServices, host: String, port: Int, logger: Logger) -> some ApplicationProtocol {
+    BrokerMetrics.bootstrap()
+    let router = Router()
+    router.get("/metrics") { _, _ in
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+            body: .init(byteBuffer: ByteBuffer(string: BrokerMetrics.render(keySets: services.keySets.states()))))
+    }
+    return Application(
+        router: router, configuration: .init(address: .hostname(host, port: port), serverName: "IdentityBroker metrics"), logger: logger)
 }

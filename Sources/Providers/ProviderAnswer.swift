@@ -12,15 +12,27 @@ struct ProviderAnswer: Sendable {
     /// `timeout`: connecting, the head and the whole body (AsyncHTTPClient's own deadline ends
     /// at the head, so a provider sending one byte a second would hold the caller for as long as
     /// it liked). Throws ``DeadlineExceeded`` when the time is up; the request is cancelled and
-    /// its connection closed.
-    static func fetch(_ request: HTTPClientRequest, with client: HTTPClient, timeout: Duration, maxBytes: Int = 1 << 20)
-        async throws -> ProviderAnswer
-    {
+    /// its connection closed. Throws ``ProviderCircuitOpen`` at once, sending nothing, while the
+    /// endpoint's circuit is open (``ProviderCircuits``, decision 0049); `circuits` nil: a call
+    /// that paces itself (key sets are fetched in the background at their own rate).
+    static func fetch(
+        _ request: HTTPClientRequest, with client: HTTPClient, timeout: Duration, maxBytes: Int = 1 << 20,
+        circuits: ProviderCircuits? = .shared
+    ) async throws -> ProviderAnswer {
+        let endpoint = ProviderCircuits.endpoint(of: request.url)
+        if let circuits, !circuits.permit(endpoint) { throw ProviderCircuitOpen(endpoint: endpoint) }
         let headDeadline = NIODeadline.now() + timeAmount(timeout)
-        return try await withDeadline(timeout) {
-            let response = try await client.execute(request, deadline: headDeadline)
-            let body = try await response.body.collect(upTo: maxBytes)
-            return ProviderAnswer(status: response.status.code, body: body)
+        do {
+            let answer = try await withDeadline(timeout) {
+                let response = try await client.execute(request, deadline: headDeadline)
+                let body = try await response.body.collect(upTo: maxBytes)
+                return ProviderAnswer(status: response.status.code, body: body)
+            }
+            circuits?.record(endpoint, answer.status < 500 ? .answered : .failed)
+            return answer
+        } catch {
+            circuits?.record(endpoint, Task.isCancelled ? .abandoned : .failed)
+            throw error
         }
     }
 

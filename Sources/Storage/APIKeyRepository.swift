@@ -23,6 +23,16 @@ public struct APIKeyRepository: Sendable {
         }
     }
 
+    /// Stamps the key's `last_used_at` unless it was stamped within the last minute (each
+    /// instance asks at most once a minute per key; decision 0048).
+    public func touch(id: UUID, tenantID: UUID) async throws {
+        _ = try await client.rows(
+            """
+            UPDATE api_keys SET last_used_at = now()
+            WHERE tenant_id = \(tenantID) AND id = \(id) AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+            """, logger: logger)
+    }
+
     public func list(tenantID: UUID) async throws -> [APIKeyRecord] {
         let rows = try await client.rows(
             "SELECT \(unescaped: Self.columns) FROM api_keys k WHERE k.tenant_id = \(tenantID) ORDER BY k.created_at, k.id",

@@ -19,10 +19,13 @@ struct APIKeyCommand: AsyncParsableCommand {
         let prefix: String
         let scopes: [String]
         let createdAt: Date
+        /// When the key last authenticated a request, to the minute (decision 0048); null: never.
+        let lastUsedAt: Date?
         let revokedAt: Date?
         enum CodingKeys: String, CodingKey {
             case id, name, prefix, scopes
             case createdAt = "created_at"
+            case lastUsedAt = "last_used_at"
             case revokedAt = "revoked_at"
         }
 
@@ -32,7 +35,20 @@ struct APIKeyCommand: AsyncParsableCommand {
             prefix = record.prefix
             scopes = record.scopes.map(\.rawValue)
             createdAt = record.createdAt
+            lastUsedAt = record.lastUsedAt
             revokedAt = record.revokedAt
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(name, forKey: .name)
+            try container.encode(prefix, forKey: .prefix)
+            try container.encode(scopes, forKey: .scopes)
+            try container.encode(createdAt, forKey: .createdAt)
+            // Always present: null when never used / not revoked.
+            try container.encode(lastUsedAt, forKey: .lastUsedAt)
+            try container.encode(revokedAt, forKey: .revokedAt)
         }
     }
 
@@ -93,11 +109,11 @@ struct APIKeyCommand: AsyncParsableCommand {
                     print("Tenant '\(tenant)' has no API keys. Create one with: broker api-key create --tenant \(tenant)")
                 } else {
                     Output.table(
-                        ["ID", "PREFIX", "NAME", "SCOPES", "CREATED", "REVOKED"],
+                        ["ID", "PREFIX", "NAME", "SCOPES", "CREATED", "LAST USED", "REVOKED"],
                         keys.map {
                             [
                                 $0.id.lowercasedString, $0.prefix, $0.name, $0.scopes.map(\.rawValue).joined(separator: ","),
-                                Output.date($0.createdAt), Output.date($0.revokedAt),
+                                Output.date($0.createdAt), Output.date($0.lastUsedAt), Output.date($0.revokedAt),
                             ]
                         })
                 }

@@ -5,6 +5,7 @@ import BrokerServer
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 import Storage
 
 struct ServeCommand: AsyncParsableCommand {
@@ -38,14 +39,20 @@ struct ServeCommand: AsyncParsableCommand {
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
                     appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure,
                     abuseLimits: configuration.abuseLimits)
+                var lifecycle: [any Service] = [BackgroundTasks(services: services)]
+                if let metricsPort = configuration.metricsPort {
+                    lifecycle.append(
+                        buildMetricsApplication(services: services, host: configuration.host, port: metricsPort, logger: logger))
+                }
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
-                    lifecycle: [BackgroundTasks(services: services)], logger: logger)
+                    metricsElsewhere: configuration.metricsPort != nil, lifecycle: lifecycle, logger: logger)
                 logger.info(
                     "IdentityBroker serving",
                     metadata: [
                         "address": "\(configuration.host):\(configuration.port)",
                         "public_url": "\(configuration.publicURL)",
+                        "metrics": "\(configuration.metricsPort.map { "\(configuration.host):\($0)" } ?? "on the API's port")",
                         "database": "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
                     ])
                 ShutdownDeadline.arm(seconds: 14, logger: logger)

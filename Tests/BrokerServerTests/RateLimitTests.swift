@@ -195,4 +195,24 @@ import Testing
         for _ in 0..<10 { #expect(counts.open(proxy)) }
         #expect(counts.held(by: proxy) == 0)
     }
+
+    @Test func metricsMoveToTheirOwnListenerWhenAPortIsSet() async throws {
+        try await TestApp.run(metricsElsewhere: true) { app, client in
+            let hidden = try await client.execute(uri: "/metrics", method: .get)
+            #expect(hidden.status == .notFound)
+            #expect(hidden.problemCode == "not_found")
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            let metrics = buildMetricsApplication(services: app.services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
+            try await metrics.test(.live) { metricsClient in
+                let shown = try await metricsClient.execute(uri: "/metrics", method: .get)
+                #expect(shown.status == .ok)
+                #expect(String(buffer: shown.body).contains("broker_provider_keys_usable"))
+                #expect(try await metricsClient.execute(uri: "/v1/tenant", method: .get).status == .notFound, "nothing else on that port")
+            }
+        }
+        #expect(try BrokerConfiguration(environment: ["BROKER_METRICS_PORT": "9090"]).metricsPort == 9090)
+        #expect(try BrokerConfiguration(environment: [:]).metricsPort == nil)
+        #expect(throws: BrokerError.self) { try BrokerConfiguration(environment: ["BROKER_METRICS_PORT": "8080"]) }
+        #expect(throws: BrokerError.self) { try BrokerConfiguration(environment: ["BROKER_METRICS_PORT": "http"]) }
+    }
 }

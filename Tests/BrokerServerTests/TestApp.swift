@@ -27,7 +27,7 @@ struct TestApp {
         appleBaseURL: String = "http://127.0.0.1:9", endpoints: ProviderEndpoints? = nil, providerTimeoutSeconds: Int = 10,
         mode: TestingSetup = .router,
         securityEvents: SecurityEventSampling = SecurityEventSampling(),
-        abuseLimits: AbuseLimits = AbuseLimits(), httpLimits: HTTPLimits = HTTPLimits(),
+        abuseLimits: AbuseLimits = AbuseLimits(), httpLimits: HTTPLimits = HTTPLimits(), metricsElsewhere: Bool = false,
         rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds,
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
@@ -42,7 +42,8 @@ struct TestApp {
                 securityEventSampling: securityEvents, webhookAllowInsecure: true, abuseLimits: abuseLimits,
                 rateLimitClock: rateLimitClock)
             let app = try buildApplication(
-                services: services, host: "127.0.0.1", port: 0, limits: httpLimits, logger: TestDatabase.logger)
+                services: services, host: "127.0.0.1", port: 0, limits: httpLimits, metricsElsewhere: metricsElsewhere,
+                logger: TestDatabase.logger)
             let testApp = TestApp(database: database, databaseURL: url, services: services)
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
             let background = Task { await services.backgroundTasks() }

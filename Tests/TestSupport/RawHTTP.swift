@@ -103,7 +103,8 @@ public final class RawConnection: @unchecked Sendable {
     private var closed = false
 
     public init(port: Int, from source: String = "127.0.0.1") throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Not inherited by processes other tests start meanwhile (a flood holds thousands).
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw RawHTTP.Failure(step: "socket") }
         self.fd = fd
         var local = sockaddr_in()

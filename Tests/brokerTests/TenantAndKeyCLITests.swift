@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 import Storage
 import TestSupport
@@ -30,6 +31,37 @@ import Testing
             // The first signing key exists and is active.
             let keys = try await cli.run("keys", "list", "--tenant", "acme", "--json")
             #expect(try keys.array().map { $0["state"] as? String } == ["active"])
+        }
+    }
+
+    @Test func aTenantsAPIKeyRateFromTheCLI() async throws {
+        try await TestDatabase.withFresh { database, url in
+            let cli = BrokerCLI(databaseURL: url)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let shown = try await cli.run("tenant", "show", "acme", "--json").object()
+            #expect(shown["rate_limit"] is NSNull && shown["rate_burst"] is NSNull, "always present; null: the instance's default")
+
+            let set = try await cli.run("tenant", "set", "--tenant", "acme", "--rate-limit", "500", "--json")
+            #expect(set.status == 0, "\(set.output)")
+            #expect(try set.object()["rate_limit"] as? Int == 500)
+            #expect(try set.object()["rate_burst"] as? Int == 1_000, "twice the rate unless given")
+            let both = try await cli.run("tenant", "set", "--tenant", "acme", "--rate-limit", "50", "--burst", "80")
+            #expect(both.status == 0 && both.output.contains("50/s, burst 80"), "\(both.output)")
+
+            for bad in [["--rate-limit", "10", "--burst", "5"], ["--burst", "5"], ["--rate-limit", "fast"], ["--rate-limit", "0"],
+                ["--rate-limit", "default", "--burst", "5"]]
+            {
+                let refused = try await cli.run(["tenant", "set", "--tenant", "acme"] + bad)
+                #expect(refused.status == 1, "\(bad)")
+                #expect(refused.output.contains("--rate-limit") || refused.output.contains("--burst"), "\(refused.output)")
+            }
+            #expect(try await database.tenants.find(slug: "acme")?.rateLimit == RateLimit(perSecond: 50, burst: 80), "refusals change nothing")
+
+            let back = try await cli.run("tenant", "set", "--tenant", "acme", "--rate-limit", "default", "--json")
+            #expect(try back.object()["rate_limit"] is NSNull)
+            #expect(try await database.tenants.find(slug: "acme")?.rateLimit == nil)
+            let missing = try await cli.run("tenant", "set", "--tenant", "nobody", "--rate-limit", "5")
+            #expect(missing.status == 1 && missing.output.contains("broker tenant list"))
         }
     }
 

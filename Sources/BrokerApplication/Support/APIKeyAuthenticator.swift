@@ -19,15 +19,20 @@ package struct APIKeyAuthenticator: Sendable {
     /// Refused keys reach the audit log, sampled (decision 0020).
     package let events: SecurityEventRecorder?
     /// Hashes of well-formed keys the database does not know, so that junk traffic repeating
-    /// them does not reach it (decision 0048). A created key clears it (LISTEN/NOTIFY).
+    /// them does not reach it (decision 0048). Entries live 5 s; a key created meanwhile cannot
+    /// be among them (keys are 256 random bits).
     package let unknownKeys: ExpiringCache<Data, Bool>?
     /// Each key's rate and each address's budget of refusals (decision 0048); nil: no limits.
     package let limiter: RequestLimiter?
+    /// Keys whose `last_used_at` this instance stamped within the minute; nil: never stamped.
+    package let recentlyUsed: ExpiringCache<UUID, Bool>?
 
     package init(
         database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil,
-        unknownKeys: ExpiringCache<Data, Bool>? = nil, limiter: RequestLimiter? = nil
+        unknownKeys: ExpiringCache<Data, Bool>? = nil, limiter: RequestLimiter? = nil,
+        recentlyUsed: ExpiringCache<UUID, Bool>? = nil
     ) {
+        self.recentlyUsed = recentlyUsed
         self.database = database
         self.cache = cache
         self.events = events
@@ -62,7 +67,19 @@ package struct APIKeyAuthenticator: Sendable {
             throw error
         }
         try limiter?.admit(apiKey: caller.apiKey, tenant: caller.tenant)
+        stampUse(of: caller.apiKey)
         return caller
+    }
+
+    /// `last_used_at`, coarse: at most once a minute per key from this instance, off the
+    /// request's path (a stamp that fails is dropped; the next minute tries again).
+    private func stampUse(of key: APIKeyRecord) {
+        guard let recentlyUsed, recentlyUsed.value(for: key.id) == nil else { return }
+        recentlyUsed.set(true, for: key.id)
+        let database = database
+        Task.detached(priority: .background) {
+            try? await database.apiKeys.touch(id: key.id, tenantID: key.tenantID)
+        }
     }
 
     private func authenticate(_ header: String?, requiring scope: APIKeyScope, refusal: inout Refusal, client: String?)

@@ -13,7 +13,7 @@ struct APIHandlers: APIProtocol {
         self.services = services
         self.authenticator = APIKeyAuthenticator(
             database: services.database, cache: services.callers, events: services.securityEvents, unknownKeys: services.unknownKeys,
-            limiter: services.limiter)
+            limiter: services.limiter, recentlyUsed: services.recentlyUsedKeys)
     }
 
     /// The caller of the generated operation running now (see ``HTTPCaller``).

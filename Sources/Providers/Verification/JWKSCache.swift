@@ -278,7 +278,8 @@ public actor JWKSCache {
         case .url(let url):
             var request = HTTPClientRequest(url: url)
             request.headers.add(name: "Accept", value: "application/json")
-            let answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: fetchTimeout)
+            // Key sets pace their own fetches (at most one a second while unusable), without a circuit.
+            let answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: fetchTimeout, circuits: nil)
             guard answer.status == 200 else {
                 throw TokenVerificationError("jwks_unavailable", "GET \(url) answered \(answer.status).")
             }
