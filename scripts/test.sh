@@ -53,8 +53,10 @@ else
     # answer trickling in is cut off within its timeout plus a second; readiness turns 503
     # within 2.5 s of PostgreSQL stopping, the first sign-in succeeds within 5 s of its return;
     # a served broker with a 3 s provider timeout gets MockIdP's Graph answers in time (seen to
-    # miss it once in the whole run on 2 cores, issue 22's CI).
-    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests|ConnectionFloodTests"
+    # miss it once in the whole run on 2 cores, issue 22's CI); health answers within 1 s under a
+    # flood of half-open connections; three instances see a revoked key within 1 s and a rotated
+    # signing key within 5 s (issue 25).
+    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests|ConnectionFloodTests|SeveralInstancesTests"
     outage_suites="DatabaseOutageTests|LongDatabaseOutageTests"
     swift test --skip-build --skip "$timing_suites|$outage_suites"
     swift test --skip-build --filter "$timing_suites"

@@ -169,8 +169,11 @@ import Testing
             let fifth = try RawConnection(port: port, from: "127.0.0.2")
             let refused = fifth.readUntilClosed(timeoutSeconds: 30)
             #expect(refused.closed && refused.answer.isEmpty)
-            // Another address is served meanwhile.
-            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            // Another address is served meanwhile (on a connection of its own: the test client's,
+            // opened before and idle for longer than the header timeout, is closed by now).
+            let other = try RawConnection(port: port, from: "127.0.0.1")
+            other.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            #expect(other.readUntilClosed(timeoutSeconds: 30).answer.hasPrefix("HTTP/1.1 200"))
             // The half-sent heads are closed by the header timeout (1 s here), unanswered.
             for connection in held {
                 let closed = connection.readUntilClosed(timeoutSeconds: 30)
@@ -214,5 +217,18 @@ import Testing
         #expect(try BrokerConfiguration(environment: [:]).metricsPort == nil)
         #expect(throws: BrokerError.self) { try BrokerConfiguration(environment: ["BROKER_METRICS_PORT": "8080"]) }
         #expect(throws: BrokerError.self) { try BrokerConfiguration(environment: ["BROKER_METRICS_PORT": "http"]) }
+    }
+
+    @Test func aKeysLastUseIsStampedAtMostOnceAMinute() async throws {
+        try await TestApp.run { app, client in
+            let tenant = try await app.createTenant("acme")
+            let key = try await app.createKey("acme")
+            #expect(try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt == nil)
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
+            #expect(try await eventually { try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt != nil })
+            let first = try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt
+            for _ in 0..<5 { #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok) }
+            #expect(try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt == first, "not stamped again within the minute")
+        }
     }
 }

@@ -57,7 +57,8 @@ public struct AppleTokenClient: Sendable {
             ("client_id", clientID), ("client_secret", clientSecret), ("code", code), ("grant_type", "authorization_code"),
         ]
         if let redirectURI { form.append(("redirect_uri", redirectURI)) }
-        let answer = try await post(Apple.tokenURL(base: baseURL), form: form)
+        // A sign-in waits on the exchange: behind the endpoint's circuit (decision 0049).
+        let answer = try await post(Apple.tokenURL(base: baseURL), form: form, circuits: .shared)
         guard answer.status == 200 else { throw Self.translate(Self.error(of: answer), clientID: clientID) }
         guard let tokens = TokenResponse(json: answer.body.readableBytesView) else { throw .unreadableAnswer(.apple, .tokenEndpoint) }
         return tokens
@@ -94,9 +95,11 @@ public struct AppleTokenClient: Sendable {
 
     /// Posts `form` to one of Apple's endpoints. Apple unreachable, slower than the timeout or
     /// answering 5xx (Apple being down, not refusing) is ``ProviderFailure/unavailable(_:_:)``.
-    func post(_ url: String, form: [(String, String)], bearer: String? = nil, maxBytes: Int = 1 << 20) async throws(ProviderFailure)
-        -> ProviderAnswer
-    {
+    /// `circuits`: only calls a sign-in waits on; the lifecycle workers (revocations, credential
+    /// checks, transfers) pace their own retries and neither consult nor feed a circuit.
+    func post(
+        _ url: String, form: [(String, String)], bearer: String? = nil, maxBytes: Int = 1 << 20, circuits: ProviderCircuits? = nil
+    ) async throws(ProviderFailure) -> ProviderAnswer {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
@@ -105,7 +108,7 @@ public struct AppleTokenClient: Sendable {
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
         let answer: ProviderAnswer
         do {
-            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout, maxBytes: maxBytes)
+            answer = try await ProviderAnswer.fetch(request, with: httpClient, timeout: timeout, maxBytes: maxBytes, circuits: circuits)
         } catch {
             throw .unavailable(.apple, .tokenEndpoint)
         }
