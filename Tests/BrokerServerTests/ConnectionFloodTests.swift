@@ -30,6 +30,7 @@ import Testing
                 let elapsed = start.duration(to: .now)
                 #expect(answer.answer.hasPrefix("HTTP/1.1 200"), "\(uri): \(answer.answer.prefix(60))")
                 #expect(elapsed < .seconds(1), "\(uri) took \(elapsed)")
+                print("FIGURE flood: \(uri) answered a new connection in \(elapsed) under 2,000 half-open connections")
                 let pooled = ContinuousClock.now
                 #expect(try await client.execute(uri: uri, method: .get).status == .ok)
                 #expect(pooled.duration(to: .now) < .seconds(1), "\(uri) on the test client's connection")

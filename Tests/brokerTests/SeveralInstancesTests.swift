@@ -151,6 +151,7 @@ import TestSupport
                     for (index, base) in bases3.enumerated() {
                         let refused = try await Self.within(.seconds(5)) { await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401 }
                         #expect(refused != nil, "instance \(index) still takes the revoked key")
+                        print("FIGURE instances: instance \(index) refused the revoked key \(ContinuousClock.now - revokedAt) after the revocation")
                     }
                     #expect(ContinuousClock.now - revokedAt < .seconds(1), "refused everywhere within a second of the revocation")
 
@@ -164,6 +165,7 @@ import TestSupport
                             return keys?.contains { $0["kid"] as? String == kid } == true
                         }
                         #expect(published != nil, "instance \(index) does not publish \(kid)")
+                        print("FIGURE instances: instance \(index) published the rotated key \(ContinuousClock.now - rotatedAt) after the rotation")
                     }
                     #expect(ContinuousClock.now - rotatedAt < .seconds(5), "published everywhere within 5 s")
 
