@@ -50,7 +50,7 @@ public enum RawHTTP {
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
     }
 
-    private static func connectLoopback(_ fd: Int32, port: Int) throws {
+    fileprivate static func connectLoopback(_ fd: Int32, port: Int) throws {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -117,16 +117,11 @@ public final class RawConnection: @unchecked Sendable {
             Glibc.close(fd)
             throw RawHTTP.Failure(step: "bind \(source)")
         }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
+        do {
+            try RawHTTP.connectLoopback(fd, port: port)
+        } catch {
             Glibc.close(fd)
-            throw RawHTTP.Failure(step: "connect")
+            throw error
         }
     }
 
