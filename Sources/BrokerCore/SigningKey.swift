@@ -8,6 +8,8 @@ public enum SigningKeyState: String, Sendable, Codable {
     case active
     /// No longer signs; published for a while so tokens it signed still verify.
     case retired
+    /// Compromised: neither signs, nor is published, nor verifies the tokens it signed.
+    case revoked
 }
 
 /// A tenant's ES256 signing key as stored: the public key in the clear, the private key sealed.
@@ -24,10 +26,12 @@ public struct SigningKeyRecord: Sendable, Equatable, Identifiable {
     public var activatesAt: Date
     /// Set when an operator retires the key explicitly.
     public var retiredAt: Date?
+    /// Set when an operator revokes the key (`broker keys revoke`): from then on it counts for nothing.
+    public var revokedAt: Date?
 
     public init(
         id: UUID, tenantID: UUID, kid: String, algorithm: String, publicKey: Data, sealedPrivateKey: Data,
-        createdAt: Date, activatesAt: Date, retiredAt: Date?
+        createdAt: Date, activatesAt: Date, retiredAt: Date?, revokedAt: Date? = nil
     ) {
         self.id = id
         self.tenantID = tenantID
@@ -38,7 +42,11 @@ public struct SigningKeyRecord: Sendable, Equatable, Identifiable {
         self.createdAt = createdAt
         self.activatesAt = activatesAt
         self.retiredAt = retiredAt
+        self.revokedAt = revokedAt
     }
+
+    /// Whether the key was revoked by `now`.
+    public func isRevoked(at now: Date) -> Bool { revokedAt.map { $0 <= now } ?? false }
 
     /// The associated data its private key is sealed with.
     public static func sealingContext(tenantID: UUID, kid: String) -> String {
@@ -76,11 +84,13 @@ public struct SigningKeyRing: Sendable {
 
     public func statuses(at now: Date) -> [SigningKeyStatus] {
         let live = records.filter { key in
-            key.activatesAt <= now && !(key.retiredAt.map { $0 <= now } ?? false)
+            key.activatesAt <= now && !(key.retiredAt.map { $0 <= now } ?? false) && !key.isRevoked(at: now)
         }
         var result: [SigningKeyStatus] = []
         for key in records {
-            if let retiredAt = key.retiredAt, retiredAt <= now {
+            if let revokedAt = key.revokedAt, revokedAt <= now {
+                result.append(.init(record: key, state: .revoked, retiredSince: key.retiredAt.map { min($0, revokedAt) } ?? revokedAt))
+            } else if let retiredAt = key.retiredAt, retiredAt <= now {
                 result.append(.init(record: key, state: .retired, retiredSince: retiredAt))
             } else if key.activatesAt > now {
                 result.append(.init(record: key, state: .next, retiredSince: nil))
@@ -98,12 +108,14 @@ public struct SigningKeyRing: Sendable {
         statuses(at: now).first { $0.state == .active }?.record
     }
 
-    /// Keys a resource server should know: `next`, `active`, and recently retired ones.
+    /// Keys a resource server should know: `next`, `active`, and recently retired ones; never
+    /// revoked ones.
     public func published(at now: Date) -> [SigningKeyStatus] {
         statuses(at: now).filter { status in
             switch status.state {
             case .next, .active: true
             case .retired: (status.retiredSince ?? .distantPast) > now.addingTimeInterval(-Self.retiredKeyPublication)
+            case .revoked: false
             }
         }
     }

@@ -8,7 +8,7 @@ public struct SigningKeyRepository: Sendable {
     let logger: Logger
 
     static let columns =
-        "id, tenant_id, kid, algorithm, public_key, private_key_sealed, created_at, activates_at, retired_at"
+        "id, tenant_id, kid, algorithm, public_key, private_key_sealed, created_at, activates_at, retired_at, revoked_at"
 
     public func insert(_ key: SigningKeyRecord, actor: String) async throws {
         try await client.withTransaction(logger: logger) { connection in
@@ -79,6 +79,34 @@ public struct SigningKeyRepository: Sendable {
         }
     }
 
+    /// Revokes a key, in one transaction with what keeps the tenant signing: the promotion of a
+    /// `next` key or a new key (`successor`), the notification every instance drops its keys on,
+    /// and the audit row. Revoking a revoked key changes nothing (its first revocation time stays).
+    public func revoke(
+        tenantID: UUID, id: UUID, at now: Date, activate: (id: UUID, at: Date)?, insert successor: SigningKeyRecord?,
+        actor: String, target: String
+    ) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            if let successor { try await Self.insert(successor, on: connection, logger: logger) }
+            if let activate {
+                try await connection.query(
+                    "UPDATE signing_keys SET activates_at = \(activate.at) WHERE tenant_id = \(tenantID) AND id = \(activate.id)",
+                    logger: logger)
+            }
+            try await connection.query(
+                """
+                UPDATE signing_keys SET revoked_at = coalesce(revoked_at, \(now)), retired_at = coalesce(retired_at, \(now))
+                WHERE tenant_id = \(tenantID) AND id = \(id)
+                """, logger: logger)
+            try await Database.notify(.signingKeys, tenantID: tenantID, on: connection, logger: logger)
+            var details: [String: AuditDetail] = [:]
+            if let successor { details["successor"] = .string(successor.kid) }
+            try await AuditLogRepository.append(
+                tenantID: tenantID, actor: actor, action: "signing_key.revoke", target: target, details: details,
+                on: connection, logger: logger)
+        }
+    }
+
     static func columns(alias: String) -> String { qualified(columns, alias: alias) }
 
     static func decode(_ row: PostgresRow) throws -> SigningKeyRecord {
@@ -90,6 +118,6 @@ public struct SigningKeyRepository: Sendable {
         SigningKeyRecord(
             id: try reader.next(), tenantID: try reader.next(), kid: try reader.next(), algorithm: try reader.next(),
             publicKey: try reader.next(), sealedPrivateKey: try reader.next(), createdAt: try reader.next(),
-            activatesAt: try reader.next(), retiredAt: try reader.next())
+            activatesAt: try reader.next(), retiredAt: try reader.next(), revokedAt: try reader.next())
     }
 }

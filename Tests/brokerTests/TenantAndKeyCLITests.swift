@@ -139,6 +139,27 @@ import Testing
         }
     }
 
+    @Test func keyRevocationFromTheCLI() async throws {
+        try await TestDatabase.withFresh { _, url in
+            let cli = BrokerCLI(databaseURL: url)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            let active = try #require(try await cli.run("keys", "list", "--tenant", "acme", "--json").array().first)
+            let kid = try #require(active["kid"] as? String)
+            let revoked = try await cli.run("keys", "revoke", "--tenant", "acme", "--json", "--", kid)
+            #expect(revoked.status == 0)
+            let keys = try revoked.array()
+            #expect(keys.compactMap { $0["state"] as? String }.sorted() == ["active", "revoked"], "a successor made at once")
+            let entry = try #require(keys.first { $0["kid"] as? String == kid })
+            #expect(entry["revoked_at"] is String)
+            #expect(keys.allSatisfy { $0.keys.contains("revoked_at") && $0.keys.contains("retired_at") }, "members always present")
+            let text = try await cli.run("keys", "revoke", "--tenant", "acme", "--", kid)
+            #expect(text.status == 0)
+            #expect(text.output.contains("already revoked"))
+            let unknown = try await cli.run("keys", "revoke", "--tenant", "acme", "--", "-no-such-kid")
+            #expect(unknown.status == 1)
+        }
+    }
+
     @Test(arguments: [
         ["--help"], ["serve", "--help"], ["db", "--help"], ["db", "migrate", "--help"], ["tenant", "create", "--help"],
         ["api-key", "create", "--help"], ["keys", "rotate", "--help"],

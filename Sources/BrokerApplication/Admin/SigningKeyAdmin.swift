@@ -62,6 +62,44 @@ public struct SigningKeyAdmin: Sendable {
         return SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id)).statuses(at: now.addingTimeInterval(0.001))
     }
 
+    /// What a revocation did: the keys after it, and the key that signs from now on when the
+    /// revoked key was the one signing (promoted from `next`, or created).
+    public struct Revocation: Sendable {
+        public let keys: [SigningKeyStatus]
+        public let successor: SigningKeyStatus?
+        public let alreadyRevoked: Bool
+    }
+
+    /// Revokes a compromised key: it leaves the JWKS at once on every instance and tokens it
+    /// signed stop verifying (introspection says inactive); sessions stay and get tokens from the
+    /// successor on refresh. Revoking the active key promotes the newest `next` key at once, or
+    /// creates a key active at once when none is pending: the tenant never stops signing.
+    public func revoke(tenant slug: String, kid: String, now: Date = Date()) async throws -> Revocation {
+        let tenant = try await TenantAdmin.find(slug, in: database)
+        let statuses = SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id)).statuses(at: now)
+        guard let target = statuses.first(where: { $0.record.kid == kid }) else {
+            throw BrokerError.signingKeyNotFound(kid)
+        }
+        if target.state == .revoked {
+            return Revocation(keys: statuses, successor: nil, alreadyRevoked: true)
+        }
+        var promote: (id: UUID, at: Date)?
+        var created: SigningKeyRecord?
+        if target.state == .active {
+            if let next = statuses.last(where: { $0.state == .next }) {
+                promote = (next.record.id, now)
+            } else {
+                created = try Self.makeKey(tenantID: tenant.id, activatesAt: now, secrets: secrets, now: now)
+            }
+        }
+        try await database.signingKeys.revoke(
+            tenantID: tenant.id, id: target.record.id, at: now, activate: promote, insert: created, actor: actor, target: kid)
+        // Read just after `now` (see `retire`).
+        let keys = SigningKeyRing(try await database.signingKeys.list(tenantID: tenant.id)).statuses(at: now.addingTimeInterval(0.001))
+        let successorID = promote?.id ?? created?.id
+        return Revocation(keys: keys, successor: keys.first { $0.record.id == successorID }, alreadyRevoked: false)
+    }
+
     package static func makeKey(tenantID: UUID, activatesAt: Date, secrets: SecretBox, now: Date) throws -> SigningKeyRecord {
         let material = SigningKeyMaterial.generate()
         let sealed = try secrets.seal(
