@@ -177,6 +177,7 @@ public struct BrokerServices: Sendable {
             group.addTask { await keySets.runBackground() }
             group.addTask { await sweepWebSignIns() }
             group.addTask { await sweepFinishedLifecycleRecords() }
+            group.addTask { await purgeEndedSessions() }
             group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
             if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run() } }
             group.addTask { await webhookDeliveries.run() }
@@ -212,6 +213,28 @@ public struct BrokerServices: Sendable {
                 return
             } catch {
                 database.logger.debug("could not sweep finished lifecycle records", metadata: ["error": "\(String(describing: type(of: error)))"])
+                try? await Task.sleep(for: .seconds(3_600))
+            }
+        }
+    }
+
+    /// Deletes ended sessions and spent refresh tokens (``SessionPurge``) once an hour. The first
+    /// pass comes at a random time within the first hour, so instances started together do not
+    /// walk the table together; a pass is idempotent, so two that meet only skip each other's rows.
+    func purgeEndedSessions() async {
+        do { try await Task.sleep(for: .seconds(Int.random(in: 60...3_600))) } catch { return }
+        while !Task.isCancelled {
+            do {
+                let purged = try await database.sessionPurge.pass()
+                if purged.sessions + purged.refreshTokens > 0 {
+                    database.logger.info(
+                        "purged ended sessions", metadata: ["sessions": "\(purged.sessions)", "refresh_tokens": "\(purged.refreshTokens)"])
+                }
+                try await Task.sleep(for: .seconds(3_600))
+            } catch is CancellationError {
+                return
+            } catch {
+                database.logger.debug("could not purge ended sessions", metadata: ["error": "\(String(describing: type(of: error)))"])
                 try? await Task.sleep(for: .seconds(3_600))
             }
         }
