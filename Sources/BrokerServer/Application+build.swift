@@ -25,6 +25,8 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
     router.add(middleware: PublicRateLimitMiddleware(limiter: services.limiter))
     let routes = RouteTable()
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
+    let handlers = APIHandlers(services: services)
+    router.add(middleware: APIKeyFirstMiddleware(routes: routes, authenticator: handlers.authenticator))
     router.add(
         middleware: RequestInfoMiddleware(
             maxBodyBytes: services.maxBodyBytes,
@@ -32,7 +34,6 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
     router.add(
         middleware: StrictJSONBodyMiddleware(
             maxBodyBytes: services.maxBodyBytes, parsedByHandlerUnder: [SignInRoute.pathPrefix, AccountImportRoute.operation.path]))
-    let handlers = APIHandlers(services: services)
     let signIn = SignInRoute(handlers: handlers, maxBodyBytes: services.maxBodyBytes)
     router.on(RouterPath(SignInRoute.routerPath), method: .post) { request, context in
         try await signIn.respond(request, context: context)

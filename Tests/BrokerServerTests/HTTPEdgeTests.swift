@@ -55,6 +55,42 @@ import Testing
         }
     }
 
+    /// Schemathesis ST201: no request schema allows null, and the generated decoders would have
+    /// read a null member as an absent one.
+    @Test(arguments: ["/v1/sessions/introspect", "/v1/sessions/revoke"])
+    func aNullMemberIsRefused(_ path: String) async throws {
+        try await AppleTestSetup.run { setup in
+            let response = try await setup.client.execute(
+                uri: path, method: .post,
+                headers: [.authorization: "Bearer \(setup.apiKey)", .contentType: "application/json"],
+                body: ByteBuffer(string: #"{"token":"x","token_type_hint":null}"#))
+            #expect(response.status == .badRequest)
+            #expect(response.problemCode == "invalid_request")
+            #expect(String(buffer: response.body).contains("'token_type_hint' is null"))
+        }
+    }
+
+    /// Schemathesis ST203: without an API key, an API route is 401 whatever its body, before the
+    /// body is checked; with a key, the body's problem is reported.
+    @Test func aRequestWithoutAKeyIs401BeforeItsBodyIsChecked() async throws {
+        try await AppleTestSetup.run { setup in
+            let wrong = #"{"access_token":"a","limited_login_token":"b"}"#
+            for path in ["/v1/sign-in/facebook", "/v1/sessions/refresh", "/v1/accounts/import"] {
+                let response = try await setup.client.execute(
+                    uri: path, method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: wrong))
+                #expect(response.status == .unauthorized, "\(path)")
+                #expect(response.problemCode == "missing_api_key")
+            }
+            let keyed = try await setup.client.execute(
+                uri: "/v1/sessions/refresh", method: .post,
+                headers: [.authorization: "Bearer \(setup.apiKey)", .contentType: "application/json"], body: ByteBuffer(string: wrong))
+            #expect(keyed.status == .badRequest)
+            // Unknown paths and methods keep their 404 and 405.
+            #expect(try await setup.client.execute(uri: "/v1/nothing", method: .post).status == .notFound)
+            #expect(try await setup.client.execute(uri: "/v1/sessions/refresh", method: .get).status == .methodNotAllowed)
+        }
+    }
+
     @Test func anUnknownMethodOnAKnownPathIs405WithAllow() async throws {
         try await TestApp.run { _, client in
             let cases: [(String, HTTPRequest.Method, String)] = [
@@ -62,6 +98,9 @@ import Testing
                 ("/v1/sessions/refresh", .delete, "POST"),
                 ("/healthz", .post, "GET"),
                 ("/t/acme/.well-known/jwks.json", .put, "GET"),
+                // A literal segment is its own route, not the parameter's (schemathesis ST205).
+                ("/v1/accounts/import", .options, "POST"),
+                ("/v1/accounts/4d7e0c4e-0000-4000-8000-000000000000", .put, "DELETE, GET"),
             ]
             for (uri, method, allow) in cases {
                 let response = try await client.execute(uri: uri, method: method)

@@ -20,12 +20,26 @@ final class RouteTable: Sendable {
     /// The methods with a route for `path`, in a stable order; empty when no template matches.
     func allowedMethods(for path: String) -> [HTTPRequest.Method] {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        let methods = routes.withLock { routes in
-            routes.filter { Self.matches($0.segments, segments) }.map(\.method)
+        let methods: [HTTPRequest.Method] = routes.withLock { routes in
+            let matching = routes.filter { Self.matches($0.segments, segments) }
+            // The router takes a literal segment over a parameter (`/v1/accounts/import` is not
+            // `/v1/accounts/{id}`): only the most literal templates that match count.
+            guard let best = matching.map({ Self.literalness($0.segments) }).max(by: Self.lessLiteral) else { return [] }
+            return matching.filter { Self.literalness($0.segments) == best }.map(\.method)
         }
         var unique: [HTTPRequest.Method] = []
         for method in methods where !unique.contains(method) { unique.append(method) }
         return unique.sorted { $0.rawValue < $1.rawValue }
+    }
+
+    private static func literalness(_ template: [Substring]) -> [Bool] {
+        template.map { !($0.first == "{" && $0.last == "}") }
+    }
+
+    /// Whether `a` is less literal than `b`: at the first segment where they differ, `a` has the parameter.
+    private static func lessLiteral(_ a: [Bool], _ b: [Bool]) -> Bool {
+        for (x, y) in zip(a, b) where x != y { return !x }
+        return false
     }
 
     private static func matches(_ template: [Substring], _ path: [Substring]) -> Bool {

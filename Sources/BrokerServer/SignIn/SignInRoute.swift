@@ -14,8 +14,9 @@ import NIOCore
 /// required, the same enums checked), the response is the generated `SignInResponse` written by
 /// ``Components/Schemas/SignInResponse/json``, and errors are the same problem details. An id
 /// the calling tenant never configured is 404 `unknown_provider` (decision 0034). As with the generated code, a body
-/// that does not match the contract is refused before the API key is looked at; unlike it, so
-/// is a body that repeats a member name.
+/// that does not match the contract is refused before the API key is looked up (a request with
+/// no key at all is refused first, by ``APIKeyFirstMiddleware``); unlike it, so is a body that
+/// repeats a member name.
 struct SignInRoute: Sendable {
     /// The router's path; `{provider}` in the contract.
     static let routerPath = "/v1/sign-in/:provider"
