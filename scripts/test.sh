@@ -12,6 +12,14 @@ python3 -m openapi_spec_validator openapi.yaml
 python3 -c "import joserfc" 2>/dev/null || python3 -m pip install -q joserfc
 # Webhook deliveries are verified with the stock Standard Webhooks library.
 python3 -c "import standardwebhooks" 2>/dev/null || python3 -m pip install -q standardwebhooks
+# Contract fuzzing (ContractFuzzTests): schemathesis in a virtual environment of its own under
+# .build (it brings its own versions of libraries the validator above uses).
+schemathesis_venv=.build/schemathesis
+if ! "$schemathesis_venv/bin/schemathesis" --version >/dev/null 2>&1; then
+    python3 -m venv "$schemathesis_venv"
+    "$schemathesis_venv/bin/python" -m pip install -q 'schemathesis==4.32.5'
+fi
+export BROKER_SCHEMATHESIS="$PWD/$schemathesis_venv/bin/schemathesis"
 
 bin_dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [[ -x "$bin_dir/initdb" ]] || { echo "test: PostgreSQL server binaries not found" >&2; exit 1; }
@@ -58,7 +66,10 @@ else
     # signing key within 5 s (issue 25).
     timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests|ConnectionFloodTests|SeveralInstancesTests"
     outage_suites="DatabaseOutageTests|LongDatabaseOutageTests"
-    swift test --skip-build --skip "$timing_suites|$outage_suites"
+    # Contract fuzzing loads both cores for about a minute: alone, last.
+    fuzz_suites="ContractFuzzTests"
+    swift test --skip-build --skip "$timing_suites|$outage_suites|$fuzz_suites"
     swift test --skip-build --filter "$timing_suites"
     swift test --skip-build --filter "$outage_suites"
+    swift test --skip-build --filter "$fuzz_suites"
 fi

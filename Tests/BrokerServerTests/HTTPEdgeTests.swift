@@ -67,6 +67,13 @@ import Testing
             #expect(response.status == .badRequest)
             #expect(response.problemCode == "invalid_request")
             #expect(String(buffer: response.body).contains("'token_type_hint' is null"))
+            // TokenRequest.token's maxLength.
+            let long = try await setup.client.execute(
+                uri: path, method: .post,
+                headers: [.authorization: "Bearer \(setup.apiKey)", .contentType: "application/json"],
+                body: ByteBuffer(string: #"{"token":"\#(String(repeating: "a", count: 16_385))"}"#))
+            #expect(long.status == .badRequest)
+            #expect(long.problemCode == "invalid_request")
         }
     }
 

@@ -14,6 +14,13 @@ extension APIHandlers {
         detail: "The refresh token is unknown, expired, revoked, or was already used (which ends its session).",
         hint: "Sign the person in again.")
 
+    /// `TokenRequest.token`'s `maxLength` (the generated decoders do not check lengths).
+    static func checkTokenLength(_ token: String) throws {
+        guard token.utf8.count <= 16_384 else {
+            throw SignInRoute.contractMismatch("'token' is longer than 16384 characters")
+        }
+    }
+
     func refreshSession(_ input: Operations.RefreshSession.Input) async throws -> Operations.RefreshSession.Output {
         let http = currentCaller
         let caller = try await authenticator.authenticate(http, requiring: .sessions)
@@ -39,6 +46,7 @@ extension APIHandlers {
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
             }
+        try Self.checkTokenLength(request.token)
         try await services.sessions.revoke(tenant: caller.tenant, token: request.token)
         // RFC 7009 §2.2: 200 whether or not the token was valid.
         return .ok(.init())
@@ -53,6 +61,7 @@ extension APIHandlers {
             switch input.body {
             case .json(let body), .urlEncodedForm(let body): body
             }
+        try Self.checkTokenLength(request.token)
         guard let found = try await services.sessions.introspect(tenant: caller.tenant, token: request.token) else {
             return .ok(.init(body: .json(.init(active: false))))
         }
