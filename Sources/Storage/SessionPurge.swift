@@ -57,11 +57,7 @@ public struct SessionPurge: Sendable {
             )
             SELECT (SELECT count(*) FROM deleted)::int8, (SELECT id FROM scanned ORDER BY id DESC LIMIT 1)
             """, logger: logger)
-        guard let row = rows.first else { return Batch(deleted: 0, cursor: nil) }
-        var reader = RowReader(row)
-        let deleted: Int = try reader.next()
-        let last: UUID? = try reader.next()
-        return Batch(deleted: deleted, cursor: last)
+        return try Self.batch(rows)
     }
 
     /// Spent refresh tokens (kept to recognise a reuse) past their own expiry: a token that could
@@ -78,9 +74,27 @@ public struct SessionPurge: Sendable {
             )
             SELECT (SELECT count(*) FROM deleted)::int8, (SELECT id FROM scanned ORDER BY id DESC LIMIT 1)
             """, logger: logger)
+        return try Self.batch(rows)
+    }
+
+    /// A walk statement's one row: rows deleted, and the last id it scanned (null at the end).
+    private static func batch(_ rows: [PostgresRow]) throws -> Batch {
         guard let row = rows.first else { return Batch(deleted: 0, cursor: nil) }
         var reader = RowReader(row)
         return Batch(deleted: try reader.next(), cursor: try reader.next())
+    }
+
+    /// Runs `step` from the start of its table to the end; the rows it deleted.
+    private static func walk(_ step: (UUID?) async throws -> Batch) async throws -> Int {
+        var deleted = 0
+        var cursor: UUID?
+        repeat {
+            try Task.checkCancellation()
+            let done = try await step(cursor)
+            deleted += done.deleted
+            cursor = done.cursor
+        } while cursor != nil
+        return deleted
     }
 
     static let firstID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -89,22 +103,8 @@ public struct SessionPurge: Sendable {
     /// the sessions and tokens deleted.
     public func pass(now: Date = Date(), batch: Int = 5_000) async throws -> (sessions: Int, refreshTokens: Int) {
         let cutoff = now.addingTimeInterval(-Self.grace)
-        var sessions = 0
-        var cursor: UUID?
-        repeat {
-            try Task.checkCancellation()
-            let done = try await purgeSessions(endedBefore: cutoff, after: cursor, batch: batch)
-            sessions += done.deleted
-            cursor = done.cursor
-        } while cursor != nil
-        var tokens = 0
-        cursor = nil
-        repeat {
-            try Task.checkCancellation()
-            let done = try await purgeSpentRefreshTokens(expiredBefore: cutoff, after: cursor, batch: batch)
-            tokens += done.deleted
-            cursor = done.cursor
-        } while cursor != nil
+        let sessions = try await Self.walk { try await purgeSessions(endedBefore: cutoff, after: $0, batch: batch) }
+        let tokens = try await Self.walk { try await purgeSpentRefreshTokens(expiredBefore: cutoff, after: $0, batch: batch) }
         return (sessions, tokens)
     }
 }
