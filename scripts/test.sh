@@ -65,7 +65,7 @@ else
     # flood of half-open connections; three instances see a revoked key within 1 s and a rotated
     # signing key within 5 s (issue 25).
     timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests|ConnectionFloodTests|SeveralInstancesTests"
-    outage_suites="DatabaseOutageTests|LongDatabaseOutageTests"
+    outage_suites="DatabaseOutageTests|LongDatabaseOutageTests|WorkerOutageTests"
     # Contract fuzzing loads both cores for about a minute: alone, last.
     fuzz_suites="ContractFuzzTests"
     swift test --skip-build --skip "$timing_suites|$outage_suites|$fuzz_suites"

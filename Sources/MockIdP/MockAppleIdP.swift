@@ -48,6 +48,7 @@ public final class MockAppleIdP: MockTokenIssuer {
 
     let state = Mutex(State())
     let faults = Mutex(MockFaults())
+    let holds = Mutex(MockHolds())
     /// Signing keys, the published set, `/auth/keys` faults.
     public let keys: MockKeyRing
 

@@ -102,6 +102,7 @@ public enum MockIdPServer {
         }
         router.post("/auth/token") { request, _ -> Response in
             let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
+            if form["grant_type"] == "refresh_token" { await apple.pass(.refreshGrant) }
             switch apple.tokenFault {
             case .answer(let status, let body):
                 apple.countCodeExchange()
@@ -126,6 +127,7 @@ public enum MockIdPServer {
         }
         router.post("/auth/revoke") { request, _ -> Response in
             let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
+            await apple.pass(.revoke)
             let (status, error) = apple.revokeAnswer(form)
             guard let error else { return Response(status: .init(code: status)) }
             return json(.init(code: status), MockJSON.object([("error", .string(error))]))

@@ -92,6 +92,15 @@ public struct AppleCredentialRepository: Sendable {
         guard let row = rows.first else { return nil }
         let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
         let verdict = await check(Due(identityID: id, tenantID: tenant, teamID: team, subject: subject, clientID: clientID, sealedToken: sealed))
+        return try await OutcomeWrite.retrying(lease: Self.lease, what: "Apple credential check of identity \(id.lowercasedString)", logger: logger) {
+            try await record(verdict, identityID: id, tenantID: tenant, teamID: team, subject: subject, sealed: sealed)
+        }
+    }
+
+    /// Writes what Apple answered about the token `sealed`, if the identity still holds it.
+    func record(_ verdict: Verdict, identityID id: UUID, tenantID tenant: UUID, teamID team: String, subject: String, sealed: Data)
+        async throws -> Verdict
+    {
         switch verdict {
         case .valid(let next), .failed(let next):
             // Only the token that was checked: a sign-in may have stored a newer one meanwhile.

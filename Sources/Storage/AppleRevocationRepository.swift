@@ -101,7 +101,9 @@ public struct AppleRevocationRepository: Sendable {
         let revocation = try Self.decode(&reader)
         guard let sealed = try reader.next(Data?.self) else { return true }
         let result = await work(Due(revocation: revocation, sealedToken: sealed))
-        try await record(result, of: revocation)
+        try await OutcomeWrite.retrying(lease: Self.lease, what: "Apple revocation \(revocation.id.lowercasedString)", logger: logger) {
+            try await record(result, of: revocation)
+        }
         return true
     }
 

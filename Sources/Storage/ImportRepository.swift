@@ -4,7 +4,9 @@ import Logging
 import PostgresNIO
 
 extension Database {
-    public var imports: ImportRepository { ImportRepository(client: client, logger: logger) }
+    public var imports: ImportRepository {
+        ImportRepository(client: client, logger: logger, copyTimeout: configuration.statementTimeout + .seconds(1))
+    }
 }
 
 /// Bulk imports of existing users (issue 24; decision 0047): jobs, and batches written in one
@@ -13,6 +15,9 @@ extension Database {
 public struct ImportRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// How long one `COPY` of a batch may take before the batch is given up (see
+    /// ``ImportBatchWriter/copyTimeout``).
+    let copyTimeout: Duration
 
     /// Where a job is and what it did so far.
     public struct Job: Sendable, Equatable {
@@ -121,14 +126,21 @@ public struct ImportRepository: Sendable {
                 "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
             ).collect().first?.decode(Bool.self) ?? false
             guard locked else { throw ImportJobBusy() }
+            // Bounded: a connection an outage cut off mid-COPY never answers again (the lock
+            // then goes with the connection).
+            let (logger, timeout) = (logger, copyTimeout)
+            let unlock = { @Sendable in
+                _ = try? await withDatabaseDeadline(timeout) {
+                    try await connection.query(
+                        "SELECT pg_advisory_unlock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger)
+                }
+            }
             do {
-                let result = try await body(ImportSession(connection: connection, job: job, logger: logger))
-                _ = try? await connection.query(
-                    "SELECT pg_advisory_unlock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger)
+                let result = try await body(ImportSession(connection: connection, job: job, copyTimeout: copyTimeout, logger: logger))
+                await unlock()
                 return result
             } catch {
-                _ = try? await connection.query(
-                    "SELECT pg_advisory_unlock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger)
+                await unlock()
                 throw error
             }
         }
@@ -137,7 +149,7 @@ public struct ImportRepository: Sendable {
     /// Writes `rows` in one transaction outside any job (`POST /v1/accounts/import`): the same
     /// rules as a job's batch, each record all or nothing; the rows carry no job id.
     public func write(_ rows: [ImportRow], tenantID: UUID) async throws -> [ImportOutcome] {
-        let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, logger: logger)
+        let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, copyTimeout: copyTimeout, logger: logger)
         return try await client.withConnection { connection in
             try await writer.write(rows, on: connection) { _, _, _ in () }.outcomes
         }

@@ -1,6 +1,7 @@
 import BrokerCore
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 
 /// A job held by one process (``ImportRepository/withJob(_:_:)``): its batches, each in one
@@ -8,10 +9,11 @@ import PostgresNIO
 public struct ImportSession: Sendable {
     let connection: PostgresConnection
     public let job: ImportRepository.Job
+    let copyTimeout: Duration
     let logger: Logger
 
     var writer: ImportBatchWriter {
-        ImportBatchWriter(tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, logger: logger)
+        ImportBatchWriter(tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, copyTimeout: copyTimeout, logger: logger)
     }
 
     /// Writes `rows` (nothing in a dry run), advances the job and adds the batch's counts, all
@@ -51,6 +53,11 @@ struct ImportBatchWriter: Sendable {
     let tenantID: UUID
     let jobID: UUID?
     let dryRun: Bool
+    /// How long one `COPY` may take: PostgresNIO's `copyFrom` never returns when the server
+    /// goes away mid-copy (it leaks its continuation), so each copy runs under a deadline of its
+    /// own and a batch caught by an outage fails (``DatabaseDeadlineExceeded``, the database is
+    /// unavailable) instead of hanging the import; the job then resumes after its last commit.
+    let copyTimeout: Duration
     let logger: Logger
 
     /// How often a batch is tried again when a sign-in or another import wrote one of its keys
@@ -74,7 +81,9 @@ struct ImportBatchWriter: Sendable {
                     try await connection.query("COMMIT", logger: logger)
                     return (plan.outcomes, extra)
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    // Bounded too: after a cut-off COPY the connection never answers again.
+                    let logger = logger
+                    _ = try? await withDatabaseDeadline(copyTimeout) { try await connection.query("ROLLBACK", logger: logger) }
                     throw error
                 }
             } catch let error where attempt < Self.attempts && error.postgresError?.isUniqueViolation == true {
@@ -154,9 +163,7 @@ struct ImportBatchWriter: Sendable {
             rows.endRow()
         }
         let buffer = rows.buffer
-        try await connection.copyFrom(table: "accounts", columns: Self.accountCopyColumns, logger: logger) { writer in
-            try await writer.write(buffer)
-        }
+        try await copy(buffer, into: "accounts", columns: Self.accountCopyColumns, on: connection)
     }
 
     static let identityCopyColumns = [
@@ -186,8 +193,16 @@ struct ImportBatchWriter: Sendable {
             rows.endRow()
         }
         let buffer = rows.buffer
-        try await connection.copyFrom(table: "identities", columns: Self.identityCopyColumns, logger: logger) { writer in
-            try await writer.write(buffer)
+        try await copy(buffer, into: "identities", columns: Self.identityCopyColumns, on: connection)
+    }
+
+    /// `COPY table (columns) FROM STDIN` of `rows`, within ``copyTimeout``.
+    private func copy(_ rows: ByteBuffer, into table: String, columns: [String], on connection: PostgresConnection) async throws {
+        let logger = logger
+        try await withDatabaseDeadline(copyTimeout) {
+            try await connection.copyFrom(table: table, columns: columns, logger: logger) { writer in
+                try await writer.write(rows)
+            }
         }
     }
 }

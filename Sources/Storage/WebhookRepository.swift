@@ -216,7 +216,9 @@ public struct WebhookRepository: Sendable {
             accountID: try reader.next(UUID?.self), occurredAt: try reader.next(Date.self), data: try reader.next(String.self))
         let due = Due(eventID: eventID, tenantID: tenantID, attempts: attempts, url: url, sealedSecret: sealed, event: event)
         let result = await send(due)
-        try await record(result, of: due)
+        try await OutcomeWrite.retrying(lease: Self.lease, what: "webhook delivery of event \(eventID)", logger: logger) {
+            try await record(result, of: due)
+        }
         return true
     }
 

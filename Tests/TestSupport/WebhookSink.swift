@@ -34,6 +34,8 @@ public final class WebhookSink: Sendable {
         case status(Int)
         /// No answer until the sink closes.
         case hang
+        /// Held until ``releaseHeld()``, then answered with this status.
+        case held(then: Int)
     }
 
     private struct State {
@@ -41,6 +43,10 @@ public final class WebhookSink: Sendable {
         var answer: Answer = .status(204)
         /// Requests held by `.hang`, let go when the sink closes.
         var held: [CheckedContinuation<Void, Never>] = []
+        /// Requests held by `.held(then:)`, let go by `releaseHeld()` (or when the sink closes).
+        var gated: [CheckedContinuation<Void, Never>] = []
+        /// Waiting for a number of deliveries.
+        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var closed = false
     }
 
@@ -55,6 +61,28 @@ public final class WebhookSink: Sendable {
     /// How the sink answers from now on.
     public func answer(_ answer: Answer) { state.withLock { $0.answer = answer } }
 
+    /// Answers the requests `.held(then:)` holds with its status, and the next ones at once.
+    public func releaseHeld() {
+        let gated = state.withLock { state in
+            if case .held(let status) = state.answer { state.answer = .status(status) }
+            defer { state.gated = [] }
+            return state.gated
+        }
+        for continuation in gated { continuation.resume() }
+    }
+
+    /// Returns once `count` deliveries have arrived (an event, no polling).
+    public func waitForDeliveries(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.deliveries.count >= count { return true }
+                state.watchers.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
     public static func with<T: Sendable>(path: String = "/hooks/identity", _ body: @Sendable (WebhookSink) async throws -> T) async throws -> T {
         let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
         let box = Mutex<WebhookSink?>(nil)
@@ -65,16 +93,30 @@ public final class WebhookSink: Sendable {
             let answer = sink?.state.withLock { $0.answer } ?? .status(204)
             let code: Int
             switch answer {
-            case .status(let status): code = status
+            case .status(let status), .held(let status): code = status
             case .hang: code = 0
             }
-            sink?.state.withLock {
-                $0.deliveries.append(
+            let woken = sink?.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.deliveries.append(
                     Delivery(
                         id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
                         timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
                         signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
                         contentType: request.headers[.contentType] ?? "", body: text, status: code))
+                let count = state.deliveries.count
+                defer { state.watchers.removeAll { $0.count <= count } }
+                return state.watchers.filter { $0.count <= count }.map(\.continuation)
+            } ?? []
+            for watcher in woken { watcher.resume() }
+            if case .held = answer {
+                await withCheckedContinuation { continuation in
+                    let open = sink?.state.withLock { state -> Bool in
+                        guard !state.closed, case .held = state.answer else { return true }
+                        state.gated.append(continuation)
+                        return false
+                    } ?? true
+                    if open { continuation.resume() }
+                }
             }
             if case .hang = answer {
                 // Held until the sink closes: the worker gives up first, by its own deadline.
@@ -102,8 +144,8 @@ public final class WebhookSink: Sendable {
             defer {
                 let held = sink.state.withLock { state in
                     state.closed = true
-                    defer { state.held = [] }
-                    return state.held
+                    defer { (state.held, state.gated) = ([], []) }
+                    return state.held + state.gated
                 }
                 for continuation in held { continuation.resume() }
             }
