@@ -116,12 +116,17 @@ public struct SignInRequest: Sendable {
     /// A new identity joins the one active account with its verified email (the tenant's
     /// `auto_link_verified_email`, and an identity ``ProviderIdentity/mayAutoLinkByEmail``).
     public var autoLinkByEmail: Bool
+    /// Open sessions the account may have with this one: the oldest past it are revoked
+    /// (the tenant's ``SessionSettings/maxSessionsPerAccount``).
+    public var maxOpenSessions: Int
 
     public init(
         tenantID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, intent: SignInIntent, clientID: String,
-        platform: String?, session: NewSession, autoLinkByEmail: Bool = false
+        platform: String?, session: NewSession, autoLinkByEmail: Bool = false,
+        maxOpenSessions: Int = SessionSettings.default.maxSessionsPerAccount
     ) {
         self.autoLinkByEmail = autoLinkByEmail
+        self.maxOpenSessions = max(1, maxOpenSessions)
         self.tenantID = tenantID
         self.identity = identity
         self.sealedProviderRefreshToken = sealedProviderRefreshToken

@@ -15,6 +15,11 @@ public struct SessionSettings: Sendable, Equatable, Codable {
     public var refreshTokenIdleTTL: Int
     /// The `aud` claim of access tokens; empty means "the tenant slug".
     public var audiences: [String]
+    /// Open sessions an account may have; a sign-in past it revokes the oldest (default 100).
+    public var maxSessionsPerAccount: Int
+
+    /// What `--max-sessions-per-account` may be.
+    public static let allowedMaxSessions = 1...10_000
 
     public static let `default` = SessionSettings(
         accessTokenTTL: 900,
@@ -23,11 +28,14 @@ public struct SessionSettings: Sendable, Equatable, Codable {
         audiences: []
     )
 
-    public init(accessTokenTTL: Int, refreshTokenAbsoluteTTL: Int, refreshTokenIdleTTL: Int, audiences: [String]) {
+    public init(
+        accessTokenTTL: Int, refreshTokenAbsoluteTTL: Int, refreshTokenIdleTTL: Int, audiences: [String], maxSessionsPerAccount: Int = 100
+    ) {
         self.accessTokenTTL = accessTokenTTL
         self.refreshTokenAbsoluteTTL = refreshTokenAbsoluteTTL
         self.refreshTokenIdleTTL = refreshTokenIdleTTL
         self.audiences = audiences
+        self.maxSessionsPerAccount = maxSessionsPerAccount
     }
 }
 

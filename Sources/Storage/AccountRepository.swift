@@ -216,6 +216,15 @@ public struct AccountRepository: Sendable {
                     $19::bytea, $20::timestamptz
                 FROM account, identity u
             ),
+            capped AS (
+                UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
+                WHERE s.tenant_id = $2::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
+                    SELECT x.id FROM account CROSS JOIN LATERAL (
+                        SELECT o.id FROM sessions o
+                        WHERE o.tenant_id = $2::uuid AND o.account_id = account.id AND o.revoked_at IS NULL AND o.expires_at > now()
+                        ORDER BY o.created_at DESC, o.id DESC OFFSET $23::int - 1) x
+                    WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET $23::int - 1 LIMIT 1)))
+            ),
             linked AS (
                 INSERT INTO audit_log (tenant_id, actor, action, target, details)
                 SELECT $2::uuid, 'user', 'identity.linked', u.id::text,
@@ -250,7 +259,7 @@ public struct AccountRepository: Sendable {
             """
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 22)
+            var bindings = PostgresBindings(capacity: 23)
             bindings.append(newIdentityID)
             bindings.append(request.tenantID)
             bindings.append(newAccountID)
@@ -263,6 +272,7 @@ public struct AccountRepository: Sendable {
             try bindings.appendNewSession(of: request)  // $15 … $20
             bindings.appendAttributes(of: request)  // $21
             bindings.append(request.autoLinkByEmail)
+            bindings.append(request.maxOpenSessions)  // $23
             return bindings
         }
 

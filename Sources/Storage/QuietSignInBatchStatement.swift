@@ -20,7 +20,10 @@ extension AccountRepository {
     /// the element's values (decision 0014). Sessions are inserted with `ON CONFLICT (id) DO
     /// NOTHING`: an element whose session id (its identity token's replay key, decision 0018)
     /// is taken returns its row with `opened` false and writes nothing, while the others of the
-    /// batch open theirs.
+    /// batch open theirs. A session opened past the tenant's cap revokes the account's oldest
+    /// open ones (`k`, decision 0051); the exact, sorted read of its open sessions runs only when
+    /// the account has at least `k` sessions of any state (an index-only probe), so the usual
+    /// sign-in pays for a probe of a few index entries, not a sort.
     struct QuietSignInBatchStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
@@ -32,7 +35,7 @@ extension AccountRepository {
         static let sql = """
             WITH posted AS MATERIALIZED (
                 SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
-                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8)
+                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
             ),
             quiet AS MATERIALIZED (
                 SELECT p.n, p.id AS session_id, a.id AS quiet_account_id, i.id AS quiet_identity_id, a.*, i.*
@@ -61,6 +64,16 @@ extension AccountRepository {
                 FROM quiet q JOIN posted p ON p.n = q.n
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
+            ),
+            capped AS (
+                UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
+                WHERE s.tenant_id = ANY(ARRAY(SELECT p.t FROM posted p)) AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
+                    SELECT x.id FROM quiet q JOIN posted p ON p.n = q.n JOIN opened ON opened.id = q.session_id
+                    CROSS JOIN LATERAL (
+                        SELECT o.id FROM sessions o
+                        WHERE o.tenant_id = p.t AND o.account_id = q.quiet_account_id AND o.revoked_at IS NULL AND o.expires_at > now()
+                        ORDER BY o.created_at DESC, o.id DESC OFFSET p.k - 1) x
+                    WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = q.quiet_account_id OFFSET p.k - 1 LIMIT 1)))
             )
             SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
             FROM quiet q
@@ -98,6 +111,7 @@ extension AccountRepository {
                 writer.member("x", microseconds(request.session.expiresAt))
                 writer.member("h", Hex.encode(request.session.refreshTokenHash))
                 writer.member("hx", microseconds(request.session.refreshTokenExpiresAt))
+                writer.member("k", request.maxOpenSessions)
                 writer.endObject()
             }
             writer.endArray()

@@ -10,7 +10,8 @@ public struct TenantRepository: Sendable {
     static let columns = """
         id, slug, display_name, status, access_token_ttl, refresh_token_absolute_ttl, refresh_token_idle_ttl,
         audiences, auto_link_verified_email, key_activation_delay, created_at, updated_at,
-        policy_mode, policy_exemption_reason, policy_exemption_note, policy_exempted_at, rate_limit, rate_burst
+        policy_mode, policy_exemption_reason, policy_exemption_note, policy_exempted_at, rate_limit, rate_burst,
+        max_sessions_per_account
         """
 
     /// Creates the tenant and its first signing key in one transaction.
@@ -91,6 +92,7 @@ public struct TenantRepository: Sendable {
         tenant.policy = LoginPolicySettings(mode: mode, exemption: exemption)
         let (rate, burst): (Int?, Int?) = (try reader.next(), try reader.next())
         if let rate, let burst { tenant.rateLimit = RateLimit(perSecond: rate, burst: burst) }
+        tenant.session.maxSessionsPerAccount = try reader.next()
         return tenant
     }
 
@@ -107,6 +109,23 @@ public struct TenantRepository: Sendable {
             try await AuditLogRepository.append(
                 tenantID: tenant.id, actor: actor, action: "tenant.set", target: slug,
                 details: ["auto_link_verified_email": .bool(on)], on: connection, logger: logger)
+            return tenant
+        }
+    }
+
+    /// Sets how many open sessions each of the tenant's accounts may have.
+    public func setMaxSessionsPerAccount(slug: String, _ cap: Int, actor: String) async throws -> Tenant? {
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE tenants SET max_sessions_per_account = \(cap), updated_at = now() WHERE slug = \(slug)
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            guard let tenant = try await rows.collect().first.map(Self.decode) else { return nil }
+            try await Database.notify(.tenants, tenantID: tenant.id, on: connection, logger: logger)
+            try await AuditLogRepository.append(
+                tenantID: tenant.id, actor: actor, action: "tenant.set", target: slug,
+                details: ["max_sessions_per_account": .int(cap)], on: connection, logger: logger)
             return tenant
         }
     }

@@ -30,6 +30,7 @@ struct TenantCommand: AsyncParsableCommand {
         /// The tenant's own API-key rate and burst; null: the instance's default.
         let rateLimit: Int?
         let rateBurst: Int?
+        let maxSessionsPerAccount: Int
         let createdAt: Date
 
         enum CodingKeys: String, CodingKey {
@@ -43,6 +44,7 @@ struct TenantCommand: AsyncParsableCommand {
             case policyExemption = "policy_exemption"
             case rateLimit = "rate_limit"
             case rateBurst = "rate_burst"
+            case maxSessionsPerAccount = "max_sessions_per_account"
             case createdAt = "created_at"
         }
 
@@ -65,6 +67,7 @@ struct TenantCommand: AsyncParsableCommand {
             // Always present: null when the tenant keeps the instance's default.
             try container.encode(rateLimit, forKey: .rateLimit)
             try container.encode(rateBurst, forKey: .rateBurst)
+            try container.encode(maxSessionsPerAccount, forKey: .maxSessionsPerAccount)
             try container.encode(createdAt, forKey: .createdAt)
         }
 
@@ -84,6 +87,7 @@ struct TenantCommand: AsyncParsableCommand {
             policyExemption = tenant.policy.exemption
             rateLimit = tenant.rateLimit?.perSecond
             rateBurst = tenant.rateLimit?.burst
+            maxSessionsPerAccount = tenant.session.maxSessionsPerAccount
             createdAt = tenant.createdAt
         }
 
@@ -96,6 +100,7 @@ struct TenantCommand: AsyncParsableCommand {
                 issuer:      \(issuer)
                 audiences:   \(audiences.joined(separator: ", "))
                 access TTL:  \(accessTokenTTL)s, refresh TTL: \(refreshTokenAbsoluteTTL)s absolute / \(refreshTokenIdleTTL)s idle
+                open sessions per account: at most \(maxSessionsPerAccount) (a sign-in past it revokes the oldest)
                 auto-link by verified email: \(autoLinkVerifiedEmail ? "on" : "off")
                 key activation delay: \(keyActivationDelay)s
                 guideline 4.8 policy: \(policyMode)\(policyExemption.map { " (exempt: \($0.reason.rawValue))" } ?? "")
@@ -184,16 +189,21 @@ struct TenantCommand: AsyncParsableCommand {
                 (default 2N), to each instance: with K instances a key gets up to K times as much. Over it, \
                 429 rate_limited with Retry-After. --rate-limit default returns to the instance's \
                 BROKER_API_KEY_RATE_LIMIT / BROKER_API_KEY_RATE_BURST (200/s, burst 400).
+
+                --max-sessions-per-account N: an account may have N open sessions (default 100, 1 to 10000); \
+                a sign-in that would open one more revokes the oldest (reason session_limit: its refresh token \
+                gets invalid_grant, and its access tokens introspect inactive).
                 """)
         @Option(help: "The tenant slug.") var tenant: String
         @Option(help: "on or off.") var autoLinkVerifiedEmail: String?
         @Option(help: "Requests a second per API key and instance, or 'default'.") var rateLimit: String?
         @Option(help: "Requests at once per API key and instance (default: twice the rate).") var burst: Int?
+        @Option(help: "Open sessions an account may have (1 to 10000; default 100).") var maxSessionsPerAccount: Int?
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                guard autoLinkVerifiedEmail != nil || rateLimit != nil else {
+                guard autoLinkVerifiedEmail != nil || rateLimit != nil || maxSessionsPerAccount != nil else {
                     throw BrokerError.invalidArgument(
                         "Nothing to change.",
                         hint: "For example: broker tenant set --tenant \(tenant) --auto-link-verified-email on, or --rate-limit 500 --burst 1000")
@@ -205,12 +215,17 @@ struct TenantCommand: AsyncParsableCommand {
                     return on
                 }
                 let limit = try Self.rateLimit(rateLimit, burst: burst)
+                if let cap = maxSessionsPerAccount, !SessionSettings.allowedMaxSessions.contains(cap) {
+                    throw BrokerError.invalidArgument("--max-sessions-per-account takes a whole number from 1 to 10000, not \(cap).")
+                }
+                let cap = maxSessionsPerAccount
                 let context = try CLIContext()
                 let changed = try await context.withDatabase { database in
                     let admin = TenantAdmin(database: database, actor: context.actor)
                     var changed: Tenant?
                     if let autoLink { changed = try await admin.setAutoLinkVerifiedEmail(tenant, autoLink) }
                     if let limit { changed = try await admin.setRateLimit(tenant, limit.value) }
+                    if let cap { changed = try await admin.setMaxSessionsPerAccount(tenant, cap) }
                     guard let changed else { throw BrokerError.tenantNotFound(tenant) }
                     return changed
                 }

@@ -41,8 +41,14 @@ import Testing
             provider: .google, providerScope: "", subject: "s", email: "a@example.com", emailVerified: true, isPrivateEmail: false,
             name: PersonName(givenName: nil, familyName: nil))
         return [
-            Statement("sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 22),
-            Statement("quiet sign-in, alone or in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1),
+            // The session cap reads an account's open sessions through the leading column of
+            // its sessions index.
+            Statement(
+                "sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 23,
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+            Statement(
+                "quiet sign-in, alone or in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1,
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 6),
             Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 5),
             Statement(

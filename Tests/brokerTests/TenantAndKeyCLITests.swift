@@ -65,6 +65,26 @@ import Testing
         }
     }
 
+    @Test func aTenantsSessionCapFromTheCLI() async throws {
+        try await TestDatabase.withFresh { database, url in
+            let cli = BrokerCLI(databaseURL: url)
+            #expect(try await cli.run("tenant", "create", "acme").status == 0)
+            #expect(try await cli.run("tenant", "show", "acme", "--json").object()["max_sessions_per_account"] as? Int == 100)
+            let set = try await cli.run("tenant", "set", "--tenant", "acme", "--max-sessions-per-account", "5", "--json")
+            #expect(set.status == 0, "\(set.output)")
+            #expect(try set.object()["max_sessions_per_account"] as? Int == 5)
+            let shown = try await cli.run("tenant", "show", "acme")
+            #expect(shown.output.contains("at most 5"), "\(shown.output)")
+            for bad in ["0", "10001", "many"] {
+                let refused = try await cli.run("tenant", "set", "--tenant", "acme", "--max-sessions-per-account", bad)
+                #expect(refused.status != 0 && refused.output.contains("--max-sessions-per-account"), "\(bad): \(refused.output)")
+            }
+            #expect(try await database.tenants.find(slug: "acme")?.session.maxSessionsPerAccount == 5, "refusals change nothing")
+            let audit = try await database.auditLog.entries(tenantID: try #require(try await database.tenants.find(slug: "acme")).id)
+            #expect(audit.filter { $0.action == "tenant.set" }.count == 1, "the change is audited")
+        }
+    }
+
     @Test func badAndDuplicateSlugsAreRefusedClearly() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)

@@ -66,6 +66,18 @@ public struct TenantAdmin: Sendable {
         return tenant
     }
 
+    /// Sets how many open sessions each of the tenant's accounts may have (a sign-in past it
+    /// revokes the oldest).
+    public func setMaxSessionsPerAccount(_ slug: String, _ cap: Int) async throws -> Tenant {
+        guard SessionSettings.allowedMaxSessions.contains(cap) else {
+            throw BrokerError.invalidArgument("--max-sessions-per-account must be a whole number from 1 to 10000.")
+        }
+        guard let tenant = try await database.tenants.setMaxSessionsPerAccount(slug: slug, cap, actor: actor) else {
+            throw BrokerError.tenantNotFound(slug)
+        }
+        return tenant
+    }
+
     public func setStatus(_ slug: String, _ status: TenantStatus) async throws -> Tenant {
         guard let tenant = try await database.tenants.setStatus(slug: slug, status, actor: actor) else {
             throw BrokerError.tenantNotFound(slug)

@@ -82,7 +82,8 @@ package struct SignInService: Sendable {
         let request = SignInRequest(
             tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
             clientID: verified.clientID, platform: platform, session: newSession,
-            autoLinkByEmail: tenant.linking.autoLinkVerifiedEmail && identity.mayAutoLinkByEmail)
+            autoLinkByEmail: tenant.linking.autoLinkVerifiedEmail && identity.mayAutoLinkByEmail,
+            maxOpenSessions: tenant.session.maxSessionsPerAccount)
         let outcome: SignInResult?
         do {
             outcome = try await database.accounts.signIn(request)

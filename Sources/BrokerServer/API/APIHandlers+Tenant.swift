@@ -17,6 +17,7 @@ extension APIHandlers {
                 accessTokenTtl: tenant.session.accessTokenTTL,
                 refreshTokenAbsoluteTtl: tenant.session.refreshTokenAbsoluteTTL,
                 refreshTokenIdleTtl: tenant.session.refreshTokenIdleTTL,
+                maxSessionsPerAccount: tenant.session.maxSessionsPerAccount,
                 audiences: tenant.effectiveAudiences),
             linking: .init(autoLinkVerifiedEmail: tenant.linking.autoLinkVerifiedEmail),
             apiKey: .init(
