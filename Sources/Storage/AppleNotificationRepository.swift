@@ -84,6 +84,11 @@ public struct AppleNotificationRepository: Sendable {
             if let emailNotifications { return try await emailNotifications.run(element) }
             return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
         }
+        if let subject = event.subject, event.type == "consent-revoked" {
+            // One statement, no transaction around it (decision 0052).
+            let statement = ConsentRevocationStatement(event: event, subject: subject, route: route)
+            return try ConsentRevocationStatement.outcome(try await client.rows(statement.query, logger: logger))
+        }
         return try await client.withTransaction(logger: logger) { connection in
             try await applyWithReceipt(event, to: route, on: connection)
         }
@@ -92,6 +97,10 @@ public struct AppleNotificationRepository: Sendable {
     /// The same on a transaction's connection (a credential check that found a revoked token
     /// applies `consent-revoked` in its own transaction).
     func applyWithReceipt(_ event: Event, to route: Route, on connection: PostgresConnection) async throws -> Outcome {
+        if let subject = event.subject, event.type == "consent-revoked" {
+            let statement = ConsentRevocationStatement(event: event, subject: subject, route: route)
+            return try ConsentRevocationStatement.outcome(try await connection.query(statement.query, logger: logger).collect())
+        }
         let tenantID = route.tenantID
         let receipt = try await connection.query(
             """
@@ -146,24 +155,8 @@ public struct AppleNotificationRepository: Sendable {
                 WHERE tenant_id = \(tenantID) AND id = \(identityID)
                 """, logger: logger)
             eventName = deliverable ? "apple.email_enabled" : "apple.email_disabled"
-        case "consent-revoked":
-            let (revoked, remaining, disabled) = try await unlink(
-                identityID, of: accountID, route: route, subject: subject, reason: Self.consentRevokedReason,
-                sessionReason: Self.consentRevokedReason, on: connection)
-            try await connection.query(
-                """
-                INSERT INTO consent_revocations (tenant_id, provider, provider_scope, subject, account_id)
-                VALUES (\(tenantID), 'apple', \(route.teamID), \(subject), \(accountID))
-                ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET account_id = EXCLUDED.account_id, revoked_at = now()
-                """, logger: logger)
-            details["revoked_sessions"] = .int(revoked)
-            details["account_disabled"] = .bool(disabled)
-            details["remaining_identities"] = .int(remaining)
-            eventName = "apple.consent_revoked"
-        default:  // account-delete
-            let (revoked, remaining, _) = try await unlink(
-                identityID, of: accountID, route: route, subject: subject, reason: nil, sessionReason: Self.appleAccountDeleteReason,
-                on: connection)
+        case "account-delete":
+            let (revoked, remaining) = try await unlink(identityID, of: accountID, route: route, on: connection)
             try await connection.query(
                 """
                 DELETE FROM consent_revocations
@@ -189,6 +182,10 @@ public struct AppleNotificationRepository: Sendable {
             details["revoked_sessions"] = .int(ended)
             details["account_deleted"] = .bool(remaining == 0)
             eventName = "apple.account_deleted"
+        default:
+            // `consent-revoked` with a subject is its own statement (applyWithReceipt); nothing
+            // else reaches here.
+            return .ignored
         }
         try await AuditLogRepository.append(
             tenantID: tenantID, actor: "apple", action: eventName, target: identityID.lowercasedString, details: details,
@@ -196,7 +193,7 @@ public struct AppleNotificationRepository: Sendable {
         var payload = details
         payload.removeValue(forKey: "revoked_sessions")
         try await EventOutbox.append(tenantID: tenantID, accountID: accountID, type: eventName, payload: payload, on: connection, logger: logger)
-        if event.type == "consent-revoked" || event.type == "account-delete" {
+        if event.type == "account-delete" {
             try await EventOutbox.append(
                 tenantID: tenantID, accountID: accountID, type: "identity.unlinked",
                 payload: [
@@ -209,20 +206,17 @@ public struct AppleNotificationRepository: Sendable {
     }
 
     /// Ends the sessions opened through the identity and deletes it (its Apple tokens go with
-    /// it). With `disableReason` and no identity left, the account is disabled with that reason
-    /// (when it was active) and all its sessions end. Returns the sessions ended, the identities
-    /// left and whether the account was disabled.
-    private func unlink(
-        _ identityID: UUID, of accountID: UUID, route: Route, subject: String, reason disableReason: String?, sessionReason: String,
-        on connection: PostgresConnection
-    ) async throws -> (revoked: Int, remaining: Int, disabled: Bool) {
+    /// it). Returns the sessions ended and the identities left.
+    private func unlink(_ identityID: UUID, of accountID: UUID, route: Route, on connection: PostgresConnection) async throws
+        -> (revoked: Int, remaining: Int)
+    {
         let tenantID = route.tenantID
-        let status = try await connection.query(
+        _ = try await connection.query(
             "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
-        ).collect().first?.decode(String.self)
-        var revoked = try await connection.query(
+        ).collect()
+        let revoked = try await connection.query(
             """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(sessionReason)
+            UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.appleAccountDeleteReason)
             WHERE tenant_id = \(tenantID) AND account_id = \(accountID) AND identity_id = \(identityID) AND revoked_at IS NULL
             RETURNING id
             """, logger: logger
@@ -231,16 +225,6 @@ public struct AppleNotificationRepository: Sendable {
         let remaining = try await connection.query(
             "SELECT count(*)::int8 FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID)", logger: logger
         ).collect().first?.decode(Int.self) ?? 0
-        guard let disableReason, remaining == 0, status == AccountStatus.active.rawValue else { return (revoked, remaining, false) }
-        try await connection.query(
-            """
-            UPDATE accounts SET status = 'disabled', disabled_reason = \(disableReason), updated_at = now()
-            WHERE tenant_id = \(tenantID) AND id = \(accountID)
-            """, logger: logger)
-        revoked += try await connection.query(
-            AccountStatusRepository.revokeQuery(tenantID: tenantID, accountID: accountID, reason: Self.consentRevokedReason),
-            logger: logger
-        ).collect().count
-        return (revoked, remaining, true)
+        return (revoked, remaining)
     }
 }
