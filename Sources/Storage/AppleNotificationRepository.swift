@@ -85,9 +85,9 @@ public struct AppleNotificationRepository: Sendable {
             return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
         }
         if let subject = event.subject, event.type == "consent-revoked" {
-            // One statement, no transaction around it (decision 0052).
+            // One prepared statement, no transaction around it (decision 0052).
             let statement = ConsentRevocationStatement(event: event, subject: subject, route: route)
-            return try ConsentRevocationStatement.outcome(try await client.rows(statement.query, logger: logger))
+            return try ConsentRevocationStatement.outcome(try await client.rows(statement, logger: logger))
         }
         return try await client.withTransaction(logger: logger) { connection in
             try await applyWithReceipt(event, to: route, on: connection)
@@ -99,7 +99,9 @@ public struct AppleNotificationRepository: Sendable {
     func applyWithReceipt(_ event: Event, to route: Route, on connection: PostgresConnection) async throws -> Outcome {
         if let subject = event.subject, event.type == "consent-revoked" {
             let statement = ConsentRevocationStatement(event: event, subject: subject, route: route)
-            return try ConsentRevocationStatement.outcome(try await connection.query(statement.query, logger: logger).collect())
+            var rows: [PostgresRow] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return try ConsentRevocationStatement.outcome(rows)
         }
         let tenantID = route.tenantID
         let receipt = try await connection.query(
