@@ -84,10 +84,9 @@ public struct AppleNotificationRepository: Sendable {
             if let emailNotifications { return try await emailNotifications.run(element) }
             return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
         }
-        if let subject = event.subject, event.type == "consent-revoked" {
+        if event.subject != nil, event.type == "consent-revoked" {
             // One prepared statement, no transaction around it (decision 0052).
-            let statement = ConsentRevocationStatement(event: event, subject: subject, route: route)
-            return try ConsentRevocationStatement.outcome(try await client.rows(statement, logger: logger))
+            return try await client.withConnection { connection in try await applyWithReceipt(event, to: route, on: connection) }
         }
         return try await client.withTransaction(logger: logger) { connection in
             try await applyWithReceipt(event, to: route, on: connection)
