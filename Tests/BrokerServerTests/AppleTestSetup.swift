@@ -30,12 +30,15 @@ struct AppleTestSetup {
     /// `providerTimeoutSeconds`: `BROKER_PROVIDER_TIMEOUT`.
     static func run(
         prepare: @Sendable (MockAppleIdP) -> Void = { _ in }, securityEvents: SecurityEventSampling = SecurityEventSampling(),
-        providerTimeoutSeconds: Int = 10, _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
+        providerTimeoutSeconds: Int = 10, abuseLimits: AbuseLimits = AbuseLimits(),
+        _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
     ) async throws {
         try await MockAppleServer.with { apple, baseURL in
             prepare(apple)
             let timeout = providerTimeoutSeconds
-            try await TestApp.run(appleBaseURL: baseURL, providerTimeoutSeconds: timeout, securityEvents: securityEvents) { app, client in
+            try await TestApp.run(
+                appleBaseURL: baseURL, providerTimeoutSeconds: timeout, securityEvents: securityEvents, abuseLimits: abuseLimits
+            ) { app, client in
                 let tenant = try await app.createTenant("acme")
                 let apiKey = try await app.createKey("acme")
                 let p8 = P256.Signing.PrivateKey()
