@@ -1,5 +1,6 @@
-import BrokerApplication
 import BrokerAPI
+import BrokerApplication
+import BrokerCore
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -17,6 +18,11 @@ import ServiceLifecycle
 public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false) throws -> Router<BrokerRequestContext> {
     BrokerMetrics.bootstrap()
     let router = Router(context: BrokerRequestContext.self)
+    if TraceSpans.enabled {
+        // A server span per request (the statements and outbound calls it makes are its
+        // children); parameters that carry a code, a state or a person's id are not recorded.
+        router.add(middleware: TracingMiddleware(redactingQueryParameters: TraceSpans.redactedQueryParameters))
+    }
     router.add(middleware: EdgeHeadersMiddleware(https: services.publicURL.lowercased().hasPrefix("https://")))
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: ProblemMiddleware(database: services.database))

@@ -17,17 +17,20 @@ public enum OutboundPost {
         request.body = .bytes(ByteBuffer(bytes: body))
         let headDeadline = NIODeadline.now() + ProviderAnswer.timeAmount(timeout)
         let prepared = request
-        return try await withDeadline(timeout) {
-            let response = try await client.execute(prepared, deadline: headDeadline)
-            for try await _ in response.body {}
-            return Int(response.status.code)
+        return try await OutboundSpan.around(prepared, status: { $0 }) {
+            try await withDeadline(timeout) {
+                let response = try await client.execute(prepared, deadline: headDeadline)
+                for try await _ in response.body {}
+                return Int(response.status.code)
+            }
         }
     }
 }
 
 extension HTTPClient {
     /// The client deliveries go out on: it follows no redirect (a redirect could lead a signed
-    /// delivery to an address the destination check never saw) and sends no trace spans.
+    /// delivery to an address the destination check never saw) and makes no spans of its own
+    /// (``OutboundSpan`` makes one without the URL's query).
     public static let webhooks: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow

@@ -23,10 +23,12 @@ struct ProviderAnswer: Sendable {
         if let circuits, !circuits.permit(endpoint) { throw ProviderCircuitOpen(endpoint: endpoint) }
         let headDeadline = NIODeadline.now() + timeAmount(timeout)
         do {
-            let answer = try await withDeadline(timeout) {
-                let response = try await client.execute(request, deadline: headDeadline)
-                let body = try await response.body.collect(upTo: maxBytes)
-                return ProviderAnswer(status: response.status.code, body: body)
+            let answer = try await OutboundSpan.around(request, status: { Int($0.status) }) {
+                try await withDeadline(timeout) {
+                    let response = try await client.execute(request, deadline: headDeadline)
+                    let body = try await response.body.collect(upTo: maxBytes)
+                    return ProviderAnswer(status: response.status.code, body: body)
+                }
             }
             circuits?.record(endpoint, answer.status < 500 ? .answered : .failed)
             return answer

@@ -10,7 +10,7 @@ public struct APIKeyRepository: Sendable {
     static let columns = "k.id, k.tenant_id, k.name, k.prefix, k.scopes, k.created_at, k.last_used_at, k.revoked_at"
 
     public func insert(_ record: APIKeyRecord, hash: Data, actor: String) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             try await connection.query(
                 """
                 INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, scopes, created_at)
@@ -42,7 +42,7 @@ public struct APIKeyRepository: Sendable {
 
     /// Revokes the key; returns it, or nil when the tenant has no such key. Idempotent.
     public func revoke(tenantID: UUID, id: UUID, actor: String) async throws -> APIKeyRecord? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE api_keys k SET revoked_at = coalesce(k.revoked_at, now())

@@ -44,7 +44,7 @@ public struct AccountDeletionRepository: Sendable {
         tenantID: UUID, accountID: UUID, reason: String, actor: String,
         queue: @Sendable (StoredProviderToken) throws -> AppleRevocationRepository.NewRevocation?
     ) async throws -> Outcome {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let status = try await connection.query(
                 "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
             ).collect().first?.decode(String.self)

@@ -34,7 +34,7 @@ public struct AccountStatusRepository: Sendable {
     /// session from before. Setting the status it has changes nothing and writes no audit row.
     public func setStatus(tenantID: UUID, accountID: UUID, disabled: Bool, actor: String) async throws -> Change {
         let status: AccountStatus = disabled ? .disabled : .active
-        return try await client.withTransaction(logger: logger) { connection in
+        return try await client.transaction(logger: logger) { connection in
             let row = try await connection.query(Self.lockQuery(tenantID: tenantID, accountID: accountID), logger: logger)
                 .collect().first?.decode((String, String?).self)
             guard let (current, reason) = row else { return .accountNotFound }

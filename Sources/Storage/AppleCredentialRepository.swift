@@ -110,7 +110,7 @@ public struct AppleCredentialRepository: Sendable {
                 WHERE tenant_id = \(tenant) AND id = \(id) AND provider_refresh_token_sealed = \(sealed)
                 """, logger: logger)
         case .revoked:
-            let applied = try await client.withTransaction(logger: logger) { connection -> Bool in
+            let applied = try await client.transaction(logger: logger) { connection -> Bool in
                 // Revoked only if the identity still holds the token Apple refused.
                 let still = try await connection.query(
                     """

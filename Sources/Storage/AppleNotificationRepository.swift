@@ -88,7 +88,7 @@ public struct AppleNotificationRepository: Sendable {
             // One prepared statement, no transaction around it (decision 0052).
             return try await client.withConnection { connection in try await applyWithReceipt(event, to: route, on: connection) }
         }
-        return try await client.withTransaction(logger: logger) { connection in
+        return try await client.transaction(logger: logger) { connection in
             try await applyWithReceipt(event, to: route, on: connection)
         }
     }

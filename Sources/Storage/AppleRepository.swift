@@ -14,7 +14,7 @@ public struct AppleRepository: Sendable {
 
     /// Creates or replaces the tenant's team key (by team id).
     public func setTeam(_ team: AppleTeam, actor: String) async throws -> AppleTeam {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 INSERT INTO apple_teams AS t (id, tenant_id, team_id, key_id, private_key_sealed)
@@ -48,7 +48,7 @@ public struct AppleRepository: Sendable {
     /// belongs to that team, so its sign-ins carry that team's subjects). False when the tenant
     /// has no such group.
     public func moveGroup(tenantID: UUID, primaryAppID: String, teamRef: UUID, teamID: String, actor: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE apple_app_groups SET team_ref = \(teamRef)
@@ -67,7 +67,7 @@ public struct AppleRepository: Sendable {
     /// Creates a group and registers its primary App ID as a client of kind `app`.
     public func addGroup(_ group: AppleAppGroup, primaryClient: AppleClient, actor: String) async throws {
         do {
-            try await client.withTransaction(logger: logger) { connection in
+            try await client.transaction(logger: logger) { connection in
                 try await connection.query(
                     """
                     INSERT INTO apple_app_groups (id, tenant_id, team_ref, primary_app_id)
@@ -86,7 +86,7 @@ public struct AppleRepository: Sendable {
 
     public func addClient(_ appleClient: AppleClient, actor: String) async throws {
         do {
-            try await client.withTransaction(logger: logger) { connection in
+            try await client.transaction(logger: logger) { connection in
                 try await Self.insertClient(appleClient, on: connection, logger: logger)
                 try await Database.notify(.appleClients, tenantID: appleClient.tenantID, on: connection, logger: logger)
                 try await AuditLogRepository.append(
@@ -228,7 +228,7 @@ public struct AppleRepository: Sendable {
 
     /// Changes whether a client requires a nonce; nil when the tenant has no such client.
     public func setNonceRequired(tenantID: UUID, clientID: String, _ required: Bool, actor: String) async throws -> AppleClient? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE apple_clients c SET nonce_required = \(required)

@@ -111,7 +111,7 @@ public struct AppleRevocationRepository: Sendable {
     /// operator's retry or another worker after a lease ran out may have settled it).
     func record(_ result: Result, of revocation: Revocation) async throws {
         let tenant = revocation.tenantID
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             switch result {
             case .revoked:
                 try await connection.query(
@@ -165,7 +165,7 @@ public struct AppleRevocationRepository: Sendable {
     /// Puts failed revocations of the tenant (or the one `id`, failed or pending) back in the
     /// queue, due now, with their attempts counted from zero. Returns the ids requeued.
     public func retry(tenantID: UUID, id: UUID?, actor: String) async throws -> [UUID] {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let ids = try await connection.query(
                 """
                 UPDATE apple_revocations SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()

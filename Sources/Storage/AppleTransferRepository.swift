@@ -108,7 +108,7 @@ public struct AppleTransferRepository: Sendable {
         tenantID: UUID, accountID: UUID, transferSub: String, targetTeam: String, subject: String, email: String?, isPrivateEmail: Bool,
         actor: String
     ) async throws -> Rekeyed {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let holder = try await connection.query(
                 """
                 SELECT id, account_id FROM identities
@@ -140,7 +140,7 @@ public struct AppleTransferRepository: Sendable {
     /// `targetTeam` and the `transferSub` an export kept. Re-keys that identity unless the new
     /// `sub` is known already; returns the identity re-keyed, nil when there was nothing to do.
     public func adopt(tenantID: UUID, transferSub: String, targetTeam: String, subject: String) async throws -> UUID? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE identities i SET provider_scope = \(targetTeam), subject = \(subject), \(unescaped: Self.rekeyed)

@@ -86,7 +86,7 @@ public struct IdentityLinkRepository: Sendable {
         tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, providerTokenClientID: String?,
         actor: String, spending proof: SpentProof?
     ) async throws -> LinkOutcome {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let status = try await connection.query(
                 "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR SHARE", logger: logger
             ).collect().first?.decode(String.self)
@@ -222,7 +222,7 @@ public struct IdentityLinkRepository: Sendable {
     /// update (two unlinks of one account cannot both see the other identity and leave none),
     /// its identities read, the sessions opened through this one revoked, the identity deleted.
     public func unlink(tenantID: UUID, accountID: UUID, identityID: UUID, actor: String) async throws -> UnlinkOutcome {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let status = try await connection.query(
                 "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
             ).collect().first?.decode(String.self)

@@ -36,7 +36,7 @@ public struct LoginPolicyRepository: Sendable {
 
     /// Records an exemption (replacing one recorded before); `since` is the database's now.
     public func setExemption(tenantID: UUID, reason: LoginPolicyExemptionReason, note: String, actor: String) async throws -> Tenant {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let tenant = try await Self.updateTenant(
                 """
                 UPDATE tenants SET policy_exemption_reason = \(reason.rawValue), policy_exemption_note = \(note),
@@ -90,7 +90,7 @@ public struct LoginPolicyRepository: Sendable {
     /// Records (or renews) the operator's attestation that the provider meets the three
     /// criteria. Any provider but Apple (Apple qualifies built in; the admin refuses it).
     public func attest(tenantID: UUID, provider: ProviderID, actor: String) async throws -> ProviderAttestation {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 INSERT INTO provider_attestations (tenant_id, provider, attested_by)
@@ -164,7 +164,7 @@ extension LoginPolicyRepository {
         _ write: @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await refusalsUnwrapped {
-            try await client.withTransaction(logger: logger) { connection in
+            try await client.transaction(logger: logger) { connection in
                 try await guarded(tenantID: tenantID, policyGuard, actor: actor, on: connection, logger: logger) {
                     try await write(connection)
                 }

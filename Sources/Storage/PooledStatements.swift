@@ -13,19 +13,23 @@ import PostgresNIO
 /// stream did.
 extension PostgresClient {
     /// The rows of `query`, read in full.
-    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await withConnection { connection in
-            try await connection.query(query, logger: logger).collect()
+    func rows(_ query: PostgresQuery, logger: Logger, function: String = #function) async throws -> [PostgresRow] {
+        try await StatementSpan.around(sql: query.sql, function: function) {
+            try await withConnection { connection in
+                try await connection.query(query, logger: logger).collect()
+            }
         }
     }
 
     /// The rows of the prepared `statement` (prepared once per connection), read in full.
-    func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws -> [Statement.Row]
+    func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws -> [Statement.Row]
     where Statement.Row: Sendable {
-        try await withConnection { connection in
-            var rows: [Statement.Row] = []
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            return rows
+        try await StatementSpan.around(sql: Statement.sql, function: function) {
+            try await withConnection { connection in
+                var rows: [Statement.Row] = []
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                return rows
+            }
         }
     }
 }

@@ -11,7 +11,7 @@ public struct SigningKeyRepository: Sendable {
         "id, tenant_id, kid, algorithm, public_key, private_key_sealed, created_at, activates_at, retired_at, revoked_at"
 
     public func insert(_ key: SigningKeyRecord, actor: String) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             try await Self.insert(key, on: connection, logger: logger)
             try await Database.notify(.signingKeys, tenantID: key.tenantID, on: connection, logger: logger)
             try await AuditLogRepository.append(
@@ -60,7 +60,7 @@ public struct SigningKeyRepository: Sendable {
     public func update(
         tenantID: UUID, retire: (id: UUID, at: Date)?, activate: (id: UUID, at: Date)?, actor: String, target: String
     ) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             if let activate {
                 try await connection.query(
                     "UPDATE signing_keys SET activates_at = \(activate.at) WHERE tenant_id = \(tenantID) AND id = \(activate.id)",
@@ -86,7 +86,7 @@ public struct SigningKeyRepository: Sendable {
         tenantID: UUID, id: UUID, at now: Date, activate: (id: UUID, at: Date)?, insert successor: SigningKeyRecord?,
         actor: String, target: String
     ) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             if let successor { try await Self.insert(successor, on: connection, logger: logger) }
             if let activate {
                 try await connection.query(

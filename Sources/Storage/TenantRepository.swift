@@ -17,7 +17,7 @@ public struct TenantRepository: Sendable {
     /// Creates the tenant and its first signing key in one transaction.
     public func create(_ tenant: Tenant, firstKey: SigningKeyRecord, actor: String) async throws -> Tenant {
         do {
-            return try await client.withTransaction(logger: logger) { connection in
+            return try await client.transaction(logger: logger) { connection in
                 let rows = try await connection.query(
                     """
                     INSERT INTO tenants (id, slug, display_name, status, access_token_ttl, refresh_token_absolute_ttl,
@@ -54,7 +54,7 @@ public struct TenantRepository: Sendable {
     }
 
     public func setStatus(slug: String, _ status: TenantStatus, actor: String) async throws -> Tenant? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE tenants SET status = \(status.rawValue), updated_at = now() WHERE slug = \(slug)
@@ -98,7 +98,7 @@ public struct TenantRepository: Sendable {
 
     /// Turns auto-linking by verified email on or off (`broker tenant set`).
     public func setAutoLinkVerifiedEmail(slug: String, _ on: Bool, actor: String) async throws -> Tenant? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE tenants SET auto_link_verified_email = \(on), updated_at = now() WHERE slug = \(slug)
@@ -115,7 +115,7 @@ public struct TenantRepository: Sendable {
 
     /// Sets how many open sessions each of the tenant's accounts may have.
     public func setMaxSessionsPerAccount(slug: String, _ cap: Int, actor: String) async throws -> Tenant? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE tenants SET max_sessions_per_account = \(cap), updated_at = now() WHERE slug = \(slug)
@@ -132,7 +132,7 @@ public struct TenantRepository: Sendable {
 
     /// Sets the rate of the tenant's API keys; nil returns them to the instance's default.
     public func setRateLimit(slug: String, _ limit: RateLimit?, actor: String) async throws -> Tenant? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE tenants SET rate_limit = \(limit?.perSecond), rate_burst = \(limit?.burst), updated_at = now()

@@ -72,7 +72,7 @@ public struct WebhookRepository: Sendable {
     /// signing secret (required for a new webhook); nil keeps it. A new webhook, or one that was
     /// disabled, takes the events committed from now on. Returns the webhook and whether it is new.
     public func set(tenantID: UUID, url: String, eventTypes: [String]?, sealedSecret: Data?, actor: String) async throws -> (Webhook, Bool) {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows: [PostgresRow]
             if let sealedSecret {
                 rows = try await connection.query(
@@ -134,7 +134,7 @@ public struct WebhookRepository: Sendable {
     /// Stops the tenant's webhook: nothing more is dispatched or sent (pending deliveries wait
     /// for it to be set again). False when the tenant has no enabled webhook.
     public func disable(tenantID: UUID, actor: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(
                 "UPDATE webhooks SET enabled = false, updated_at = now() WHERE tenant_id = \(tenantID) AND enabled RETURNING url",
                 logger: logger
@@ -227,7 +227,7 @@ public struct WebhookRepository: Sendable {
     /// they are not taken (and skipped) over and over meanwhile.
     func record(_ result: Result, of due: Due) async throws {
         let (tenant, eventID) = (due.tenantID, due.eventID)
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             switch result {
             case .delivered(let status):
                 try await connection.query(
@@ -290,7 +290,7 @@ public struct WebhookRepository: Sendable {
     /// (whatever their status), or every failed one of the tenant when `eventIDs` is empty.
     /// Returns the event ids queued.
     public func redeliver(tenantID: UUID, eventIDs: [Int64], actor: String) async throws -> [Int64] {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.transaction(logger: logger) { connection in
             let ids = try await connection.query(
                 """
                 UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), last_status = NULL, last_error = NULL,

@@ -31,6 +31,8 @@ struct ServeCommand: AsyncParsableCommand {
             let configuration = context.configuration
             let secrets = SecretBox(masterKey: try context.masterKey())
             let logger = context.logger
+            // Before anything makes an outbound client or a router: both read the switch.
+            let traces = try TraceExport.start(environment: ProcessInfo.processInfo.environment, logger: logger)
             try await context.withDatabase(migrate: noMigrate ? .require : .always) { database in
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
@@ -40,6 +42,7 @@ struct ServeCommand: AsyncParsableCommand {
                     appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure,
                     abuseLimits: configuration.abuseLimits)
                 var lifecycle: [any Service] = [BackgroundTasks(services: services)]
+                if let traces { lifecycle.append(traces) }
                 if let metricsPort = configuration.metricsPort {
                     lifecycle.append(
                         buildMetricsApplication(services: services, host: configuration.host, port: metricsPort, logger: logger))

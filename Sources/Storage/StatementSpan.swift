@@ -1,0 +1,66 @@
+import BrokerCore
+import PostgresNIO
+import Tracing
+
+/// A client span for each statement and transaction the broker runs, when traces are exported
+/// (``TraceSpans``): named after the statement's operation and first table (`SELECT
+/// sessions`, OpenTelemetry's database conventions), with the parameterized SQL text (values
+/// travel as bind parameters and are never in it) and the repository function that ran it.
+enum StatementSpan {
+    static func around<T>(
+        sql: String, function: String, _ body: () async throws -> T
+    ) async throws -> T {
+        guard TraceSpans.enabled else { return try await body() }
+        let (operation, target) = summary(of: sql)
+        return try await withSpan(target.map { "\(operation) \($0)" } ?? operation, ofKind: .client) { span in
+            span.attributes["db.system.name"] = "postgresql"
+            span.attributes["db.operation.name"] = operation
+            span.attributes["db.collection.name"] = target
+            span.attributes["db.query.text"] = sql
+            span.attributes["code.function.name"] = function
+            return try await body()
+        }
+    }
+
+    /// The statement's first keyword (`WITH` when it starts with common table expressions) and
+    /// the first table it names after `FROM`, `INTO` or `UPDATE`, if any.
+    static func summary(of sql: String) -> (operation: String, target: String?) {
+        let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "(" || $0 == ")" || $0 == "," })
+        let operation = words.first.map { $0.uppercased() } ?? "SQL"
+        var target: String?
+        for (index, word) in words.enumerated().dropLast() {
+            let keyword = word.uppercased()
+            guard keyword == "FROM" || keyword == "INTO" || keyword == "UPDATE" else { continue }
+            let name = words[index + 1]
+            if name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "." }), name.first?.isLetter == true {
+                target = String(name)
+                break
+            }
+        }
+        return (operation, target)
+    }
+}
+
+extension PostgresClient {
+    /// `withTransaction`, in a span of its own when traces are exported.
+    func transaction<Result: Sendable>(
+        logger: Logger, function: String = #function, isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        guard TraceSpans.enabled else { return try await withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) } }
+        let span = InstrumentationSystem.tracer.startSpan("transaction", ofKind: .client)
+        defer { span.end() }
+        span.attributes["db.system.name"] = "postgresql"
+        span.attributes["db.operation.name"] = "transaction"
+        span.attributes["code.function.name"] = function
+        do {
+            return try await ServiceContext.$current.withValue(span.context, operation: {
+                try await withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
+            }, isolation: isolation)
+        } catch {
+            span.recordError(error)
+            span.setStatus(.init(code: .error))
+            throw error
+        }
+    }
+}
