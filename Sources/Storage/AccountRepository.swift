@@ -152,7 +152,7 @@ public struct AccountRepository: Sendable {
                     coalesce((SELECT account_id FROM renewed), CASE WHEN $22::bool AND NOT EXISTS (SELECT 1 FROM stored) THEN coalesce((
                         SELECT (array_agg(m.id))[1] FROM (
                             SELECT m.id FROM accounts m
-                            WHERE m.tenant_id = $2::uuid AND lower(m.email) = lower($7::text) AND m.email IS NOT NULL
+                            WHERE m.tenant_id = $2::uuid AND m.email_key = lower($7::text) AND m.email IS NOT NULL
                                 AND m.email_verified AND NOT m.is_private_email AND m.status = 'active'
                             LIMIT 2) m
                         HAVING count(*) = 1), $3::uuid)
@@ -252,7 +252,7 @@ public struct AccountRepository: Sendable {
             SELECT account.*, u.*, (u.inserted AND u.account_id <> $3::uuid) AS linked,
                 (u.inserted AND u.account_id = $3::uuid AND $7::text IS NOT NULL AND EXISTS (
                     SELECT 1 FROM accounts d
-                    WHERE d.tenant_id = $2::uuid AND lower(d.email) = lower($7::text) AND d.email IS NOT NULL
+                    WHERE d.tenant_id = $2::uuid AND d.email_key = lower($7::text) AND d.email IS NOT NULL
                         AND d.status <> 'deleted')) AS possible_duplicate,
                 EXISTS (SELECT 1 FROM renewed) AS renewed
             FROM account, identity u

@@ -111,6 +111,10 @@ public struct Migrator: Sendable {
     }
 
     private func ensureTable(_ connection: PostgresConnection) async throws {
+        // Looked up first: a role without CREATE on the schema (one that serves, not one that
+        // migrates) may read the table but not run CREATE TABLE, not even IF NOT EXISTS.
+        let existing = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
+        for try await exists in existing.decode(Bool.self) where exists { return }
         // Two first-time migrators may race here; IF NOT EXISTS plus the unique violation
         // being ignored keeps both alive.
         do {

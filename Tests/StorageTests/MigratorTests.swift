@@ -46,6 +46,29 @@ import Testing
         }
     }
 
+    /// A role that may use the tables but not create any (the role `serve` runs as, not the one
+    /// that migrates) checks the schema and finds nothing to do; with a migration pending it
+    /// fails (and says so), instead of failing on the bookkeeping table it cannot create.
+    @Test func aRoleWithoutCreateChecksAnUpToDateSchema() async throws {
+        try await TestDatabase.withFresh { database, url in
+            let role = "t_serve_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+            let name = TestDatabase.name(of: url)
+            try await TestDatabase.adminQuery("CREATE ROLE \(role) LOGIN")
+            _ = try await database.client.query(PostgresQuery(unsafeSQL: "REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+            _ = try await database.client.query(PostgresQuery(unsafeSQL: "GRANT SELECT ON schema_migrations TO \(role)"))
+            var configuration = try DatabaseConfiguration(url: url.replacingOccurrences(of: "user=postgres", with: "user=\(role)"))
+            configuration.database = name
+            let serving = try Database(configuration: configuration, logger: TestDatabase.logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await serving.run() }
+                defer { group.cancelAll() }
+                let migrator = try serving.migrator()
+                #expect(try await migrator.migrate().isEmpty)
+                #expect(try await migrator.status().pending.isEmpty)
+            }
+        }
+    }
+
     @Test func anEditedAppliedMigrationIsRefused() async throws {
         try await TestDatabase.withFresh { database, _ in
             var migrations = try Migration.bundled()
