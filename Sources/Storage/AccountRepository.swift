@@ -218,12 +218,14 @@ public struct AccountRepository: Sendable {
             ),
             capped AS (
                 UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
-                WHERE s.tenant_id = $2::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
+                WHERE EXISTS (
+                        SELECT 1 FROM account
+                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET $23::int - 1 LIMIT 1))
+                    AND s.tenant_id = $2::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
                     SELECT x.id FROM account CROSS JOIN LATERAL (
                         SELECT o.id FROM sessions o
                         WHERE o.tenant_id = $2::uuid AND o.account_id = account.id AND o.revoked_at IS NULL AND o.expires_at > now()
-                        ORDER BY o.created_at DESC, o.id DESC OFFSET $23::int - 1) x
-                    WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET $23::int - 1 LIMIT 1)))
+                        ORDER BY o.created_at DESC, o.id DESC OFFSET $23::int - 1) x))
             ),
             linked AS (
                 INSERT INTO audit_log (tenant_id, actor, action, target, details)

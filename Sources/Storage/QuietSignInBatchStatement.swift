@@ -67,13 +67,15 @@ extension AccountRepository {
             ),
             capped AS (
                 UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
-                WHERE s.tenant_id = ANY(ARRAY(SELECT p.t FROM posted p)) AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
+                WHERE EXISTS (
+                        SELECT 1 FROM quiet q JOIN posted p ON p.n = q.n
+                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = q.quiet_account_id OFFSET p.k - 1 LIMIT 1))
+                    AND s.tenant_id = ANY(ARRAY(SELECT p.t FROM posted p)) AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
                     SELECT x.id FROM quiet q JOIN posted p ON p.n = q.n JOIN opened ON opened.id = q.session_id
                     CROSS JOIN LATERAL (
                         SELECT o.id FROM sessions o
                         WHERE o.tenant_id = p.t AND o.account_id = q.quiet_account_id AND o.revoked_at IS NULL AND o.expires_at > now()
-                        ORDER BY o.created_at DESC, o.id DESC OFFSET p.k - 1) x
-                    WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = q.quiet_account_id OFFSET p.k - 1 LIMIT 1)))
+                        ORDER BY o.created_at DESC, o.id DESC OFFSET p.k - 1) x))
             )
             SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
             FROM quiet q
