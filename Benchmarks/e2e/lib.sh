@@ -3,7 +3,8 @@
 # with its default settings), MockIdP as Apple, Google, Facebook and a generic OpenID Connect
 # issuer (line), one tenant made with the CLI, the broker, and wrk. No step here is one the
 # product does not do by itself: no statistics step, no tuning.
-# TARGET=embedded (default) | tcp.
+# TARGET=embedded (default) | tcp. PG_EXTRA_OPTS (tcp): more `-c name=value` settings for that
+# PostgreSQL (diag.sh loads pg_stat_statements and auto_explain with it; never in measured runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 scripts/setup.sh
@@ -69,7 +70,7 @@ tcp)
     [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$work/pg"
     run_pg "$pg_bin/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 >/dev/null
     run_pg "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -s \
-        -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $work/pg" start
+        -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $work/pg ${PG_EXTRA_OPTS:-}" start
     export DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
     BROKER_MASTER_KEY=$(openssl rand -base64 32)
     export BROKER_MASTER_KEY
@@ -105,6 +106,26 @@ if [ "$fresh" = 1 ]; then
 fi
 key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
 
+# WALL_PROTOTYPE=1 (TARGET=tcp): row-level security forced on every tenant-owned table
+# (Benchmarks/rls/prototype.sql), and the broker serving as the non-superuser role broker_serve,
+# whose connections start with the bench tenant's scope (ALTER ROLE … SET broker.tenant_id): what
+# the policies cost the hot statements, with no round trip to set a scope (issue 25).
+if [ -n "${WALL_PROTOTYPE:-}" ]; then
+    [ "$target" = tcp ] || { echo "WALL_PROTOTYPE works with TARGET=tcp only" >&2; exit 2; }
+    psql -h 127.0.0.1 -p "$pg_port" -U postgres -q -v ON_ERROR_STOP=1 -f Benchmarks/rls/prototype.sql postgres
+    psql_db "ALTER ROLE broker_serve SET broker.tenant_id = '$(psql_db "SELECT id FROM tenants WHERE slug = 'bench'")'"
+    export DATABASE_URL="postgres://broker_serve@127.0.0.1:$pg_port/postgres?sslmode=disable"
+    echo "   (row-level security on; serving as broker_serve)" >&2
+fi
+# TRACES=1: the broker exports every trace (OTLP/HTTP, protobuf) to a receiver on loopback that
+# counts the exports and keeps nothing (otlp-sink.py): what traces cost the broker.
+if [ -n "${TRACES:-}" ]; then
+    sink_port=$(free_port)
+    python3 Benchmarks/e2e/otlp-sink.py "$sink_port" "$work/exports" &
+    pids+=($!)
+    export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$sink_port
+    echo "   (traces exported to 127.0.0.1:$sink_port)" >&2
+fi
 "$bin/broker" serve >"$work/broker.log" 2>&1 &
 broker_pid=$!
 pids+=($broker_pid)

@@ -6,7 +6,7 @@
 #   returning users people the first run created sign in again (each with a fresh token)
 #   refresh         refresh-token rotation, each refresh token once
 # Prints one RESULT line per scenario, the accounts made and the broker's peak RSS.
-# Usage: [TARGET=embedded|tcp] [POOL=N] Benchmarks/e2e/run.sh [duration_seconds]
+# Usage: [TARGET=embedded|tcp] [POOL=N] [TRACES=1] [WALL_PROTOTYPE=1] Benchmarks/e2e/run.sh [duration_seconds]
 duration=${1:-20}
 source "$(dirname "$0")/lib.sh"
 new_tokens=${NEW_TOKENS:-60000}
@@ -19,12 +19,16 @@ mint "$work/returning.txt" new. 80000 "$returning_subjects"
 mint "$work/collect.txt" new. 50000 "$returning_subjects"
 
 echo "== new users (${duration}s, $connections connections, at most $new_tokens, empty database)"
+cpu_start
 signin "$work/new.txt" "${duration}s"
 sleep 1  # requests wrk left in flight are answered (and counted) before the next phase
 created=$(psql_db "SELECT count(*) FROM accounts")
+cpu_report "$created"
 echo "   (accounts: $created)"
 echo "== returning users (${duration}s, $connections connections, $returning_subjects people)"
-signin "$work/returning.txt" "${duration}s"
+cpu_start
+signin "$work/returning.txt" "${duration}s" | tee "$work/returning.out"
+cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/returning.out" | head -1)"
 echo "   (accounts made by this run: $(( $(psql_db "SELECT count(*) FROM accounts") - created )))"
 
 echo "== refresh (8s, $connections connections, each refresh token once)"
@@ -34,6 +38,9 @@ TOKENS="$work/collect.txt" SAVE_REFRESH="$work/refresh" wrk -t"$threads" -c"$con
     -s Benchmarks/e2e/signin.lua "$base" >/dev/null
 cat "$work"/refresh.* >"$work/refresh.txt"
 echo "   ($(wc -l <"$work/refresh.txt") tokens)"
+cpu_start
 TOKENS="$work/refresh.txt" wrk -t"$threads" -c"$connections" -d8s --latency \
-    -s Benchmarks/e2e/refresh.lua "$base" | grep RESULT
+    -s Benchmarks/e2e/refresh.lua "$base" | grep RESULT | tee "$work/rotation.out"
+cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/rotation.out" | head -1)"
 echo "== broker peak RSS: $(peak_rss)"
+if [ -n "${TRACES:-}" ]; then echo "   (trace exports received: $(cat "$work/exports" 2>/dev/null || echo 0))"; fi
