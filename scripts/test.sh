@@ -63,13 +63,17 @@ else
     # a served broker with a 3 s provider timeout gets MockIdP's Graph answers in time (seen to
     # miss it once in the whole run on 2 cores, issue 22's CI); health answers within 1 s under a
     # flood of half-open connections; three instances see a revoked key within 1 s and a rotated
-    # signing key within 5 s (issue 25).
-    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests|ConnectionFloodTests|SeveralInstancesTests"
+    # signing key within 5 s (issue 25). The last two make load of their own (2,000 connections;
+    # three broker processes and 200 sign-ins at once), so they run after the others, not beside
+    # them: beside them, a 1 s provider timeout was once answered in 2.06 s against its 2 s bound.
+    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests"
+    load_suites="ConnectionFloodTests|SeveralInstancesTests"
     outage_suites="DatabaseOutageTests|LongDatabaseOutageTests|WorkerOutageTests"
     # Contract fuzzing loads both cores for about a minute: alone, last.
     fuzz_suites="ContractFuzzTests"
-    swift test --skip-build --skip "$timing_suites|$outage_suites|$fuzz_suites"
+    swift test --skip-build --skip "$timing_suites|$load_suites|$outage_suites|$fuzz_suites"
     swift test --skip-build --filter "$timing_suites"
+    swift test --skip-build --filter "$load_suites"
     swift test --skip-build --filter "$outage_suites"
     swift test --skip-build --filter "$fuzz_suites"
 fi
