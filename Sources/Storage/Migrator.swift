@@ -113,8 +113,10 @@ public struct Migrator: Sendable {
     private func ensureTable(_ connection: PostgresConnection) async throws {
         // Looked up first: a role without CREATE on the schema (one that serves, not one that
         // migrates) may read the table but not run CREATE TABLE, not even IF NOT EXISTS.
+        // Read to the end before the next statement on this connection.
         let existing = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
-        for try await exists in existing.decode(Bool.self) where exists { return }
+            .collect()
+        if try existing.first?.decode(Bool.self) == true { return }
         // Two first-time migrators may race here; IF NOT EXISTS plus the unique violation
         // being ignored keeps both alive.
         do {
