@@ -38,29 +38,16 @@ public final class TraceCollector: Sendable {
     /// The content types the exports came with.
     public var contentTypes: Set<String> { state.withLock { $0.contentTypes } }
 
-    /// Returns once the spans received satisfy `ready` (an event: checked on each export), or
-    /// after `timeout`; either way the spans received so far.
-    public func spans(within timeout: Duration, until ready: @escaping @Sendable ([Span]) -> Bool) async -> [Span] {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let done = self.state.withLock { state -> Bool in
-                        if ready(state.spans) { return true }
-                        state.watchers.append((ready, continuation))
-                        return false
-                    }
-                    if done { continuation.resume() }
-                }
+    /// Returns the spans received once they satisfy `ready`: checked on each export, no timer
+    /// (a test that waits here bounds itself with a time limit).
+    public func spans(until ready: @escaping @Sendable ([Span]) -> Bool) async -> [Span] {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if ready(state.spans) { return true }
+                state.watchers.append((ready, continuation))
+                return false
             }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-            // Let a watcher still waiting go (its continuation must be resumed once).
-            let waiting = state.withLock { state in
-                defer { state.watchers = [] }
-                return state.watchers.map(\.continuation)
-            }
-            for continuation in waiting { continuation.resume() }
+            if done { continuation.resume() }
         }
         return spans
     }
@@ -109,7 +96,6 @@ public final class TraceCollector: Sendable {
     }
 
     public static func with<T: Sendable>(_ body: @Sendable (TraceCollector) async throws -> T) async throws -> T {
-        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
         let box = Mutex<TraceCollector?>(nil)
         let router = Router()
         router.post("/v1/traces") { request, _ -> Response in
@@ -119,14 +105,7 @@ public final class TraceCollector: Sendable {
             headers[.contentType] = "application/json"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: .init(string: "{}")))
         }
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) })
-        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        return try await LoopbackServer.with(router) { port in
             let collector = TraceCollector(endpoint: "http://127.0.0.1:\(port)")
             box.withLock { $0 = collector }
             return try await body(collector)

@@ -84,7 +84,6 @@ public final class WebhookSink: Sendable {
     }
 
     public static func with<T: Sendable>(path: String = "/hooks/identity", _ body: @Sendable (WebhookSink) async throws -> T) async throws -> T {
-        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
         let box = Mutex<WebhookSink?>(nil)
         let router = Router()
         router.post(RouterPath(path)) { request, _ -> Response in
@@ -131,14 +130,7 @@ public final class WebhookSink: Sendable {
             }
             return Response(status: HTTPResponse.Status(code: code))
         }
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in portSink.yield(channel.localAddress?.port ?? 0) })
-        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        return try await LoopbackServer.with(router) { port in
             let sink = WebhookSink(url: "http://127.0.0.1:\(port)\(path)")
             box.withLock { $0 = sink }
             defer {

@@ -42,12 +42,7 @@ import Testing
                     _ = try? ProcessRunner.wait(server)
                 }
                 let base = "http://127.0.0.1:\(port)"
-                var ready = false
-                for _ in 0..<200 where !ready {
-                    ready = (try? await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/readyz"), timeout: .seconds(2)))?.status == .ok
-                    if !ready { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                try #require(ready, "broker did not start: \(server.output.suffix(2_000))")
+                try await waitUntilReady(base, server)
 
                 // The last answer's body, for the message of a failed expectation.
                 let lastBody = Mutex("")

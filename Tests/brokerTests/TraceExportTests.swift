@@ -12,7 +12,7 @@ import Testing
 /// sign-in as its children in one trace (continuing the caller's `traceparent`), and nothing
 /// in any span that a log may not hold either (tokens, the app secret, a callback's code).
 @Suite struct TraceExportTests {
-    @Test func aSignInIsOneTraceAcrossHTTPSQLAndTheProviderCall() async throws {
+    @Test(.timeLimit(.minutes(2))) func aSignInIsOneTraceAcrossHTTPSQLAndTheProviderCall() async throws {
         let secret = "s3cr3t-" + UUID().uuidString.lowercased()
         try await TestDatabase.withFresh { _, url in
             try await MockProvidersServer.with { mocks in
@@ -45,12 +45,7 @@ import Testing
                         _ = try? ProcessRunner.wait(server)
                     }
                     let base = "http://127.0.0.1:\(port)"
-                    var ready = false
-                    for _ in 0..<200 where !ready {
-                        ready = (try? await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/readyz"), timeout: .seconds(2)))?.status == .ok
-                        if !ready { try await Task.sleep(for: .milliseconds(100)) }
-                    }
-                    try #require(ready, "broker did not start: \(server.output.suffix(2_000))")
+                    try await waitUntilReady(base, server)
 
                     // A caller already in a trace: the broker's spans continue it.
                     let callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -70,7 +65,7 @@ import Testing
                         HTTPClientRequest(url: "\(base)/oidc/callback?code=code-\(secret)&state=state-\(secret)"), timeout: .seconds(15))
                     _ = try await callback.body.collect(upTo: 65_536)
 
-                    let spans = await collector.spans(within: .seconds(20)) { spans in
+                    let spans = await collector.spans { spans in
                         spans.contains { $0.attributes["url.path"] == "/oidc/callback" }
                             && spans.contains { $0.attributes["url.path"] == "/v1/sign-in/facebook" }
                             && spans.contains { $0.attributes["http.request.method"] == "GET" && $0.attributes["server.address"] != nil }
