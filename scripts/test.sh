@@ -42,6 +42,10 @@ run_pg "$bin_dir/initdb" -D "$work/data" -U postgres --auth=trust --no-locale -E
 # were bounded to 12 at once, 600 connections ran out when the suites of issue 23 came in.
 run_pg "$bin_dir/pg_ctl" -D "$work/data" -l "$work/data/server.log" -w -s \
     -o "-k $work/run -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=1200" start
+# The role broker serve runs as (no superuser: the tenant wall's row-level security applies to
+# it), as 'broker db migrate' creates it on the embedded default; every migrated test database
+# grants it its privileges. Tests run the application as this role (TestDatabase).
+run_pg "$bin_dir/psql" -h "$work/run" -U postgres -d postgres -qX -c "CREATE ROLE broker_serve LOGIN" >/dev/null
 
 # At most 12 tests run at once (Swift Testing's own setting). Unbounded, all 575 started together
 # on two cores: a test's deadline was then met or missed by the scheduler, not by the code (two

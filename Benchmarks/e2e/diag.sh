@@ -4,7 +4,7 @@
 # costliest statements (calls, total and mean milliseconds, buffers a call). With PLANS=FILE,
 # auto_explain also logs the plan of every statement over 3 ms, with its row counts and buffers,
 # to FILE. Found the email lookup that row-level security turned into a scan (decision 0054).
-# Usage: [WALL_PROTOTYPE=1] [PLANS=FILE] Benchmarks/e2e/diag.sh
+# Usage: [WALL=off] [PLANS=FILE] Benchmarks/e2e/diag.sh
 export TARGET=tcp
 PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements${PLANS:+,auto_explain -c auto_explain.log_min_duration=3 -c auto_explain.log_analyze=on -c auto_explain.log_buffers=on}"
 export PG_EXTRA_OPTS

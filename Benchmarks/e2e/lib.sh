@@ -72,6 +72,9 @@ tcp)
     run_pg "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -s \
         -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $work/pg ${PG_EXTRA_OPTS:-}" start
     export DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+    # The role broker serve connects as (operator guide, "The tenant wall"), made before the
+    # migration that grants it its privileges.
+    psql -h 127.0.0.1 -p "$pg_port" -U postgres -qXc "CREATE ROLE broker_serve LOGIN" postgres
     BROKER_MASTER_KEY=$(openssl rand -base64 32)
     export BROKER_MASTER_KEY
     "$bin/broker" db migrate >/dev/null
@@ -106,16 +109,16 @@ if [ "$fresh" = 1 ]; then
 fi
 key=$("$bin/broker" api-key create --tenant bench 2>/dev/null)
 
-# WALL_PROTOTYPE=1 (TARGET=tcp): row-level security forced on every tenant-owned table
-# (Benchmarks/rls/prototype.sql), and the broker serving as the non-superuser role broker_serve,
-# whose connections start with the bench tenant's scope (ALTER ROLE … SET broker.tenant_id): what
-# the policies cost the hot statements, with no round trip to set a scope (issue 25).
-if [ -n "${WALL_PROTOTYPE:-}" ]; then
-    [ "$target" = tcp ] || { echo "WALL_PROTOTYPE works with TARGET=tcp only" >&2; exit 2; }
-    psql -h 127.0.0.1 -p "$pg_port" -U postgres -q -v ON_ERROR_STOP=1 -f Benchmarks/rls/prototype.sql postgres
-    psql_db "ALTER ROLE broker_serve SET broker.tenant_id = '$(psql_db "SELECT id FROM tenants WHERE slug = 'bench'")'"
-    export DATABASE_URL="postgres://broker_serve@127.0.0.1:$pg_port/postgres?sslmode=disable"
-    echo "   (row-level security on; serving as broker_serve)" >&2
+# The broker serves as broker_serve, to which the tenant wall applies (decision 0055), as an
+# installation set up by the operator guide does (the embedded default does it by itself).
+# WALL=off (TARGET=tcp) serves as the superuser instead, which bypasses the wall: the control
+# for what the wall costs.
+if [ "$target" = tcp ]; then
+    if [ "${WALL:-on}" = off ]; then
+        echo "   (serving as the superuser: the tenant wall does not apply)" >&2
+    else
+        export DATABASE_URL="postgres://broker_serve@127.0.0.1:$pg_port/postgres?sslmode=disable"
+    fi
 fi
 # TRACES=1: the broker exports every trace (OTLP/HTTP, protobuf) to a receiver on loopback that
 # counts the exports and keeps nothing (otlp-sink.py): what traces cost the broker.

@@ -6,7 +6,7 @@
 #   returning users people the first run created sign in again (each with a fresh token)
 #   refresh         refresh-token rotation, each refresh token once
 # Prints one RESULT line per scenario, the accounts made and the broker's peak RSS.
-# Usage: [TARGET=embedded|tcp] [POOL=N] [TRACES=1] [WALL_PROTOTYPE=1] Benchmarks/e2e/run.sh [duration_seconds]
+# Usage: [TARGET=embedded|tcp] [POOL=N] [TRACES=1] [WALL=off] Benchmarks/e2e/run.sh [duration_seconds]
 duration=${1:-20}
 source "$(dirname "$0")/lib.sh"
 new_tokens=${NEW_TOKENS:-60000}

@@ -173,6 +173,12 @@ public struct BrokerServices: Sendable {
     /// Work that runs for the life of the server: refreshing the provider key sets once needed,
     /// clearing caches.
     public func backgroundTasks() async {
+        await TenantScope.acrossTenants(because: "the workers and sweeps serve every tenant's queues and rows") {
+            await workers()
+        }
+    }
+
+    private func workers() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await keySets.runBackground() }
             group.addTask { await sweepWebSignIns() }

@@ -23,6 +23,7 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
         // children); parameters that carry a code, a state or a person's id are not recorded.
         router.add(middleware: TracingMiddleware(redactingQueryParameters: TraceSpans.redactedQueryParameters))
     }
+    router.add(middleware: TenantScopeMiddleware())
     router.add(middleware: EdgeHeadersMiddleware(https: services.publicURL.lowercased().hasPrefix("https://")))
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: ProblemMiddleware(database: services.database))

@@ -72,18 +72,22 @@ public struct APIKeyRepository: Sendable {
     /// one round trip; nil when no key has this hash. The use of a revoked key is a security
     /// event of its own (issue 20 §6), so it is told apart from an unknown key.
     public func lookup(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
-        let rows = try await client.rows(try Self.authenticateQuery(hash: hash), logger: logger)
-        guard let row = rows.first else { return nil }
-        var reader = RowReader(row)
-        let key = try Self.decode(&reader)
-        let tenant = try TenantRepository.decode(&reader)
-        return (key, tenant)
+        try await TenantScope.acrossTenants(because: "a key is found by its hash before its tenant is known") {
+            let rows = try await client.rows(try Self.authenticateQuery(hash: hash), logger: logger)
+            guard let row = rows.first else { return nil }
+            var reader = RowReader(row)
+            let key = try Self.decode(&reader)
+            let tenant = try TenantRepository.decode(&reader)
+            return (key, tenant)
+        }
     }
 
     /// The live key with this hash and its tenant, in one round trip. Revoked keys do not match.
     public func authenticate(hash: Data) async throws -> (APIKeyRecord, Tenant)? {
-        guard let (key, tenant) = try await lookup(hash: hash), key.revokedAt == nil else { return nil }
-        return (key, tenant)
+        try await TenantScope.acrossTenants(because: "a key is found by its hash before its tenant is known") {
+            guard let (key, tenant) = try await lookup(hash: hash), key.revokedAt == nil else { return nil }
+            return (key, tenant)
+        }
     }
 
     static func decode(_ row: PostgresRow) throws -> APIKeyRecord {

@@ -104,7 +104,7 @@ public struct AppleCredentialRepository: Sendable {
         switch verdict {
         case .valid(let next), .failed(let next):
             // Only the token that was checked: a sign-in may have stored a newer one meanwhile.
-            try await client.query(
+            _ = try await client.rows(
                 """
                 UPDATE identities SET credential_check_due_at = \(next)
                 WHERE tenant_id = \(tenant) AND id = \(id) AND provider_refresh_token_sealed = \(sealed)

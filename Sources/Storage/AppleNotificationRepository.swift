@@ -63,33 +63,37 @@ public struct AppleNotificationRepository: Sendable {
     /// one lookup that is not filtered by tenant: a notification names no tenant, its audience
     /// routes it (as a web callback's state does).
     public func routes(primaryAppID: String) async throws -> [Route] {
-        let rows = try await client.rows(
-            """
-            SELECT g.tenant_id, t.team_id FROM apple_app_groups g
-            JOIN apple_teams t ON t.id = g.team_ref AND t.tenant_id = g.tenant_id
-            WHERE g.primary_app_id = \(primaryAppID)
-            """, logger: logger)
-        return try rows.map { row in
-            let (tenantID, teamID) = try row.decode((UUID, String).self)
-            return Route(tenantID: tenantID, teamID: teamID)
+        try await TenantScope.acrossTenants(because: "a notification's App ID names its tenant") {
+            let rows = try await client.rows(
+                """
+                SELECT g.tenant_id, t.team_id FROM apple_app_groups g
+                JOIN apple_teams t ON t.id = g.team_ref AND t.tenant_id = g.tenant_id
+                WHERE g.primary_app_id = \(primaryAppID)
+                """, logger: logger)
+            return try rows.map { row in
+                let (tenantID, teamID) = try row.decode((UUID, String).self)
+                return Route(tenantID: tenantID, teamID: teamID)
+            }
         }
     }
 
     /// Applies `event` to the tenant's identity `(apple, team, sub)`.
     public func apply(_ event: Event, to route: Route) async throws -> Outcome {
-        if let subject = event.subject, event.type == "email-disabled" || event.type == "email-enabled" {
-            // The notifications Apple sends most: in one statement with no transaction around it
-            // (one round trip), together with those that arrive at the same time.
-            let element = EmailNotificationBatchStatement.Element(event: event, subject: subject, route: route)
-            if let emailNotifications { return try await emailNotifications.run(element) }
-            return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
-        }
-        if event.subject != nil, event.type == "consent-revoked" {
-            // One prepared statement, no transaction around it (decision 0052).
-            return try await client.withConnection { connection in try await applyWithReceipt(event, to: route, on: connection) }
-        }
-        return try await client.transaction(logger: logger) { connection in
-            try await applyWithReceipt(event, to: route, on: connection)
+        try await TenantScope.tenant(route.tenantID) {
+            if let subject = event.subject, event.type == "email-disabled" || event.type == "email-enabled" {
+                // The notifications Apple sends most: in one statement with no transaction around it
+                // (one round trip), together with those that arrive at the same time.
+                let element = EmailNotificationBatchStatement.Element(event: event, subject: subject, route: route)
+                if let emailNotifications { return try await emailNotifications.run(element) }
+                return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
+            }
+            if event.subject != nil, event.type == "consent-revoked" {
+                // One prepared statement, no transaction around it (decision 0052).
+                return try await client.withScopedConnection(logger: logger) { connection in try await applyWithReceipt(event, to: route, on: connection) }
+            }
+            return try await client.transaction(logger: logger) { connection in
+                try await applyWithReceipt(event, to: route, on: connection)
+            }
         }
     }
 

@@ -63,7 +63,7 @@ public struct AppleTransferRepository: Sendable {
 
     /// Keeps the `transfer_sub` Apple gave `identityID` for `targetTeam`.
     public func recordExport(tenantID: UUID, identityID: UUID, transferSub: String, targetTeam: String) async throws {
-        try await client.query(
+        _ = try await client.rows(
             """
             UPDATE identities SET apple_transfer_sub = \(transferSub), apple_transfer_team = \(targetTeam)
             WHERE tenant_id = \(tenantID) AND id = \(identityID) AND provider = 'apple'
@@ -94,7 +94,7 @@ public struct AppleTransferRepository: Sendable {
 
     /// Audits a finished export.
     public func auditExport(tenantID: UUID, sourceTeam: String, targetTeam: String, exported: Int, failed: Int, actor: String) async throws {
-        try await client.withConnection { connection in
+        try await client.withScopedConnection(logger: logger) { connection in
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "apple.transfer.exported", target: targetTeam,
                 details: ["source_team": .string(sourceTeam), "exported": .int(exported), "failed": .int(failed)], on: connection,

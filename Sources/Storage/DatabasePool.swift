@@ -23,9 +23,12 @@ final class DatabasePool: Sendable {
     init(configuration: DatabaseConfiguration, health: DatabaseHealth, logger: Logger, backgroundLogger: Logger) throws {
         let clientConfiguration = try configuration.clientConfiguration()
         let makeClient: @Sendable () throws -> PostgresClient = {
-            PostgresClient(
+            let client = PostgresClient(
                 configuration: clientConfiguration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                 backgroundLogger: backgroundLogger)
+            // The record of its connections' tenant scopes, dropped when its run ends.
+            ConnectionScopes.register(client)
+            return client
         }
         self.current = Mutex(try makeClient())
         self.makeClient = makeClient
@@ -112,6 +115,7 @@ private final class RunningPools: Sendable {
         // The pool's own work runs on an event loop (decision 0022).
         let task = Task(executorPreference: EventLoopTaskExecutor.executor(for: MultiThreadedEventLoopGroup.singleton.next())) {
             await client.run()
+            ConnectionScopes.unregister(client)
         }
         let stop = cancelled.withLock { cancelled in
             if !cancelled { tasks.withLock { $0[ObjectIdentifier(client)] = task } }

@@ -111,7 +111,9 @@ extension EmailNotificationBatchStatement {
     static func batcher(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> EmailNotificationBatch? {
         guard maxRunning > 0 else { return nil }
         return EmailNotificationBatch(maxRunning: maxRunning, maxBatch: 64, timeout: timeout) { elements in
-            try await writeFailingAlone(elements, client: pool.client, logger: logger)
+            try await TenantScope.shared(by: elements.lazy.map(\.route.tenantID), because: "a batch carries several tenants' notifications") {
+                try await writeFailingAlone(elements, client: pool.client, logger: logger)
+            }
         }
     }
 

@@ -121,7 +121,7 @@ public struct ImportRepository: Sendable {
     public func withJob<T: Sendable>(
         _ job: Job, _ body: (ImportSession) async throws -> T
     ) async throws -> T {
-        try await client.withConnection { connection in
+        try await client.withScopedConnection(logger: logger) { connection in
             let locked = try await connection.query(
                 "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
             ).collect().first?.decode(Bool.self) ?? false
@@ -150,7 +150,7 @@ public struct ImportRepository: Sendable {
     /// rules as a job's batch, each record all or nothing; the rows carry no job id.
     public func write(_ rows: [ImportRow], tenantID: UUID) async throws -> [ImportOutcome] {
         let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, copyTimeout: copyTimeout, logger: logger)
-        return try await client.withConnection { connection in
+        return try await client.withScopedConnection(logger: logger) { connection in
             try await writer.write(rows, on: connection) { _, _, _ in () }.outcomes
         }
     }
@@ -242,7 +242,7 @@ public struct ImportRepository: Sendable {
     /// with, unless `force`. A dry run reports and changes nothing. The job becomes
     /// `rolled_back` with an audit row.
     public func rollback(jobID: UUID, tenantID: UUID, force: Bool, dryRun: Bool, actor: String) async throws -> Rollback {
-        try await client.withConnection { connection in
+        try await client.withScopedConnection(logger: logger) { connection in
             try await connection.query("BEGIN", logger: logger)
             do {
                 let row = try await connection.query(

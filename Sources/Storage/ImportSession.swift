@@ -196,12 +196,30 @@ struct ImportBatchWriter: Sendable {
         try await copy(buffer, into: "identities", columns: Self.identityCopyColumns, on: connection)
     }
 
-    /// `COPY table (columns) FROM STDIN` of `rows`, within ``copyTimeout``.
+    /// `COPY table (columns) FROM STDIN` of `rows`, within ``copyTimeout``. PostgreSQL refuses
+    /// `COPY FROM` into a table whose row-level security applies to the role (the tenant wall,
+    /// decision 0055: `broker serve`'s role, or an owner that is no superuser): the rows then
+    /// go through a temporary table of the same columns and one `INSERT … SELECT`, which the
+    /// wall checks like any insert.
     private func copy(_ rows: ByteBuffer, into table: String, columns: [String], on connection: PostgresConnection) async throws {
         let logger = logger
+        let list = columns.joined(separator: ", ")
         try await withDatabaseDeadline(copyTimeout) {
-            try await connection.copyFrom(table: table, columns: columns, logger: logger) { writer in
+            let walled = try await connection.query("SELECT row_security_active(\(table)::regclass)", logger: logger)
+                .collect().first?.decode(Bool.self) ?? true
+            let target = walled ? "import_staging" : table
+            if walled {
+                try await connection.query("DROP TABLE IF EXISTS pg_temp.import_staging", logger: logger)
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "CREATE TEMP TABLE import_staging AS SELECT \(list) FROM \(table) WITH NO DATA"), logger: logger)
+            }
+            try await connection.copyFrom(table: target, columns: columns, logger: logger) { writer in
                 try await writer.write(rows)
+            }
+            if walled {
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "INSERT INTO \(table) (\(list)) SELECT \(list) FROM import_staging"), logger: logger)
+                try await connection.query("DROP TABLE import_staging", logger: logger)
             }
         }
     }

@@ -34,24 +34,37 @@ public struct Migrator: Sendable {
         self.logger = logger
     }
 
+    /// The role `broker serve` runs as (decision 0055): no superuser, no `BYPASSRLS`, no
+    /// `CREATE`; it reads and writes the broker's tables through the tenant wall. Each
+    /// migration run grants it what it needs when it exists.
+    public static let serveRole = "broker_serve"
+
     public func status() async throws -> Status {
         try await client.withConnection { connection in
+            try await client.enterTenantScope(on: connection, .allTenants, logger: logger)
             try await ensureTable(connection)
             let applied = try await appliedMigrations(connection)
             return classify(applied)
         }
     }
 
-    /// Applies pending migrations; returns the ones it applied.
+    /// Applies pending migrations; returns the ones it applied. Then grants ``serveRole`` its
+    /// privileges on every table, when the role exists; `creatingServeRole` creates it first
+    /// (the embedded default, whose migrator is a superuser; on another database the operator
+    /// creates it, see the operator guide).
     @discardableResult
-    public func migrate() async throws -> [Migration] {
+    public func migrate(creatingServeRole: Bool = false) async throws -> [Migration] {
         try await client.withConnection { connection in
+            // The migrator works on every tenant's rows (the ANALYZE probe reads them).
+            try await client.enterTenantScope(on: connection, .allTenants, logger: logger)
             // Migrations and the ANALYZE after them may run longer than a request's statement.
             try await connection.query("SET statement_timeout = 0", logger: logger)
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(on: connection)
                 if !applied.isEmpty { try await analyzeTablesWithRows(on: connection) }
+                if creatingServeRole { try await createServeRole(on: connection) }
+                try await grantServeRole(on: connection)
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 try await connection.query("RESET statement_timeout", logger: logger)
                 return applied
@@ -75,13 +88,22 @@ public struct Migrator: Sendable {
         var done: [Migration] = []
         for migration in status.pending {
             logger.info("applying migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
-            try await connection.withTransaction(logger: logger) { connection in
-                for statement in SQLScript.statements(migration.sql) {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            do {
+                try await connection.withTransaction(logger: logger) { connection in
+                    for statement in SQLScript.statements(migration.sql) {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await connection.query(
+                        "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
+                        logger: logger)
                 }
-                try await connection.query(
-                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
-                    logger: logger)
+            } catch let error as PostgresTransactionError
+                where (error.closureError as? PSQLError)?.serverInfo?[.sqlState] == "42501"
+            {
+                // The role that serves (decision 0055) may use the tables but not change them.
+                throw StorageError.migrationNotPermitted(
+                    "Migration \(String(format: "%04d", migration.version))_\(migration.name) is pending, and this database role may not "
+                        + "change the schema (PostgreSQL: permission denied).")
             }
             done.append(migration)
         }
@@ -108,6 +130,37 @@ public struct Migrator: Sendable {
             for try await value in probe.decode(Bool.self) { hasRows = value }
             if hasRows { try await connection.query(PostgresQuery(unsafeSQL: "ANALYZE \(quoted)"), logger: logger) }
         }
+    }
+
+    private func createServeRole(on connection: PostgresConnection) async throws {
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    DO $$ BEGIN
+                        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '\(Self.serveRole)') THEN
+                            CREATE ROLE \(Self.serveRole) LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+                        END IF;
+                    END $$
+                    """), logger: logger)
+    }
+
+    /// What ``serveRole`` may do: read and write every table of the schema (through the
+    /// wall), only read `schema_migrations`, use the sequences. Granted by the schema's owner
+    /// only (a role that merely serves finds nothing to migrate and grants nothing).
+    private func grantServeRole(on connection: PostgresConnection) async throws {
+        try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    DO $$ BEGIN
+                        IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '\(Self.serveRole)')
+                            AND pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'schema_migrations'::regclass), 'USAGE') THEN
+                            EXECUTE format('GRANT USAGE ON SCHEMA %I TO \(Self.serveRole)', current_schema());
+                            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %I TO \(Self.serveRole)', current_schema());
+                            EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO \(Self.serveRole)', current_schema());
+                            REVOKE INSERT, UPDATE, DELETE ON schema_migrations FROM \(Self.serveRole);
+                        END IF;
+                    END $$
+                    """), logger: logger)
     }
 
     private func ensureTable(_ connection: PostgresConnection) async throws {

@@ -10,13 +10,14 @@ import PostgresNIO
 /// stream nobody listens to, and the connection is never given back. Eight of those and the
 /// pool has nothing left: seen under the whole test suite with 2,000 replays of one token.
 /// `withConnection` gives the connection back when its closure returns or throws, whatever the
-/// stream did.
+/// stream did. Each statement runs in the task's ``TenantScope``.
 extension PostgresClient {
     /// The rows of `query`, read in full.
     func rows(_ query: PostgresQuery, logger: Logger, function: String = #function) async throws -> [PostgresRow] {
         try await StatementSpan.around(sql: query.sql, function: function) {
             try await withConnection { connection in
-                try await connection.query(query, logger: logger).collect()
+                try await enterTenantScope(on: connection, logger: logger)
+                return try await connection.query(query, logger: logger).collect()
             }
         }
     }
@@ -26,10 +27,21 @@ extension PostgresClient {
     where Statement.Row: Sendable {
         try await StatementSpan.around(sql: Statement.sql, function: function) {
             try await withConnection { connection in
+                try await enterTenantScope(on: connection, logger: logger)
                 var rows: [Statement.Row] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
                 return rows
             }
+        }
+    }
+
+    /// `withConnection`, the connection given the task's ``TenantScope`` first.
+    func withScopedConnection<Result: Sendable>(
+        logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withConnection(isolation: isolation) { connection in
+            try await enterTenantScope(on: connection, logger: logger)
+            return try await body(connection)
         }
     }
 }

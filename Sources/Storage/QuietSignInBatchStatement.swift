@@ -141,7 +141,9 @@ extension AccountRepository {
     static func quietSignIns(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> QuietSignIns? {
         guard maxRunning > 0 else { return nil }
         return QuietSignIns(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
-            try await quietSignInsFailingAlone(requests, client: pool.client, logger: logger)
+            try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
+                try await quietSignInsFailingAlone(requests, client: pool.client, logger: logger)
+            }
         }
     }
 

@@ -38,22 +38,24 @@ public struct SigningKeyRepository: Sendable {
 
     /// Keys of a tenant looked up by slug, in one round trip (JWKS and metadata paths).
     public func list(tenantSlug: String) async throws -> (tenant: Tenant, keys: [SigningKeyRecord])? {
-        let rows = try await client.rows(
-            """
-            SELECT \(unescaped: TenantRepository.columns(alias: "t")), \(unescaped: Self.columns(alias: "k"))
-            FROM tenants t LEFT JOIN signing_keys k ON k.tenant_id = t.id
-            WHERE t.slug = \(tenantSlug)
-            ORDER BY k.activates_at, k.created_at
-            """, logger: logger)
-        var tenant: Tenant?
-        var keys: [SigningKeyRecord] = []
-        for row in rows {
-            var reader = RowReader(row)
-            if tenant == nil { tenant = try TenantRepository.decode(&reader) } else { _ = try TenantRepository.decode(&reader) }
-            var probe = reader
-            if try probe.next(UUID?.self) != nil { keys.append(try Self.decode(&reader)) }
+        try await TenantScope.acrossTenants(because: "a slug names its tenant before the tenant's id is known") {
+            let rows = try await client.rows(
+                """
+                SELECT \(unescaped: TenantRepository.columns(alias: "t")), \(unescaped: Self.columns(alias: "k"))
+                FROM tenants t LEFT JOIN signing_keys k ON k.tenant_id = t.id
+                WHERE t.slug = \(tenantSlug)
+                ORDER BY k.activates_at, k.created_at
+                """, logger: logger)
+            var tenant: Tenant?
+            var keys: [SigningKeyRecord] = []
+            for row in rows {
+                var reader = RowReader(row)
+                if tenant == nil { tenant = try TenantRepository.decode(&reader) } else { _ = try TenantRepository.decode(&reader) }
+                var probe = reader
+                if try probe.next(UUID?.self) != nil { keys.append(try Self.decode(&reader)) }
+            }
+            return tenant.map { ($0, keys) }
         }
-        return tenant.map { ($0, keys) }
     }
 
     /// Sets when keys activate and retire, in one transaction.

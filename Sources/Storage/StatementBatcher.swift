@@ -73,6 +73,8 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
             let execute = execute
             let result: Result<[Output], any Error>
             do {
+                // `execute` sets the batch's tenant scope: the drain task inherits the scope of the
+                // caller that started it, and a batch may carry other tenants' work.
                 let outputs = try await withDatabaseDeadline(timeout) { try await execute(inputs) }
                 result = outputs.count == inputs.count ? .success(outputs) : .failure(BatchMismatch())
             } catch {

@@ -42,12 +42,13 @@ enum StatementSpan {
 }
 
 extension PostgresClient {
-    /// `withTransaction`, in a span of its own when traces are exported.
+    /// `withTransaction` in the task's ``TenantScope`` (given to the connection before `BEGIN`),
+    /// in a span of its own when traces are exported.
     func transaction<Result: Sendable>(
         logger: Logger, function: String = #function, isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        guard TraceSpans.enabled else { return try await withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) } }
+        guard TraceSpans.enabled else { return try await scopedTransaction(logger: logger, isolation: isolation, body) }
         let span = InstrumentationSystem.tracer.startSpan("transaction", ofKind: .client)
         defer { span.end() }
         span.attributes["db.system.name"] = "postgresql"
@@ -55,12 +56,21 @@ extension PostgresClient {
         span.attributes["code.function.name"] = function
         do {
             return try await ServiceContext.$current.withValue(span.context, operation: {
-                try await withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
+                try await scopedTransaction(logger: logger, isolation: isolation, body)
             }, isolation: isolation)
         } catch {
             span.recordError(error)
             span.setStatus(.init(code: .error))
             throw error
+        }
+    }
+
+    private func scopedTransaction<Result: Sendable>(
+        logger: Logger, isolation: isolated (any Actor)?, _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withConnection(isolation: isolation) { connection in
+            try await enterTenantScope(on: connection, logger: logger)
+            return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
         }
     }
 }

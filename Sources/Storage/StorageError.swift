@@ -4,10 +4,14 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case configuration(String)
     case migration(String)
     case embeddedPostgres(String)
+    /// A migration is pending and this database role may not change the schema (the role that
+    /// serves, decision 0055).
+    case migrationNotPermitted(String)
 
     public var description: String {
         switch self {
-        case .configuration(let message), .migration(let message), .embeddedPostgres(let message): message
+        case .configuration(let message), .migration(let message), .embeddedPostgres(let message), .migrationNotPermitted(let message):
+            message
         }
     }
 }

@@ -43,14 +43,18 @@ public struct TenantRepository: Sendable {
     }
 
     public func list() async throws -> [Tenant] {
-        let rows = try await client.rows("SELECT \(unescaped: Self.columns) FROM tenants ORDER BY slug", logger: logger)
-        return try rows.map(Self.decode)
+        try await TenantScope.acrossTenants(because: "the list of every tenant") {
+            let rows = try await client.rows("SELECT \(unescaped: Self.columns) FROM tenants ORDER BY slug", logger: logger)
+            return try rows.map(Self.decode)
+        }
     }
 
     public func find(slug: String) async throws -> Tenant? {
-        let rows = try await client.rows(
-            "SELECT \(unescaped: Self.columns) FROM tenants WHERE slug = \(slug)", logger: logger)
-        return try rows.first.map(Self.decode)
+        try await TenantScope.acrossTenants(because: "a slug names its tenant before the tenant's id is known") {
+            let rows = try await client.rows(
+                "SELECT \(unescaped: Self.columns) FROM tenants WHERE slug = \(slug)", logger: logger)
+            return try rows.first.map(Self.decode)
+        }
     }
 
     public func setStatus(slug: String, _ status: TenantStatus, actor: String) async throws -> Tenant? {

@@ -78,21 +78,27 @@ public struct WebSignInRepository: Sendable {
     /// token not yet verified: the status is for the caller to use once the token verified and
     /// names this subject.
     public func findState(hash: Data, now: Date, subject: String?) async throws -> (state: WebSignInState, account: SubjectAccountStatus?)? {
-        // The state is the only key the callback has: it says which tenant the sign-in is for.
-        try await client.rows(FindStateStatement(hash: hash, now: now, subject: subject), logger: logger).first
+        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+            // The state is the only key the callback has: it says which tenant the sign-in is for.
+            try await client.rows(FindStateStatement(hash: hash, now: now, subject: subject), logger: logger).first
+        }
     }
 
     /// Removes the state (a callback that ended in an error spends it).
     public func deleteState(hash: Data) async throws {
-        _ = try await client.rows("DELETE FROM web_sign_in_states WHERE state_hash = \(hash)", logger: logger)
+        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+            _ = try await client.rows("DELETE FROM web_sign_in_states WHERE state_hash = \(hash)", logger: logger)
+        }
     }
 
     /// Takes the state and keeps the verified sign-in under the hash of its broker code, in one
     /// statement and one commit; false when the state was taken (or expired) meanwhile, and then
     /// nothing is kept. The code belongs to the state's tenant and provider.
     public func takeState(hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, now: Date) async throws -> Bool {
-        let statement = TakeStateStatement(hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now)
-        return try await !client.rows(statement, logger: logger).isEmpty
+        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+            let statement = TakeStateStatement(hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now)
+            return try await !client.rows(statement, logger: logger).isEmpty
+        }
     }
 
     /// Takes the sign-in kept under this code hash for this tenant and provider, unexpired at
@@ -115,10 +121,12 @@ public struct WebSignInRepository: Sendable {
     /// Removes states and codes that expired before `now`; returns how many.
     @discardableResult
     public func deleteExpired(before now: Date) async throws -> Int {
-        let states = try await client.rows(
-            "DELETE FROM web_sign_in_states WHERE expires_at < \(now) RETURNING 1", logger: logger)
-        let codes = try await client.rows(
-            "DELETE FROM web_sign_in_codes WHERE expires_at < \(now) RETURNING 1", logger: logger)
-        return states.count + codes.count
+        try await TenantScope.acrossTenants(because: "expired states and codes of every tenant are swept together") {
+            let states = try await client.rows(
+                "DELETE FROM web_sign_in_states WHERE expires_at < \(now) RETURNING 1", logger: logger)
+            let codes = try await client.rows(
+                "DELETE FROM web_sign_in_codes WHERE expires_at < \(now) RETURNING 1", logger: logger)
+            return states.count + codes.count
+        }
     }
 }

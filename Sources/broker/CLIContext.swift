@@ -40,8 +40,12 @@ struct CLIContext {
     /// `migrate`: `.always` applies pending migrations first; `.embeddedOnly` applies them to
     /// the private embedded database and refuses to work on an external one that lacks them;
     /// `.never` neither applies nor checks (the `db` commands); `.require` only checks.
+    /// An admin command works across tenants (its statements filter by the tenant it names);
+    /// `serving` runs `body` outside any tenant scope (each request takes its own) and, on the
+    /// embedded default, connects as the role that serves (decision 0055), which
+    /// `broker db migrate` and every migration at start create and grant there.
     func withDatabase<T: Sendable>(
-        migrate: MigrationPolicy = .embeddedOnly, _ body: @Sendable (Database) async throws -> T
+        migrate: MigrationPolicy = .embeddedOnly, serving: Bool = false, _ body: @Sendable (Database) async throws -> T
     ) async throws -> T {
         let lease: EmbeddedPostgres.Lease?
         let databaseConfiguration: DatabaseConfiguration
@@ -77,9 +81,9 @@ struct CLIContext {
             let migrator = try database.migrator()
             switch migrate {
             case .always:
-                try await migrator.migrate()
+                try await migrator.migrate(creatingServeRole: isEmbedded)
             case .embeddedOnly where isEmbedded:
-                try await migrator.migrate()
+                try await migrator.migrate(creatingServeRole: true)
             case .never:
                 break
             case .embeddedOnly, .require:
@@ -90,7 +94,17 @@ struct CLIContext {
                         hint: "Run 'broker db migrate' first.")
                 }
             }
-            return try await body(database)
+            guard serving else {
+                return try await TenantScope.acrossTenants(because: "an operator's command names its tenant itself") {
+                    try await body(database)
+                }
+            }
+            guard isEmbedded else { return try await body(database) }
+            var servingConfiguration = databaseConfiguration
+            servingConfiguration.username = Migrator.serveRole
+            let servingDatabase = try Database(configuration: servingConfiguration, logger: logger)
+            group.addTask { await servingDatabase.run() }
+            return try await body(servingDatabase)
         }
     }
 

@@ -55,8 +55,10 @@ struct DemoCommand: AsyncParsableCommand {
         let configuration = context.configuration
         let secrets = SecretBox(masterKey: try context.masterKey())
         let logger = context.logger
-        try await context.withDatabase(migrate: .always) { database in
-            let apiKey = try await DemoTenant.prepare(database: database, secrets: secrets, mocks: mocks, actor: context.actor)
+        try await context.withDatabase(migrate: .always, serving: true) { database in
+            let apiKey = try await TenantScope.acrossTenants(because: "the demo sets its tenant up as an operator would") {
+                try await DemoTenant.prepare(database: database, secrets: secrets, mocks: mocks, actor: context.actor)
+            }
             let services = BrokerServices(
                 database: database, secrets: secrets, publicURL: configuration.publicURL,
                 maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,

@@ -54,6 +54,12 @@ func runReporting(json: Bool, _ body: () async throws -> Void) async throws {
         report(code: explained.code, message: explained.message, hint: explained.hint, json: json)
         throw ExitCode.failure
     } catch let error as StorageError {
+        if case .migrationNotPermitted = error {
+            report(
+                code: "migration_not_permitted", message: error.description,
+                hint: "Run 'broker db migrate' with the DATABASE_URL of the database's owner, then start again.", json: json)
+            throw ExitCode.failure
+        }
         report(code: "storage_error", message: error.description, hint: nil, json: json)
         throw ExitCode.failure
     } catch let error as ExitCode {

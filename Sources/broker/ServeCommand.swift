@@ -33,7 +33,7 @@ struct ServeCommand: AsyncParsableCommand {
             let logger = context.logger
             // Before anything makes an outbound client or a router: both read the switch.
             let traces = try TraceExport.start(environment: ProcessInfo.processInfo.environment, logger: logger)
-            try await context.withDatabase(migrate: noMigrate ? .require : .always) { database in
+            try await context.withDatabase(migrate: noMigrate ? .require : .always, serving: true) { database in
                 let services = BrokerServices(
                     database: database, secrets: secrets, publicURL: configuration.publicURL,
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
@@ -58,6 +58,11 @@ struct ServeCommand: AsyncParsableCommand {
                         "metrics": "\(configuration.metricsPort.map { "\(configuration.host):\($0)" } ?? "on the API's port")",
                         "database": "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
                     ])
+                if try await !database.tenantWallApplies() {
+                    logger.warning(
+                        "serving as a database role that bypasses row-level security: the tenant wall does not apply",
+                        metadata: ["hint": "connect broker serve as the role broker_serve (operator guide, 'The tenant wall')"])
+                }
                 ShutdownDeadline.arm(seconds: 14, logger: logger)
                 do {
                     try await app.runService()

@@ -31,9 +31,11 @@ struct TestApp {
         rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds,
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
-        try await TestDatabase.withFresh { database, url in
+        // The application runs as the role broker serve runs as (the tenant wall applies);
+        // the test's own setup and checks use the superuser's connection.
+        try await TestDatabase.withFreshServing { database, serving, url in
             let services = BrokerServices(
-                database: database, secrets: TestDatabase.secrets, publicURL: publicURL, maxBodyBytes: 32_768,
+                database: serving, secrets: TestDatabase.secrets, publicURL: publicURL, maxBodyBytes: 32_768,
                 appleBaseURL: endpoints?.appleBaseURL ?? appleBaseURL,
                 endpoints: endpoints
                     ?? ProviderEndpoints(

@@ -65,6 +65,14 @@ import Testing
                 let migrator = try serving.migrator()
                 #expect(try await migrator.migrate().isEmpty)
                 #expect(try await migrator.status().pending.isEmpty)
+                // A release with a new migration: refused with what to do, nothing applied.
+                var migrations = try Migration.bundled()
+                migrations.append(Migration(version: 9_999, name: "next_release", sql: "CREATE TABLE next_release (id int)"))
+                let next = Migrator(client: serving.client, migrations: migrations, logger: TestDatabase.logger)
+                let error = await #expect(throws: StorageError.self) { try await next.migrate() }
+                guard case .migrationNotPermitted(let message)? = error else { Issue.record("\(String(describing: error))"); return }
+                #expect(message.contains("9999_next_release is pending"))
+                #expect(try await next.status().pending.map(\.version) == [9_999])
             }
         }
     }

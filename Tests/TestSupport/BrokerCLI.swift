@@ -44,7 +44,7 @@ public struct BrokerCLI: Sendable {
     }
 
     public func run(_ arguments: [String]) throws -> Result {
-        let result = try ProcessRunner.run(try Self.executable(), arguments, environment: environment)
+        let result = try ProcessRunner.run(try Self.executable(), arguments, environment: environment(for: arguments))
         return Result(status: result.status, output: result.output)
     }
 
@@ -59,7 +59,7 @@ public struct BrokerCLI: Sendable {
     }
 
     public func run(_ arguments: [String]) async throws -> Result {
-        let running = try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment)
+        let running = try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment(for: arguments))
         let result = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ProcessRunner.Result, any Error>) in
             Thread.detachNewThread { continuation.resume(with: Swift.Result { try ProcessRunner.wait(running) }) }
         }
@@ -68,6 +68,17 @@ public struct BrokerCLI: Sendable {
 
     /// Starts `broker serve` in the background.
     public func spawn(_ arguments: [String]) throws -> ProcessRunner.Running {
-        try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment)
+        try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment(for: arguments))
+    }
+
+    /// `broker serve` on a test database connects as the role it runs as in production, to
+    /// which the tenant wall applies (decision 0055); admin commands keep the superuser's URL,
+    /// as an operator's commands use the owner's. (On the embedded default, serve itself
+    /// switches to that role.)
+    private func environment(for arguments: [String]) -> [String: String] {
+        guard arguments.first == "serve", let url = environment["DATABASE_URL"], url.contains("user=postgres") else { return environment }
+        var environment = environment
+        environment["DATABASE_URL"] = TestDatabase.servingURL(url)
+        return environment
     }
 }

@@ -78,6 +78,33 @@ public enum TestDatabase {
         }
     }
 
+    /// Runs `body` with two connected ``Database``s on one fresh, migrated database: `admin`
+    /// as the cluster's superuser (for a test's setup and its checks, which see every row) and
+    /// `serving` as the role `broker serve` runs as, to which the tenant wall applies
+    /// (decision 0055): the application under test runs on `serving`.
+    public static func withFreshServing<T: Sendable>(
+        _ body: @Sendable (_ admin: Database, _ serving: Database, _ url: String) async throws -> T
+    ) async throws -> T {
+        let (_, url, configuration) = try await create()
+        let admin = try Database(configuration: configuration, logger: logger)
+        var servingConfiguration = configuration
+        servingConfiguration.username = Migrator.serveRole
+        let serving = try Database(configuration: servingConfiguration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+            group.addTask { await admin.run() }
+            group.addTask { await serving.run() }
+            defer { group.cancelAll() }
+            try await admin.migrator().migrate()
+            return try await body(admin, serving, url)
+        }
+    }
+
+    /// The URL of a database ``withFresh(migrated:_:)`` or ``withFreshServing(_:)`` handed out,
+    /// connecting as the role `broker serve` runs as.
+    public static func servingURL(_ url: String) -> String {
+        url.replacingOccurrences(of: "user=postgres", with: "user=\(Migrator.serveRole)")
+    }
+
     /// A master key for tests.
     public static let masterKey: MasterKey = {
         // 32 fixed bytes: tests must be repeatable.

@@ -47,6 +47,14 @@ import TestSupport
                  "-c listen_addresses='\(listen)' -k \(directory) -p \(port) -c max_connections=50", "start"],
                 as: user)
             guard result.status == 0 else { throw ClusterFailed(output: result.output) }
+            // The role broker serve connects as (BrokerCLI serves as it), before a migration
+            // grants it its privileges; a restart finds it there.
+            let role = try ProcessRunner.run(
+                "\(bin)/psql",
+                ["-h", directory, "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-qX", "-c",
+                 "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'broker_serve') THEN CREATE ROLE broker_serve LOGIN; END IF; END $$"],
+                as: user)
+            guard role.status == 0 else { throw ClusterFailed(output: role.output) }
         }
 
         func stop(mode: String = "fast") {

@@ -67,6 +67,9 @@ import Testing
         let exit = try ProcessRunner.wait(server)
         #expect(exit.status == 0, "\(exit.output.suffix(2_000))")
         #expect(!clusterRunning(directory))
+        // It served as the role the tenant wall applies to, which the migration created
+        // (it warns when its role bypasses the wall).
+        #expect(!exit.output.contains("bypasses row-level security"), "\(exit.output.suffix(2_000))")
     }
 
     @Test func serveWithDatabaseURLServesKeysCreatedByTheCLI() async throws {

@@ -82,10 +82,12 @@ package struct AppleCredentialChecker: Sendable {
 
     /// `broker apple check-credentials`: the tenant's tokens that are due (`all`: every one, now).
     package func checkTenant(_ tenantID: UUID, all: Bool) async throws -> Report {
-        let start = Date()
-        try await database.appleCredentials.schedule(tenantID: tenantID, interval: max(settings.interval, 1))
-        if all { _ = try await database.appleCredentials.makeDue(tenantID: tenantID, at: start) }
-        return try await checkDue(tenantID: tenantID, dueBy: start)
+        try await TenantScope.tenant(tenantID) {
+            let start = Date()
+            try await database.appleCredentials.schedule(tenantID: tenantID, interval: max(settings.interval, 1))
+            if all { _ = try await database.appleCredentials.makeDue(tenantID: tenantID, at: start) }
+            return try await checkDue(tenantID: tenantID, dueBy: start)
+        }
     }
 
     /// Runs until cancelled: schedules new tokens, checks the due ones, then waits a minute.

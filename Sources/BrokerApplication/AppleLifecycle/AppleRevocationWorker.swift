@@ -39,13 +39,15 @@ package struct AppleRevocationWorker: Sendable {
     /// Makes every revocation due at `now` (at most `limit`); returns how many were tried.
     @discardableResult
     package func runDue(now: @Sendable () -> Date = { Date() }, limit: Int = 100) async throws -> Int {
-        var tried = 0
-        while tried < limit {
-            let at = now()
-            guard try await database.appleRevocations.processNext(now: at, { due in await attempt(due, now: at) }) else { break }
-            tried += 1
+        try await TenantScope.acrossTenants(because: "the queue holds every tenant's revocations") {
+            var tried = 0
+            while tried < limit {
+                let at = now()
+                guard try await database.appleRevocations.processNext(now: at, { due in await attempt(due, now: at) }) else { break }
+                tried += 1
+            }
+            return tried
         }
-        return tried
     }
 
     /// Runs until cancelled: the due work each time `wake` delivers (a deletion on this

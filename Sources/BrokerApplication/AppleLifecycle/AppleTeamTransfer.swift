@@ -75,56 +75,58 @@ package struct AppleTeamTransfer: Sendable {
         tenant: Tenant, targetTeam: String, sourceTeam: String?, skip: Set<String>, maxPerSecond: Int,
         write: @Sendable (Line) throws -> Void, progress: @Sendable (Int, Int) -> Void
     ) async throws -> ExportSummary {
-        try AppleTeam.validateIdentifier(targetTeam, name: "target team id")
-        let setup = try await setup(of: tenant)
-        let source = try Self.sourceTeam(setup, tenant: tenant, named: sourceTeam, target: targetTeam)
-        let client = try Self.client(of: source, in: setup, tenant: tenant, role: "sending")
-        var summary = ExportSummary(total: try await database.appleTransfers.count(tenantID: tenant.id, sourceTeam: source.teamID))
-        var session: MigrationSession?
-        let pace = Pace(perSecond: maxPerSecond)
-        var after: UUID?
-        while true {
-            let batch = try await database.appleTransfers.candidates(
-                tenantID: tenant.id, sourceTeam: source.teamID, targetTeam: targetTeam, after: after, limit: 500)
-            guard let last = batch.last else { break }
-            after = last.identityID
-            for candidate in batch {
-                let identityID = candidate.identityID.lowercasedString
-                defer { progress(summary.exported + summary.skipped + summary.failed.count, summary.total) }
-                if skip.contains(identityID) {
-                    summary.skipped += 1
-                    continue
-                }
-                let transfer: String
-                if let kept = candidate.exportedTransferSub {
-                    transfer = kept
-                } else {
-                    do {
-                        await pace.wait()
-                        var current = try await MigrationSession.reuse(session, client, team: source, self)
-                        transfer = try await current.call(self) { secret, token in
-                            try await tokenClient.transferSubject(
-                                of: candidate.subject, to: targetTeam, clientID: client, clientSecret: secret, accessToken: token)
-                        }
-                        session = current
-                        try await database.appleTransfers.recordExport(
-                            tenantID: tenant.id, identityID: candidate.identityID, transferSub: transfer, targetTeam: targetTeam)
-                    } catch let failure as ProviderFailure {
-                        summary.failed.append(Failure(identityID: identityID, error: Self.describe(failure)))
+        try await TenantScope.tenant(tenant.id) {
+            try AppleTeam.validateIdentifier(targetTeam, name: "target team id")
+            let setup = try await setup(of: tenant)
+            let source = try Self.sourceTeam(setup, tenant: tenant, named: sourceTeam, target: targetTeam)
+            let client = try Self.client(of: source, in: setup, tenant: tenant, role: "sending")
+            var summary = ExportSummary(total: try await database.appleTransfers.count(tenantID: tenant.id, sourceTeam: source.teamID))
+            var session: MigrationSession?
+            let pace = Pace(perSecond: maxPerSecond)
+            var after: UUID?
+            while true {
+                let batch = try await database.appleTransfers.candidates(
+                    tenantID: tenant.id, sourceTeam: source.teamID, targetTeam: targetTeam, after: after, limit: 500)
+                guard let last = batch.last else { break }
+                after = last.identityID
+                for candidate in batch {
+                    let identityID = candidate.identityID.lowercasedString
+                    defer { progress(summary.exported + summary.skipped + summary.failed.count, summary.total) }
+                    if skip.contains(identityID) {
+                        summary.skipped += 1
                         continue
                     }
+                    let transfer: String
+                    if let kept = candidate.exportedTransferSub {
+                        transfer = kept
+                    } else {
+                        do {
+                            await pace.wait()
+                            var current = try await MigrationSession.reuse(session, client, team: source, self)
+                            transfer = try await current.call(self) { secret, token in
+                                try await tokenClient.transferSubject(
+                                    of: candidate.subject, to: targetTeam, clientID: client, clientSecret: secret, accessToken: token)
+                            }
+                            session = current
+                            try await database.appleTransfers.recordExport(
+                                tenantID: tenant.id, identityID: candidate.identityID, transferSub: transfer, targetTeam: targetTeam)
+                        } catch let failure as ProviderFailure {
+                            summary.failed.append(Failure(identityID: identityID, error: Self.describe(failure)))
+                            continue
+                        }
+                    }
+                    try write(
+                        Line(
+                            account_id: candidate.accountID.lowercasedString, identity_id: identityID, transfer_sub: transfer,
+                            source_team: source.teamID, target_team: targetTeam))
+                    summary.exported += 1
                 }
-                try write(
-                    Line(
-                        account_id: candidate.accountID.lowercasedString, identity_id: identityID, transfer_sub: transfer,
-                        source_team: source.teamID, target_team: targetTeam))
-                summary.exported += 1
             }
+            try await database.appleTransfers.auditExport(
+                tenantID: tenant.id, sourceTeam: source.teamID, targetTeam: targetTeam, exported: summary.exported,
+                failed: summary.failed.count, actor: actor)
+            return summary
         }
-        try await database.appleTransfers.auditExport(
-            tenantID: tenant.id, sourceTeam: source.teamID, targetTeam: targetTeam, exported: summary.exported,
-            failed: summary.failed.count, actor: actor)
-        return summary
     }
 
     /// Imports `lines` (one target team, configured in the tenant, with an app group on it):
@@ -133,68 +135,70 @@ package struct AppleTeamTransfer: Sendable {
     package func importLines(
         tenant: Tenant, lines: [Line], dryRun: Bool, maxPerSecond: Int, progress: @Sendable (Int, Int) -> Void
     ) async throws -> ImportSummary {
-        var summary = ImportSummary(lines: lines.count, dryRun: dryRun)
-        guard let targetTeam = lines.first?.target_team else { return summary }
-        if let other = lines.first(where: { $0.target_team != targetTeam }) {
-            throw BrokerError.invalidArgument(
-                "The file names two target teams (\(targetTeam.prefix(10)) and \(other.target_team.prefix(10))); import one export at a time.")
-        }
-        let setup = try await setup(of: tenant)
-        guard let target = setup.teams.first(where: { $0.teamID == targetTeam }) else {
-            throw BrokerError(
-                code: "apple_team_not_configured", kind: .invalidInput, title: "Target team not configured",
-                detail: "Tenant '\(tenant.slug)' has no Apple team \(targetTeam.prefix(10)), the team this file was exported for.",
-                hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(targetTeam.prefix(10)) --key-id <KEYID> --private-key-file key.p8")
-        }
-        let client = try Self.client(of: target, in: setup, tenant: tenant, role: "receiving")
-        var session: MigrationSession?
-        let pace = Pace(perSecond: maxPerSecond)
-        for (index, line) in lines.enumerated() {
-            defer { progress(index + 1, lines.count) }
-            guard let accountID = UUID(uuidString: line.account_id) else {
-                summary.failed.append(Failure(identityID: line.identity_id, error: "invalid account_id"))
-                continue
+        try await TenantScope.tenant(tenant.id) {
+            var summary = ImportSummary(lines: lines.count, dryRun: dryRun)
+            guard let targetTeam = lines.first?.target_team else { return summary }
+            if let other = lines.first(where: { $0.target_team != targetTeam }) {
+                throw BrokerError.invalidArgument(
+                    "The file names two target teams (\(targetTeam.prefix(10)) and \(other.target_team.prefix(10))); import one export at a time.")
             }
-            let waiting = try await database.appleTransfers.pending(
-                tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam)
-            if dryRun, waiting {
-                summary.rekeyed += 1
-                continue
+            let setup = try await setup(of: tenant)
+            guard let target = setup.teams.first(where: { $0.teamID == targetTeam }) else {
+                throw BrokerError(
+                    code: "apple_team_not_configured", kind: .invalidInput, title: "Target team not configured",
+                    detail: "Tenant '\(tenant.slug)' has no Apple team \(targetTeam.prefix(10)), the team this file was exported for.",
+                    hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(targetTeam.prefix(10)) --key-id <KEYID> --private-key-file key.p8")
             }
-            guard waiting else {
-                // Re-keyed already (by an earlier run or a sign-in), or never exported here.
-                if try await database.appleTransfers.onTeam(tenantID: tenant.id, identityID: line.identity_id, accountID: accountID, team: targetTeam) {
-                    summary.already += 1
-                } else {
-                    summary.notFound.append(line.identity_id)
+            let client = try Self.client(of: target, in: setup, tenant: tenant, role: "receiving")
+            var session: MigrationSession?
+            let pace = Pace(perSecond: maxPerSecond)
+            for (index, line) in lines.enumerated() {
+                defer { progress(index + 1, lines.count) }
+                guard let accountID = UUID(uuidString: line.account_id) else {
+                    summary.failed.append(Failure(identityID: line.identity_id, error: "invalid account_id"))
+                    continue
                 }
-                continue
-            }
-            let user: AppleTokenClient.TransferredUser
-            do {
-                await pace.wait()
-                var current = try await MigrationSession.reuse(session, client, team: target, self)
-                user = try await current.call(self) { secret, token in
-                    try await tokenClient.transferredUser(line.transfer_sub, clientID: client, clientSecret: secret, accessToken: token)
+                let waiting = try await database.appleTransfers.pending(
+                    tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam)
+                if dryRun, waiting {
+                    summary.rekeyed += 1
+                    continue
                 }
-                session = current
-            } catch let failure as ProviderFailure {
-                summary.failed.append(Failure(identityID: line.identity_id, error: Self.describe(failure)))
-                continue
+                guard waiting else {
+                    // Re-keyed already (by an earlier run or a sign-in), or never exported here.
+                    if try await database.appleTransfers.onTeam(tenantID: tenant.id, identityID: line.identity_id, accountID: accountID, team: targetTeam) {
+                        summary.already += 1
+                    } else {
+                        summary.notFound.append(line.identity_id)
+                    }
+                    continue
+                }
+                let user: AppleTokenClient.TransferredUser
+                do {
+                    await pace.wait()
+                    var current = try await MigrationSession.reuse(session, client, team: target, self)
+                    user = try await current.call(self) { secret, token in
+                        try await tokenClient.transferredUser(line.transfer_sub, clientID: client, clientSecret: secret, accessToken: token)
+                    }
+                    session = current
+                } catch let failure as ProviderFailure {
+                    summary.failed.append(Failure(identityID: line.identity_id, error: Self.describe(failure)))
+                    continue
+                }
+                switch try await database.appleTransfers.rekey(
+                    tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam, subject: user.subject,
+                    email: user.email, isPrivateEmail: user.isPrivateEmail, actor: actor)
+                {
+                case .rekeyed: summary.rekeyed += 1
+                case .already: summary.already += 1
+                case .notFound: summary.notFound.append(line.identity_id)
+                case .conflict(let holder):
+                    summary.conflicts.append(
+                        Failure(identityID: line.identity_id, error: "the new sub belongs to identity \(holder.lowercasedString) of another account"))
+                }
             }
-            switch try await database.appleTransfers.rekey(
-                tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam, subject: user.subject,
-                email: user.email, isPrivateEmail: user.isPrivateEmail, actor: actor)
-            {
-            case .rekeyed: summary.rekeyed += 1
-            case .already: summary.already += 1
-            case .notFound: summary.notFound.append(line.identity_id)
-            case .conflict(let holder):
-                summary.conflicts.append(
-                    Failure(identityID: line.identity_id, error: "the new sub belongs to identity \(holder.lowercasedString) of another account"))
-            }
+            return summary
         }
-        return summary
     }
 
     // MARK: - Teams and clients

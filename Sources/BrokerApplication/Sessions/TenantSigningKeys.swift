@@ -70,7 +70,7 @@ package actor TenantSigningKeys {
     private func reload(_ tenant: Tenant) async throws -> Entry {
         if let entry = fresh(tenant.id) { return entry }
         if let task = loading[tenant.id] { return try await task.value }
-        let task = Task { try await load(tenant) }
+        let task = Task { try await TenantScope.tenant(tenant.id) { try await load(tenant) } }
         loading[tenant.id] = task
         defer { loading[tenant.id] = nil }
         let entry = try await task.value

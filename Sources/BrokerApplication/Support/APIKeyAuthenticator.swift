@@ -67,6 +67,8 @@ package struct APIKeyAuthenticator: Sendable {
             throw error
         }
         try limiter?.admit(apiKey: caller.apiKey, tenant: caller.tenant)
+        // The rest of the request sees its tenant's rows only (decision 0055).
+        RequestTenantScope.settle(caller.tenant.id)
         stampUse(of: caller.apiKey)
         return caller
     }
@@ -78,7 +80,7 @@ package struct APIKeyAuthenticator: Sendable {
         recentlyUsed.set(true, for: key.id)
         let database = database
         Task.detached(priority: .background) {
-            try? await database.apiKeys.touch(id: key.id, tenantID: key.tenantID)
+            try? await TenantScope.tenant(key.tenantID) { try await database.apiKeys.touch(id: key.id, tenantID: key.tenantID) }
         }
     }
 

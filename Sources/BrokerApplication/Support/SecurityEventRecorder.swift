@@ -154,7 +154,10 @@ package final class SecurityEventRecorder: Sendable {
         writes.withLock { $0.pending += 1 }
         Task {
             do {
-                try await database.auditLog.record(tenantID: tenantID, actor: actor, action: action, target: target, details: text)
+                // In the event's tenant's scope (a refusal of no known tenant is the broker's own).
+                try await TenantScope.with(tenantID.map { .tenant($0) } ?? .allTenants) {
+                    try await database.auditLog.record(tenantID: tenantID, actor: actor, action: action, target: target, details: text)
+                }
             } catch {
                 logger.warning("could not record a security event", metadata: ["action": "\(action)", "error": "\(String(describing: type(of: error)))"])
             }

@@ -67,33 +67,35 @@ package struct WebSignInService: Sendable {
         tenant: Tenant, provider: ProviderID, clientID: String?, returnURL: String, callerState: String?, intent: SignInIntent,
         context: OperationContext, now: Date = Date()
     ) async throws -> Started {
-        let registered = try await store.registered(provider, tenantID: tenant.id, in: providers)
-        guard registered.descriptor.abilities.contains(.webAuthorization), let webClient = registered.entry.webClient else {
-            throw WebSignInFailure.notSupported(provider)
-        }
-        let client: WebClient
-        do {
-            client = try await webClient(clientID, provider, tenant.id, store)
-        } catch let failure as WebClientFailure {
-            switch failure {
-            case .notSupported(let id): throw WebSignInFailure.notSupported(id)
-            case .unknownClient(let id, let clientID, let candidates):
-                throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: candidates)
+        try await TenantScope.tenant(tenant.id) {
+            let registered = try await store.registered(provider, tenantID: tenant.id, in: providers)
+            guard registered.descriptor.abilities.contains(.webAuthorization), let webClient = registered.entry.webClient else {
+                throw WebSignInFailure.notSupported(provider)
             }
-        } catch ProviderFailure.unknownClient(let id, let clientID) {
-            throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: [])
+            let client: WebClient
+            do {
+                client = try await webClient(clientID, provider, tenant.id, store)
+            } catch let failure as WebClientFailure {
+                switch failure {
+                case .notSupported(let id): throw WebSignInFailure.notSupported(id)
+                case .unknownClient(let id, let clientID, let candidates):
+                    throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: candidates)
+                }
+            } catch ProviderFailure.unknownClient(let id, let clientID) {
+                throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: [])
+            }
+            guard client.returnURLs.contains(returnURL) else {
+                throw WebSignInFailure.returnURLNotRegistered(provider, clientID: client.clientID)
+            }
+            let state = Self.randomToken()
+            let expiresAt = now.addingTimeInterval(Self.stateLifetime)
+            try await database.webSignIns.createState(
+                WebSignInState(
+                    stateHash: Self.hash(state), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
+                    redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt,
+                    providerScope: client.providerScope))
+            return Started(authorizeURL: client.authorizationURL(request(for: state)), expiresAt: expiresAt)
         }
-        guard client.returnURLs.contains(returnURL) else {
-            throw WebSignInFailure.returnURLNotRegistered(provider, clientID: client.clientID)
-        }
-        let state = Self.randomToken()
-        let expiresAt = now.addingTimeInterval(Self.stateLifetime)
-        try await database.webSignIns.createState(
-            WebSignInState(
-                stateHash: Self.hash(state), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
-                redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt,
-                providerScope: client.providerScope))
-        return Started(authorizeURL: client.authorizationURL(request(for: state)), expiresAt: expiresAt)
     }
 
     // MARK: Callback
@@ -117,6 +119,8 @@ package struct WebSignInService: Sendable {
                 return .invalidState
             }
             (stored, account) = found
+            // The state says whose sign-in this is: the rest of the callback is that tenant's.
+            RequestTenantScope.settle(found.state.tenantID)
         } catch {
             context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
             return .unavailable
@@ -250,27 +254,31 @@ package struct WebSignInService: Sendable {
     package func exchange(tenant: Tenant, provider: ProviderID, code: String, context: OperationContext, now: Date = Date()) async throws
         -> SignInOutcome
     {
-        guard !code.isEmpty, code.utf8.count <= 128 else { throw WebSignInFailure.invalidGrant }
-        guard let sealed = try await database.webSignIns.takeGrant(codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
-        else { throw WebSignInFailure.invalidGrant }
-        let opened = try secrets.open(sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
-        guard let grant = WebSignInGrant(json: opened), let verified = grant.verified else {
-            throw WebSignInFailure.invalidGrant
-        }
-        let (store, providers, tenantID, clientID) = (store, providers, tenant.id, verified.clientID)
-        @Sendable func giveBack(_ token: KeptProviderToken, _ reason: String) {
-            Task {
-                guard let registered = try? await store.registered(provider, tenantID: tenantID, in: providers),
-                    let webClient = registered.entry.webClient,
-                    let client = try? await webClient(clientID, provider, tenantID, store)
-                else { return }
-                client.revokeLater?(token, reason)
+        try await TenantScope.tenant(tenant.id) {
+            guard !code.isEmpty, code.utf8.count <= 128 else { throw WebSignInFailure.invalidGrant }
+            guard let sealed = try await database.webSignIns.takeGrant(codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
+            else { throw WebSignInFailure.invalidGrant }
+            let opened = try secrets.open(sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
+            guard let grant = WebSignInGrant(json: opened), let verified = grant.verified else {
+                throw WebSignInFailure.invalidGrant
             }
+            let (store, providers, tenantID, clientID) = (store, providers, tenant.id, verified.clientID)
+            @Sendable func giveBack(_ token: KeptProviderToken, _ reason: String) {
+                Task {
+                    await TenantScope.tenant(tenantID) {
+                        guard let registered = try? await store.registered(provider, tenantID: tenantID, in: providers),
+                            let webClient = registered.entry.webClient,
+                            let client = try? await webClient(clientID, provider, tenantID, store)
+                        else { return }
+                        client.revokeLater?(token, reason)
+                    }
+                }
+            }
+            let revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = grant.kept == nil ? nil : giveBack
+            return try await signIn.complete(
+                tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater, intent: grant.signInIntent,
+                platform: "web", context: context, now: now)
         }
-        let revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = grant.kept == nil ? nil : giveBack
-        return try await signIn.complete(
-            tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater, intent: grant.signInIntent,
-            platform: "web", context: context, now: now)
     }
 
     // MARK: Support
