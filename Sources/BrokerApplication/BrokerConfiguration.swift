@@ -50,6 +50,9 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_DB_SIGN_IN_BATCHES`: returning sign-ins are written in batches, at most this many
     /// batch statements at once (default 2; 0 writes each in a statement of its own; decision 0030).
     public var databaseSignInBatches: Int
+    /// `BROKER_DB_TENANT_SCOPE=transaction`: the tenant scope set in a transaction around every
+    /// statement (behind a pooler in transaction mode), not once per connection.
+    public var databaseTenantScopePerTransaction: Bool
     /// `BROKER_REQUEST_TIMEOUT`, `BROKER_HTTP_IDLE_TIMEOUT`, `BROKER_HTTP_MAX_CONNECTIONS`.
     public var httpLimits: HTTPLimits
     /// `BROKER_METRICS_PORT`: `/metrics` is served on its own listener (on `BROKER_HOST`) and
@@ -133,6 +136,13 @@ public struct BrokerConfiguration: Sendable {
         databaseStatementTimeout = try integer("BROKER_DB_STATEMENT_TIMEOUT", default: 5, range: 1...600)
         databaseConnectTimeout = try integer("BROKER_DB_CONNECT_TIMEOUT", default: 10, range: 1...600)
         databaseSignInBatches = try integer("BROKER_DB_SIGN_IN_BATCHES", default: 2, range: 0...64)
+        switch value("BROKER_DB_TENANT_SCOPE") {
+        case nil, "connection": databaseTenantScopePerTransaction = false
+        case "transaction": databaseTenantScopePerTransaction = true
+        case let other?:
+            throw .invalidArgument(
+                "BROKER_DB_TENANT_SCOPE must be 'connection' (the default) or 'transaction' (behind a pooler in transaction mode), not '\(other)'.")
+        }
         httpLimits = HTTPLimits(
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),
             idleTimeout: .seconds(try integer("BROKER_HTTP_IDLE_TIMEOUT", default: 60, range: 1...3_600)),

@@ -31,6 +31,12 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// Returning sign-ins are written in batches, at most this many batch statements at once
     /// (`BROKER_DB_SIGN_IN_BATCHES`, decision 0030); 0 writes each in a statement of its own.
     public var quietSignInBatches: Int = 2
+    /// Where each statement's tenant scope is set (`BROKER_DB_TENANT_SCOPE`, decision 0055):
+    /// false, on the connection when it changes (no round trip while a connection serves one
+    /// tenant; needs a connection of its own, or a pooler in session mode); true, inside a
+    /// transaction around every statement (`set_config(…, true)`), for a pooler in transaction
+    /// mode, at two more statements and three more round trips for a statement on its own.
+    public var tenantScopePerTransaction = false
 
     /// Session settings every connection starts with: the statement timeout.
     var startupParameters: [(String, String)] {

@@ -76,6 +76,9 @@ struct ImportBatchWriter: Sendable {
             do {
                 try await connection.query("BEGIN", logger: logger)
                 do {
+                    // The batch's scope for its own transaction too: through a pooler in
+                    // transaction mode, the session's may be another connection's.
+                    try await connection.setTransactionTenantScope(logger: logger)
                     let plan = try await writeBatch(rows, on: connection)
                     let extra = try await finish(plan.outcomes, plan.identities.count, connection)
                     try await connection.query("COMMIT", logger: logger)

@@ -15,9 +15,8 @@ extension PostgresClient {
     /// The rows of `query`, read in full.
     func rows(_ query: PostgresQuery, logger: Logger, function: String = #function) async throws -> [PostgresRow] {
         try await StatementSpan.around(sql: query.sql, function: function) {
-            try await withConnection { connection in
-                try await enterTenantScope(on: connection, logger: logger)
-                return try await connection.query(query, logger: logger).collect()
+            try await withScopedStatement(logger: logger) { connection in
+                try await connection.query(query, logger: logger).collect()
             }
         }
     }
@@ -26,8 +25,7 @@ extension PostgresClient {
     func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws -> [Statement.Row]
     where Statement.Row: Sendable {
         try await StatementSpan.around(sql: Statement.sql, function: function) {
-            try await withConnection { connection in
-                try await enterTenantScope(on: connection, logger: logger)
+            try await withScopedStatement(logger: logger) { connection in
                 var rows: [Statement.Row] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
                 return rows
@@ -35,7 +33,9 @@ extension PostgresClient {
         }
     }
 
-    /// `withConnection`, the connection given the task's ``TenantScope`` first.
+    /// `withConnection`, the connection given the task's ``TenantScope`` for its session first
+    /// (whatever the pool's mode: for work that holds a session, which runs on a connection of
+    /// its own, never through a pooler in transaction mode: an import job and its lock).
     func withScopedConnection<Result: Sendable>(
         logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {

@@ -69,8 +69,14 @@ extension PostgresClient {
         logger: Logger, isolation: isolated (any Actor)?, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         try await withConnection(isolation: isolation) { connection in
-            try await enterTenantScope(on: connection, logger: logger)
-            return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
+            guard tenantScopePerTransaction else {
+                try await enterTenantScope(on: connection, logger: logger)
+                return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
+            }
+            return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in
+                try await connection.setTransactionTenantScope(logger: logger)
+                return try await body(connection)
+            }
         }
     }
 }

@@ -53,6 +53,7 @@ struct CLIContext {
             var urlConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
             urlConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
             urlConfiguration.quietSignInBatches = configuration.databaseSignInBatches
+            urlConfiguration.tenantScopePerTransaction = configuration.databaseTenantScopePerTransaction
             urlConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
             databaseConfiguration = urlConfiguration
             lease = nil
@@ -65,6 +66,7 @@ struct CLIContext {
             embeddedConfiguration.maxConnections = configuration.databasePoolSize
             embeddedConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
             embeddedConfiguration.quietSignInBatches = configuration.databaseSignInBatches
+            embeddedConfiguration.tenantScopePerTransaction = configuration.databaseTenantScopePerTransaction
             embeddedConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
             databaseConfiguration = embeddedConfiguration
         }

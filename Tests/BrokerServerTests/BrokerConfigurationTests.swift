@@ -13,6 +13,15 @@ import Testing
         }
     }
 
+    @Test func theTenantScopeIsSetPerConnectionUnlessToldPerTransaction() throws {
+        #expect(try !BrokerConfiguration(environment: [:]).databaseTenantScopePerTransaction)
+        #expect(try !BrokerConfiguration(environment: ["BROKER_DB_TENANT_SCOPE": "connection"]).databaseTenantScopePerTransaction)
+        #expect(try BrokerConfiguration(environment: ["BROKER_DB_TENANT_SCOPE": "transaction"]).databaseTenantScopePerTransaction)
+        for bad in ["session", "Transaction", "per-transaction"] {
+            #expect(throws: BrokerError.self) { try BrokerConfiguration(environment: ["BROKER_DB_TENANT_SCOPE": bad]) }
+        }
+    }
+
     @Test func abuseLimitsDefaultAndParse() throws {
         let defaults = try BrokerConfiguration(environment: [:])
         #expect(defaults.abuseLimits.apiKey == RateLimit(perSecond: 200, burst: 400))

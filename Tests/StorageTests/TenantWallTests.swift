@@ -8,7 +8,9 @@ import TestSupport
 
 /// The tenant wall (decision 0055, migration 0028): row-level security, forced, on every table
 /// that holds a tenant's rows, read through the scope each statement's connection is given.
-/// These tests run statements as the role `broker serve` runs as, which the wall applies to.
+/// These tests run statements as the role `broker serve` runs as, which the wall applies to,
+/// with the scope set per connection (the default) and per transaction
+/// (`BROKER_DB_TENANT_SCOPE=transaction`, behind a pooler in transaction mode).
 @Suite struct TenantWallTests {
     /// Two tenants, each with an API key, written by the superuser (who sees through the wall).
     private func twoTenants(_ admin: Database) async throws -> (a: UUID, b: UUID) {
@@ -64,24 +66,34 @@ import TestSupport
         }
     }
 
-    @Test func aStatementThatForgetsItsTenantSeesOnlyItsScopesRows() async throws {
-        try await TestDatabase.withFreshServing { admin, serving, _ in
+    @Test(arguments: [false, true]) func aStatementThatForgetsItsTenantSeesOnlyItsScopesRows(perTransaction: Bool) async throws {
+        try await TestDatabase.withFreshServing(perTransaction: perTransaction) { admin, serving, _ in
             let (a, b) = try await twoTenants(admin)
             #expect(try await accountTenants(serving, .tenant(a)) == [a])
             #expect(try await accountTenants(serving, .tenant(b)) == [b])
             #expect(try await accountTenants(serving, .allTenants) == [a, b])
             // No scope: nothing, not everything.
             #expect(try await accountTenants(serving, nil) == [])
-            // One connection switching scopes is told each time (the per-connection record).
+            // One connection switching scopes is told each time (the per-connection record), or
+            // each statement sets its own (per transaction).
             for _ in 0..<3 {
                 #expect(try await accountTenants(serving, .tenant(a)) == [a])
                 #expect(try await accountTenants(serving, nil) == [])
             }
+            if perTransaction {
+                // The scope lived in the statements' transactions only: no session keeps it
+                // for the next client of a pooler's server connection.
+                _ = try await accountTenants(serving, .tenant(b))
+                let left = try await serving.client.query(
+                    "SELECT coalesce(current_setting('broker.tenant_id', true), '')", logger: TestDatabase.logger
+                ).collect().first?.decode(String.self)
+                #expect(left == "")
+            }
         }
     }
 
-    @Test func aWriteIntoAnotherTenantsRowsIsRefusedAndChangesNothing() async throws {
-        try await TestDatabase.withFreshServing { admin, serving, _ in
+    @Test(arguments: [false, true]) func aWriteIntoAnotherTenantsRowsIsRefusedAndChangesNothing(perTransaction: Bool) async throws {
+        try await TestDatabase.withFreshServing(perTransaction: perTransaction) { admin, serving, _ in
             let (a, b) = try await twoTenants(admin)
             // An insert for tenant b while in tenant a's scope breaks the policy.
             await #expect(throws: PSQLError.self) {
@@ -102,8 +114,8 @@ import TestSupport
         }
     }
 
-    @Test func aTransactionRunsInTheScopeItStartedIn() async throws {
-        try await TestDatabase.withFreshServing { admin, serving, _ in
+    @Test(arguments: [false, true]) func aTransactionRunsInTheScopeItStartedIn(perTransaction: Bool) async throws {
+        try await TestDatabase.withFreshServing(perTransaction: perTransaction) { admin, serving, _ in
             let (a, _) = try await twoTenants(admin)
             let seen = try await TenantScope.tenant(a) {
                 try await serving.client.transaction(logger: TestDatabase.logger) { connection in
@@ -138,8 +150,8 @@ import TestSupport
         }
     }
 
-    @Test func importsWriteThroughTheWall() async throws {
-        try await TestDatabase.withFreshServing { admin, serving, _ in
+    @Test(arguments: [false, true]) func importsWriteThroughTheWall(perTransaction: Bool) async throws {
+        try await TestDatabase.withFreshServing(perTransaction: perTransaction) { admin, serving, _ in
             let tenant = try await TestDatabase.createTenant("wall-import", in: admin)
             let rows = [
                 ImportRow(

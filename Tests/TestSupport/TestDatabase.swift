@@ -81,14 +81,19 @@ public enum TestDatabase {
     /// Runs `body` with two connected ``Database``s on one fresh, migrated database: `admin`
     /// as the cluster's superuser (for a test's setup and its checks, which see every row) and
     /// `serving` as the role `broker serve` runs as, to which the tenant wall applies
-    /// (decision 0055): the application under test runs on `serving`.
+    /// (decision 0055): the application under test runs on `serving`. `perTransaction`: the
+    /// serving pool sets each statement's scope in a transaction around it
+    /// (`BROKER_DB_TENANT_SCOPE=transaction`); nil: as `BROKER_TEST_TENANT_SCOPE` says
+    /// (`transaction`, or the default per connection), to run a whole phase in either mode.
     public static func withFreshServing<T: Sendable>(
-        _ body: @Sendable (_ admin: Database, _ serving: Database, _ url: String) async throws -> T
+        perTransaction: Bool? = nil, _ body: @Sendable (_ admin: Database, _ serving: Database, _ url: String) async throws -> T
     ) async throws -> T {
         let (_, url, configuration) = try await create()
         let admin = try Database(configuration: configuration, logger: logger)
         var servingConfiguration = configuration
         servingConfiguration.username = Migrator.serveRole
+        servingConfiguration.tenantScopePerTransaction =
+            perTransaction ?? (ProcessInfo.processInfo.environment["BROKER_TEST_TENANT_SCOPE"] == "transaction")
         let serving = try Database(configuration: servingConfiguration, logger: logger)
         return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
             group.addTask { await admin.run() }
