@@ -1,6 +1,4 @@
 import Foundation
-import Logging
-import PostgresNIO
 import Synchronization
 
 /// Whose rows the statements of the current task may see: the tenant wall (decision 0055).
@@ -8,7 +6,7 @@ import Synchronization
 /// setting `broker.tenant_id` (migration 0028): a tenant's id shows that tenant's rows, `*`
 /// shows every tenant's, and no setting shows none. The scope travels with the task (a task
 /// local), and each statement's connection takes it on before the statement runs
-/// (``PostgresClient/enterTenantScope(on:_:logger:)``): a request authenticated by a tenant's
+/// (``ConnectionScopes``): a request authenticated by a tenant's
 /// API key runs in that tenant's scope, so a statement that forgot its tenant filter finds
 /// nothing of another tenant. Work that crosses tenants by design (finding an API key by its
 /// hash, a callback's state, the workers that serve every tenant) says so with
@@ -109,112 +107,5 @@ public final class RequestTenantScope: Sendable {
             settled = .tenant(tenantID)
             return true
         }
-    }
-}
-
-/// The scope each connection of one pool was last given, so that a connection serving the same
-/// tenant as before is not told again: one tenant's traffic pays no round trip for the wall.
-/// Connection ids count from zero in every pool, so the record is the pool's own: registered
-/// when ``DatabasePool`` makes the pool and dropped when the pool stops. A pool made elsewhere
-/// (a test's, a one-off admin statement's) has no record, and each statement sets its scope.
-/// The setting is the session's (`set_config(…, false)`), sent as a statement of its own and
-/// never inside a transaction (a rolled-back transaction would undo it behind this record).
-final class ConnectionScopes: Sendable {
-    private struct Owner { weak var client: PostgresClient? }
-    private static let pools = Mutex<[ObjectIdentifier: ConnectionScopes]>([:])
-    private let given = Mutex<[PostgresConnection.ID: String]>([:])
-    /// The pool this record is of: another pool made later at the same address (one whose
-    /// record was never dropped) is not taken for it.
-    private let owner: Mutex<Owner>
-    /// `BROKER_DB_TENANT_SCOPE=transaction`: the scope goes in a transaction around each
-    /// statement, and nothing is recorded (behind a pooler in transaction mode, the next
-    /// statement may run on another server connection).
-    let perTransaction: Bool
-
-    private init(_ client: PostgresClient, perTransaction: Bool) {
-        owner = Mutex(Owner(client: client))
-        self.perTransaction = perTransaction
-    }
-
-    static func register(_ client: PostgresClient, perTransaction: Bool = false) {
-        pools.withLock { $0[ObjectIdentifier(client)] = ConnectionScopes(client, perTransaction: perTransaction) }
-    }
-
-    static func unregister(_ client: PostgresClient) {
-        _ = pools.withLock { $0.removeValue(forKey: ObjectIdentifier(client)) }
-    }
-
-    static func of(_ client: PostgresClient) -> ConnectionScopes? {
-        guard let record = pools.withLock({ $0[ObjectIdentifier(client)] }) else { return nil }
-        return record.owner.withLock { $0.client === client } ? record : nil
-    }
-
-    func current(_ connection: PostgresConnection) -> String? {
-        given.withLock { $0[connection.id] }
-    }
-
-    func record(_ setting: String?, for connection: PostgresConnection) {
-        given.withLock { $0[connection.id] = setting }
-    }
-}
-
-extension PostgresClient {
-    /// Whether this pool sets the scope inside a transaction around each statement.
-    var tenantScopePerTransaction: Bool { ConnectionScopes.of(self)?.perTransaction ?? false }
-
-    /// Gives `connection`, one of this pool's, the task's ``TenantScope`` (or `scope`) for its
-    /// session, unless it has it already. Call before a statement or `BEGIN`, never inside a
-    /// transaction.
-    func enterTenantScope(
-        on connection: PostgresConnection, _ scope: TenantScope? = TenantScope.current, logger: Logger
-    ) async throws {
-        let setting = TenantScope.setting(scope)
-        let record = ConnectionScopes.of(self).flatMap { $0.perTransaction ? nil : $0 }
-        if let record, record.current(connection) == setting { return }
-        record?.record(nil, for: connection)
-        _ = try await connection.query("SELECT set_config('broker.tenant_id', \(setting), false)", logger: logger).collect()
-        record?.record(setting, for: connection)
-    }
-
-    /// Runs `body` (one statement, or statements that need no transaction together) on a
-    /// connection in the task's scope: given to the connection first, or, per transaction,
-    /// inside a transaction of its own whose first statement sets it. Errors are the body's
-    /// own (not wrapped in a transaction error).
-    func withScopedStatement<Result: Sendable>(
-        logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
-    ) async throws -> Result {
-        try await withConnection(isolation: isolation) { connection in
-            guard tenantScopePerTransaction else {
-                try await enterTenantScope(on: connection, logger: logger)
-                return try await body(connection)
-            }
-            try await connection.query("BEGIN", logger: logger)
-            do {
-                try await connection.setTransactionTenantScope(logger: logger)
-                let result = try await body(connection)
-                try await connection.query("COMMIT", logger: logger)
-                return result
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
-            }
-        }
-    }
-}
-
-extension PostgresConnection {
-    /// Sets the task's ``TenantScope`` for the transaction under way (`set_config(…, true)`).
-    func setTransactionTenantScope(_ scope: TenantScope? = TenantScope.current, logger: Logger) async throws {
-        _ = try await query("SELECT set_config('broker.tenant_id', \(TenantScope.setting(scope)), true)", logger: logger).collect()
-    }
-}
-
-extension Database {
-    /// Whether the tenant wall applies to the role this pool connects as: false for a superuser
-    /// or a role with `BYPASSRLS`, which see every tenant's rows whatever the scope.
-    public func tenantWallApplies() async throws -> Bool {
-        let rows = try await client.rows(
-            "SELECT NOT (rolsuper OR rolbypassrls) FROM pg_roles WHERE rolname = current_user", logger: logger)
-        return try rows.first?.decode(Bool.self) ?? false
     }
 }
