@@ -50,17 +50,21 @@ final class ConnectionScopes: Sendable {
 }
 
 extension PostgresClient {
-    /// Whether this pool sets the scope inside a transaction around each statement.
-    var tenantScopePerTransaction: Bool { ConnectionScopes.of(self)?.perTransaction ?? false }
-
     /// Gives `connection`, one of this pool's, the task's ``TenantScope`` (or `scope`) for its
     /// session, unless it has it already. Call before a statement or `BEGIN`, never inside a
     /// transaction.
     func enterTenantScope(
         on connection: PostgresConnection, _ scope: TenantScope? = TenantScope.current, logger: Logger
     ) async throws {
+        try await Self.enterTenantScope(on: connection, scope, record: ConnectionScopes.of(self), logger: logger)
+    }
+
+    /// The same with the pool's record looked up already (once per statement on the hot path).
+    static func enterTenantScope(
+        on connection: PostgresConnection, _ scope: TenantScope?, record: ConnectionScopes?, logger: Logger
+    ) async throws {
         let setting = TenantScope.setting(scope)
-        let record = ConnectionScopes.of(self).flatMap { $0.perTransaction ? nil : $0 }
+        let record = record.flatMap { $0.perTransaction ? nil : $0 }
         if let record, record.current(connection) == setting { return }
         record?.record(nil, for: connection)
         _ = try await connection.query("SELECT set_config('broker.tenant_id', \(setting), false)", logger: logger).collect()
@@ -74,9 +78,10 @@ extension PostgresClient {
     func withScopedStatement<Result: Sendable>(
         logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withConnection(isolation: isolation) { connection in
-            guard tenantScopePerTransaction else {
-                try await enterTenantScope(on: connection, logger: logger)
+        let record = ConnectionScopes.of(self)
+        return try await withConnection(isolation: isolation) { connection in
+            guard record?.perTransaction == true else {
+                try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
                 return try await body(connection)
             }
             try await connection.query("BEGIN", logger: logger)

@@ -68,9 +68,10 @@ extension PostgresClient {
     private func scopedTransaction<Result: Sendable>(
         logger: Logger, isolation: isolated (any Actor)?, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withConnection(isolation: isolation) { connection in
-            guard tenantScopePerTransaction else {
-                try await enterTenantScope(on: connection, logger: logger)
+        let record = ConnectionScopes.of(self)
+        return try await withConnection(isolation: isolation) { connection in
+            guard record?.perTransaction == true else {
+                try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
                 return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
             }
             return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in
