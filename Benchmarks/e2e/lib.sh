@@ -16,9 +16,15 @@ target=${TARGET:-embedded}
 connections=16
 threads=1
 scratch=.build-release
-swift build -c release --scratch-path "$scratch" --product broker >/dev/null
-swift build -c release --scratch-path "$scratch" --product mock-idp >/dev/null
-bin=$(swift build -c release --scratch-path "$scratch" --show-bin-path)
+# BIN=DIR: the release binaries (broker, mock-idp) already built in DIR, e.g. copies of another
+# commit's build, to compare builds run against run on one checkout; nothing is built then.
+if [ -n "${BIN:-}" ]; then
+    bin=$BIN
+else
+    swift build -c release --scratch-path "$scratch" --product broker >/dev/null
+    swift build -c release --scratch-path "$scratch" --product mock-idp >/dev/null
+    bin=$(swift build -c release --scratch-path "$scratch" --show-bin-path)
+fi
 # KEEP=DIR (embedded only): the broker's data folder, the MockIdP keys and the tenant live in DIR
 # and outlive the run, so a later run (returning.sh) measures the database an earlier one grew.
 if [ -n "${KEEP:-}" ]; then

@@ -89,7 +89,7 @@ public struct AppleNotificationRepository: Sendable {
             }
             if event.subject != nil, event.type == "consent-revoked" {
                 // One prepared statement, no transaction around it (decision 0052).
-                return try await client.withScopedStatement(logger: logger) { connection in try await applyWithReceipt(event, to: route, on: connection) }
+                return try await client.withScopedStatement(writes: true, logger: logger) { connection in try await applyWithReceipt(event, to: route, on: connection) }
             }
             return try await client.transaction(logger: logger) { connection in
                 try await applyWithReceipt(event, to: route, on: connection)

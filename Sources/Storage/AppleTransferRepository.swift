@@ -94,7 +94,7 @@ public struct AppleTransferRepository: Sendable {
 
     /// Audits a finished export.
     public func auditExport(tenantID: UUID, sourceTeam: String, targetTeam: String, exported: Int, failed: Int, actor: String) async throws {
-        try await client.withScopedStatement(logger: logger) { connection in
+        try await client.withScopedStatement(writes: true, logger: logger) { connection in
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "apple.transfer.exported", target: targetTeam,
                 details: ["source_team": .string(sourceTeam), "exported": .int(exported), "failed": .int(failed)], on: connection,

@@ -75,14 +75,26 @@ extension PostgresClient {
     /// connection in the task's scope: given to the connection first, or, per transaction,
     /// inside a transaction of its own whose first statement sets it. Errors are the body's
     /// own (not wrapped in a transaction error).
+    ///
+    /// `writes`: the body changes rows, and its result is returned only once they are committed
+    /// (decision 0056). Outside a transaction PostgreSQL commits a statement at the protocol's
+    /// `Sync`, after the statement's rows and `CommandComplete`, which is when PostgresNIO hands
+    /// them over; a commit that fails there (the backend terminated in between, a deferred
+    /// constraint) would otherwise leave a success for a write that was rolled back. One more
+    /// statement on the same connection confirms it: the server reaches it only after the
+    /// commit, and a failed commit closes the connection, which fails it. Per transaction, the
+    /// `COMMIT` itself confirms.
     func withScopedStatement<Result: Sendable>(
-        logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
+        writes: Bool, logger: Logger, isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let record = ConnectionScopes.of(self)
-        return try await withConnection(isolation: isolation) { connection in
+        return try await withOpenConnection(isolation: isolation) { connection in
             guard record?.perTransaction == true else {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
-                return try await body(connection)
+                let result = try await body(connection)
+                if writes { try await connection.confirmCommitted(logger: logger) }
+                return result
             }
             try await connection.query("BEGIN", logger: logger)
             do {

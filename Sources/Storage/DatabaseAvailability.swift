@@ -12,7 +12,7 @@ extension Error {
         if self is ConnectionPoolError || (self as? PostgresTransactionError)?.closureError is ConnectionPoolError {
             return true
         }
-        if self is DatabaseConnectFailure { return true }
+        if self is DatabaseConnectFailure || self is CommitUnconfirmed || self is ConnectionClosedBeforeUse { return true }
         guard let error = postgresError else { return self is DatabaseDeadlineExceeded }
         switch error.code {
         case .server:

@@ -10,12 +10,13 @@ import PostgresNIO
 /// stream nobody listens to, and the connection is never given back. Eight of those and the
 /// pool has nothing left: seen under the whole test suite with 2,000 replays of one token.
 /// `withConnection` gives the connection back when its closure returns or throws, whatever the
-/// stream did. Each statement runs in the task's ``TenantScope``.
+/// stream did. Each statement runs in the task's ``TenantScope``, and one that may write
+/// (``StatementEffect``) returns its rows only once they are committed (decision 0056).
 extension PostgresClient {
     /// The rows of `query`, read in full.
     func rows(_ query: PostgresQuery, logger: Logger, function: String = #function) async throws -> [PostgresRow] {
         try await StatementSpan.around(sql: query.sql, function: function) {
-            try await withScopedStatement(logger: logger) { connection in
+            try await withScopedStatement(writes: StatementEffect.mayWrite(query.sql), logger: logger) { connection in
                 try await connection.query(query, logger: logger).collect()
             }
         }
@@ -25,7 +26,7 @@ extension PostgresClient {
     func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws -> [Statement.Row]
     where Statement.Row: Sendable {
         try await StatementSpan.around(sql: Statement.sql, function: function) {
-            try await withScopedStatement(logger: logger) { connection in
+            try await withScopedStatement(writes: StatementEffect.mayWrite(Statement.self), logger: logger) { connection in
                 var rows: [Statement.Row] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
                 return rows
@@ -39,7 +40,7 @@ extension PostgresClient {
     func withScopedConnection<Result: Sendable>(
         logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withConnection(isolation: isolation) { connection in
+        try await withOpenConnection(isolation: isolation) { connection in
             try await enterTenantScope(on: connection, logger: logger)
             return try await body(connection)
         }

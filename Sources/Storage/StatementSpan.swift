@@ -69,7 +69,7 @@ extension PostgresClient {
         logger: Logger, isolation: isolated (any Actor)?, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let record = ConnectionScopes.of(self)
-        return try await withConnection(isolation: isolation) { connection in
+        return try await withOpenConnection(isolation: isolation) { connection in
             guard record?.perTransaction == true else {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
                 return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
