@@ -83,7 +83,7 @@ final class DeadlineWheel: Sendable {
 
 /// Resumes a continuation exactly once, from whichever side gets there first; a result that
 /// arrives before the continuation is installed waits for it.
-public final class ResumeOnce<T: Sendable>: Sendable {
+final class ResumeOnce<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T, any Error>?
         var onResume: (@Sendable () -> Void)?
@@ -93,9 +93,7 @@ public final class ResumeOnce<T: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
-    public init() {}
-
-    public func install(_ continuation: CheckedContinuation<T, any Error>, onResume: @escaping @Sendable () -> Void) {
+    func install(_ continuation: CheckedContinuation<T, any Error>, onResume: @escaping @Sendable () -> Void) {
         let pending: (Result<T, any Error>, @Sendable () -> Void)? = state.withLock { state in
             if let result = state.result, !state.resumed {
                 state.resumed = true
@@ -113,7 +111,7 @@ public final class ResumeOnce<T: Sendable>: Sendable {
 
     /// True when this call decided the outcome.
     @discardableResult
-    public func resume(_ result: Result<T, any Error>) -> Bool {
+    func resume(_ result: Result<T, any Error>) -> Bool {
         let (won, ready): (Bool, (CheckedContinuation<T, any Error>, (@Sendable () -> Void)?)?) = state.withLock { state in
             guard !state.resumed, state.result == nil else { return (false, nil) }
             guard let continuation = state.continuation else {

@@ -1,35 +1,31 @@
-import BrokerCore
 import Logging
 import PostgresNIO
 
 extension PostgresConnection {
     /// Returns once the statements sent before on this connection are committed: a statement
     /// sent after them is answered (PostgreSQL reaches it only after their implicit commit at
-    /// `Sync`; a commit that fails there closes the connection). Throws
-    /// ``CommitUnconfirmed`` when the connection closes first, whether or not they were
-    /// committed (decision 0056).
+    /// `Sync`; a commit that fails there closes the connection, which fails it). Throws
+    /// ``CommitUnconfirmed``, or PostgresNIO's closed-connection error, when the connection
+    /// closed first, whether or not they were committed (decision 0056).
     ///
-    /// A statement written to a connection that has closed is never answered: PostgresNIO
-    /// drops it with the write that failed, and its caller would wait for good (with the
-    /// connection's lease). The confirmation therefore also ends when the connection's close
-    /// future does, whichever is first.
+    /// A statement written to a connection whose channel has closed is never answered:
+    /// PostgresNIO drops it with the write that failed. So nothing is written once the
+    /// channel is inactive (a failed commit has closed it by the time its rows are read: the
+    /// error and `CommandComplete` come in one flush).
     func confirmCommitted(logger: Logger) async throws {
         guard !isClosed else { throw CommitUnconfirmed() }
-        let outcome = ResumeOnce<Void>()
-        let closed = closeFuture
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            outcome.install(continuation, onResume: {})
-            Task {
-                do {
-                    _ = try await self.query("SELECT true", logger: logger).collect()
-                    outcome.resume(.success(()))
-                } catch {
-                    outcome.resume(.failure(error))
-                }
-            }
-            closed.whenComplete { _ in outcome.resume(.failure(CommitUnconfirmed())) }
-        }
+        for try await _ in try await execute(CommitConfirmation(), logger: logger) {}
     }
+}
+
+/// The statement that confirms a commit: prepared once per connection, so that PostgreSQL only
+/// binds and runs it (no parse or plan).
+struct CommitConfirmation: PostgresPreparedStatement {
+    static let name = "ib_commit_confirmation"
+    static let sql = "SELECT true"
+    typealias Row = Bool
+    func makeBindings() -> PostgresBindings { PostgresBindings() }
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Bool.self) }
 }
 
 /// A write's connection closed before its commit could be confirmed: it may or may not have
