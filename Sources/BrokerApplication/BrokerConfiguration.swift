@@ -95,6 +95,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_PUBLIC_RATE_BURST", "requests at once per client address and instance on the public routes (default 100)"),
         ("BROKER_TRUSTED_PROXIES", "comma-separated CIDR blocks of the proxies whose X-Forwarded-For is believed (default none: the peer's address is the client's)"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry collector's OTLP/HTTP address (e.g. http://127.0.0.1:4318): traces of requests, statements and outbound calls go to its /v1/traces (default unset: no traces); the other OTEL_* variables apply"),
+        ("NOTIFY_SOCKET", "set by systemd for Type=notify: serve sends READY=1 to this unix datagram socket once it listens and has asked the database (default unset: nothing sent)"),
         ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
         ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
         ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),

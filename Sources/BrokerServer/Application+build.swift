@@ -106,12 +106,14 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
 }
 
 /// The whole application; `lifecycle` services (e.g. the database pool) run alongside the
-/// HTTP server, and `beforeServing` runs once they are up and before the port opens.
+/// HTTP server, `beforeServing` runs once they are up and before the port opens, and
+/// `onServing` once the port is open.
 /// Every request is answered by `limits.requestTimeout`; idle and half-sent connections close
 /// after `limits.idleTimeout`; at most `limits.maxConnections` are served at once (decision 0015).
 public func buildApplication(
     services: BrokerServices, host: String, port: Int, limits: HTTPLimits = HTTPLimits(), metricsElsewhere: Bool = false,
-    lifecycle: [any Service] = [], logger: Logger, beforeServing: @escaping @Sendable () async throws -> Void = {}
+    lifecycle: [any Service] = [], logger: Logger, beforeServing: @escaping @Sendable () async throws -> Void = {},
+    onServing: @escaping @Sendable () async -> Void = {}
 ) throws -> some ApplicationProtocol {
     let router = try buildRouter(services: services, metricsElsewhere: metricsElsewhere)
     let idle = limits.idleTimeout.components
@@ -134,6 +136,7 @@ public func buildApplication(
             address: .hostname(host, port: port), serverName: "IdentityBroker",
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections)),
         services: lifecycle,
+        onServerRunning: { _ in await onServing() },
         logger: logger
     )
     app.beforeServerStarts(perform: beforeServing)

@@ -26,10 +26,25 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
         var running = 0
         var batches = 0
         var inputs = 0
+        /// Those who wait for so many callers to be waiting (``untilWaiting(_:)``).
+        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     /// Callers waiting for a slot.
     var waitingCount: Int { state.withLock { $0.waiting.count - $0.head } }
+
+    /// Returns once at least `count` callers wait for a slot (already, or from now on): an
+    /// event for tests that line callers up behind a busy slot.
+    func untilWaiting(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                guard state.waiting.count - state.head < count else { return true }
+                state.watchers.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
 
     /// Batches running now.
     var runningCount: Int { state.withLock { $0.running } }
@@ -53,12 +68,22 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
 
     func run(_ input: Input) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
-            let start = state.withLock { state -> Bool in
+            let (start, watched) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
                 state.waiting.append(Waiter(input: input, continuation: continuation))
-                guard state.running < maxRunning else { return false }
+                var watched: [CheckedContinuation<Void, Never>] = []
+                if !state.watchers.isEmpty {
+                    let waiting = state.waiting.count - state.head
+                    state.watchers.removeAll { watcher in
+                        guard watcher.count <= waiting else { return false }
+                        watched.append(watcher.continuation)
+                        return true
+                    }
+                }
+                guard state.running < maxRunning else { return (false, watched) }
                 state.running += 1
-                return true
+                return (true, watched)
             }
+            for watcher in watched { watcher.resume() }
             if start {
                 let preference = MultiThreadedEventLoopGroup.currentEventLoop.map { EventLoopTaskExecutor.executor(for: $0) }
                 Task(executorPreference: preference) { await self.drain() }

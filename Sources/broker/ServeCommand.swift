@@ -27,6 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await runReporting(json: false) {
+            let notifySocket = ServiceManagerNotify.takeSocket()
             let context = try CLIContext(logLevel: .info)
             let configuration = context.configuration
             let secrets = SecretBox(masterKey: try context.masterKey())
@@ -49,7 +50,10 @@ struct ServeCommand: AsyncParsableCommand {
                 }
                 let app = try buildApplication(
                     services: services, host: configuration.host, port: configuration.port, limits: configuration.httpLimits,
-                    metricsElsewhere: configuration.metricsPort != nil, lifecycle: lifecycle, logger: logger)
+                    metricsElsewhere: configuration.metricsPort != nil, lifecycle: lifecycle, logger: logger,
+                    onServing: {
+                        await ServiceManagerNotify.ready(socket: notifySocket, databaseAnswers: await database.ping(), logger: logger)
+                    })
                 logger.info(
                     "IdentityBroker serving",
                     metadata: [

@@ -9,13 +9,27 @@ import Testing
 @Suite struct StatementBatcherTests {
     /// A batch's work that waits, batch after batch, until the test lets it go.
     final class Gate: Sendable {
-        private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>], sizes: [Int])>((false, [], []))
+        private struct State {
+            var open = false
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            var sizes: [Int] = []
+            var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        }
+        private let state = Mutex(State())
 
         func record(_ inputs: [Int]) async {
-            let wait = state.withLock { state -> Bool in
+            let (wait, arrived) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
                 state.sizes.append(inputs.count)
-                return !state.open
+                let batches = state.sizes.count
+                var arrived: [CheckedContinuation<Void, Never>] = []
+                state.watchers.removeAll { watcher in
+                    guard watcher.count <= batches else { return false }
+                    arrived.append(watcher.continuation)
+                    return true
+                }
+                return (!state.open, arrived)
             }
+            for watcher in arrived { watcher.resume() }
             guard wait else { return }
             await withCheckedContinuation { continuation in
                 let resumeNow = state.withLock { state -> Bool in
@@ -37,6 +51,18 @@ import Testing
         }
 
         var sizes: [Int] { state.withLock { $0.sizes } }
+
+        /// Returns once `count` batches have reached the gate (already, or from now on).
+        func untilBatches(_ count: Int) async {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    guard state.sizes.count < count else { return true }
+                    state.watchers.append((count, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
     }
 
     struct Refused: Error {}
@@ -61,9 +87,9 @@ import Testing
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             group.addTask { (0, try await batcher.run(0)) }
             // The first batch holds the only slot; ten more callers wait.
-            while gate.sizes.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            await gate.untilBatches(1)
             for input in 1...10 { group.addTask { (input, try await batcher.run(input)) } }
-            while batcher.waitingCount < 10 { try await Task.sleep(for: .milliseconds(5)) }
+            await batcher.untilWaiting(10)
             gate.open()
             var outputs: [Int: Int] = [:]
             for try await (input, output) in group { outputs[input] = output }
@@ -75,9 +101,12 @@ import Testing
 
     @Test func atMostMaxRunningBatchesRunAtOnce() async throws {
         let running = Mutex((now: 0, most: 0))
+        // The first batch waits at the gate until a second runs beside it; later ones pass.
+        let gate = Gate()
         let batcher = StatementBatcher<Int, Int>(maxRunning: 2, maxBatch: 3, timeout: .seconds(30)) { inputs in
-            running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
-            try await Task.sleep(for: .milliseconds(20))
+            let now = running.withLock { $0.now += 1; $0.most = max($0.most, $0.now); return $0.now }
+            if now == 2 { gate.open() }
+            await gate.record(inputs)
             running.withLock { $0.now -= 1 }
             return inputs
         }
@@ -103,9 +132,9 @@ import Testing
         }
         try await withThrowingTaskGroup(of: (Int, Result<Int, any Error>).self) { group in
             group.addTask { (1, await Self.outcome { try await batcher.run(1) }) }
-            while gate.sizes.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            await gate.untilBatches(1)
             for input in [2, -1, 3] { group.addTask { (input, await Self.outcome { try await batcher.run(input) }) } }
-            while batcher.waitingCount < 3 { try await Task.sleep(for: .milliseconds(5)) }
+            await batcher.untilWaiting(3)
             gate.open()
             for try await (input, result) in group {
                 switch input {
@@ -140,10 +169,10 @@ import Testing
             return inputs
         }
         let first = Task { try await batcher.run(1) }
-        while gate.sizes.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        await gate.untilBatches(1)
         let second = Task { try await batcher.run(2) }
         let third = Task { try await batcher.run(3) }
-        while batcher.waitingCount < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        await batcher.untilWaiting(2)
         first.cancel()
         second.cancel()
         gate.open()

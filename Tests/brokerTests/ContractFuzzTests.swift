@@ -43,14 +43,15 @@ import TestSupport
                 #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
 
                 let port = Int.random(in: 40_001...60_000)
-                let server = try BrokerCLI(databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)"]) { $1 }).spawn(["serve"])
+                let readiness = try ReadinessSocket.open()
+                let server = try readiness.notifying(BrokerCLI(databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)"]) { $1 }))
+                    .spawn(["serve"])
                 defer {
                     server.signal(SIGKILL)
                     _ = try? ProcessRunner.wait(server)
                 }
                 let base = "http://127.0.0.1:\(port)"
-                let ready = try await SeveralInstancesTests.within(.seconds(30)) { await SeveralInstancesTests.send(.GET, "\(base)/readyz", key: nil).status == 200 }
-                try #require(ready != nil, "broker serve did not start: \(server.output.suffix(2_000))")
+                try await readiness.awaitReady(server, base: base)
                 // POST /v1/accounts/import checks each record on its own, by contract: a record that
                 // does not match ImportRecord is that record's `error` (with the reason) and the
                 // others go on, so a request whose records violate the schema is answered 200. It

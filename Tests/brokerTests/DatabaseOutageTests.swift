@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BrokerCore
 import Crypto
 import Foundation
 import MockIdP
@@ -149,18 +150,14 @@ import TestSupport
             defer { try? FileManager.default.removeItem(atPath: p8) }
             #expect(try await cli.run("apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8).status == 0)
             #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required").status == 0)
-            let server = try cli.spawn(["serve"])
+            let readiness = try ReadinessSocket.open()
+            let server = try readiness.notifying(cli).spawn(["serve"])
             defer {
                 server.signal(SIGKILL)
                 _ = try? ProcessRunner.wait(server)
             }
             let broker = Broker(base: "http://127.0.0.1:\(port)", key: key ?? "", server: server, apple: apple)
-            var ready = false
-            for _ in 0..<200 where !ready {
-                ready = await broker.readiness() == 200
-                if !ready { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            try #require(ready, "broker did not start: \(server.output.suffix(2_000))")
+            try await readiness.awaitReady(server, base: broker.base)
             try await body(broker, cli)
         }
     }
@@ -180,11 +177,34 @@ import TestSupport
         func record(_ answer: Answer) {
             let woken = state.withLock { state in
                 state.answers.append(answer)
-                let woken = state.waiters.filter { $0.matches(answer) }.map(\.continuation)
-                state.waiters.removeAll { $0.matches(answer) }
+                // Each waiter's predicate sees each answer once (a counting one counts it once).
+                var woken: [CheckedContinuation<Answer, Never>] = []
+                state.waiters.removeAll { waiter in
+                    guard waiter.matches(answer) else { return false }
+                    woken.append(waiter.continuation)
+                    return true
+                }
                 return woken
             }
             for continuation in woken { continuation.resume(returning: answer) }
+        }
+
+        /// Returns once `count` answers that match have been recorded (already, or from now
+        /// on): the load has run that far. An event, no polling; throws when it has not come
+        /// within `bound` (the test fails instead of waiting for good).
+        func wait(
+            for count: Int, within bound: Duration = .seconds(60), where matches: @escaping @Sendable (Answer) -> Bool
+        ) async throws {
+            let seen = Mutex(0)
+            _ = try await withDeadline(bound) {
+                await self.first { answer in
+                    guard matches(answer) else { return false }
+                    return seen.withLock { seen in
+                        seen += 1
+                        return seen >= count
+                    }
+                }
+            }
         }
 
         /// The first answer recorded (already, or from now on) that `matches`: an event, no polling.
@@ -283,8 +303,10 @@ import TestSupport
         try await Self.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_STATEMENT_TIMEOUT": "2"]) { broker, _ in
             let recorder = Recorder()
             async let loading: Void = Self.load(broker, workers: 6, recorder)
+            defer { recorder.stop() }  // also when a wait below throws: the load ends with the test
 
-            try await Task.sleep(for: .seconds(2))
+            // The load runs until 20 sign-ins have succeeded.
+            try await recorder.wait(for: 20) { $0.status == 200 }
             let stopped = ContinuousClock.now
             cluster.stop(mode: "fast")
             // Readiness turns 503 within about a second of the database going away.
@@ -292,12 +314,14 @@ import TestSupport
             while notReadyAfter == nil, ContinuousClock.now - stopped < .seconds(10) {
                 if await broker.readiness() == 503 { notReadyAfter = (ContinuousClock.now - stopped).seconds }
             }
-            try await Task.sleep(for: .seconds(3))
+            // The outage lasts until every worker has been answered 503 twice over.
+            try await recorder.wait(for: 12) { $0.status == 503 && $0.at > stopped }
             try cluster.start()
             let restarted = ContinuousClock.now
             let recovered = await recorder.first { $0.status == 200 && $0.at > restarted }
             let recoveredAfter: Double? = (recovered.at - restarted).seconds
-            try await Task.sleep(for: .seconds(2))
+            // Served again: 20 more sign-ins succeed before the load stops.
+            try await recorder.wait(for: 20) { $0.status == 200 && $0.at > restarted }
             recorder.stop()
             await loading
 
@@ -321,18 +345,23 @@ import TestSupport
             #expect(await broker.signIn("pool.one").status == 200)
             let recorder = Recorder()
             async let loading: Void = Self.load(broker, workers: 4, recorder)
-            try await Task.sleep(for: .seconds(1))
-            // Every connection of the broker killed under load.
+            defer { recorder.stop() }  // also when a wait below throws: the load ends with the test
+            try await recorder.wait(for: 10) { $0.status == 200 }
+            // Every connection of the broker killed under load, three times, each time once
+            // the workers have been answered 8 more times.
             try await Self.withClient(cluster) { admin in
                 for _ in 0..<3 {
+                    let killed = ContinuousClock.now
                     _ = try await admin.query(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
                         logger: TestDatabase.logger
                     ).collect()
-                    try await Task.sleep(for: .milliseconds(500))
+                    try await recorder.wait(for: 8) { $0.at > killed }
                 }
             }
-            try await Task.sleep(for: .seconds(2))
+            // Then until 20 sign-ins have succeeded after the last kill.
+            let lastKill = ContinuousClock.now
+            try await recorder.wait(for: 20) { $0.status == 200 && $0.at > lastKill }
             recorder.stop()
             await loading
             let all = recorder.answers
@@ -345,7 +374,9 @@ import TestSupport
             // SIGTERM with the database down: the process ends within 15 s.
             cluster.stop(mode: "immediate")
             async let during = broker.signIn("during.shutdown")
-            try await Task.sleep(for: .milliseconds(200))
+            // Signalled once the broker has seen the database go (its readiness answers 503,
+            // within a second), with that sign-in on its way.
+            #expect(await broker.readiness() == 503)
             let signalled = ContinuousClock.now
             broker.server.signal(SIGTERM)
             let exited = try await Task.detached { try ProcessRunner.wait(broker.server) }.value

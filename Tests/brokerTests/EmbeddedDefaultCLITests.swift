@@ -46,13 +46,14 @@ import Testing
         let port = Int.random(in: 20_000...40_000)
         let cli = BrokerCLI(
             databaseURL: nil, dataDirectory: directory, extra: ["BROKER_PORT": "\(port)", "BROKER_APPLE_BASE_URL": appleURL])
-        let server = try cli.spawn(["serve"])
+        let readiness = try ReadinessSocket.open()
+        let server = try readiness.notifying(cli).spawn(["serve"])
         defer {
             server.signal(SIGKILL)
             _ = try? ProcessRunner.wait(server)
         }
         let base = "http://127.0.0.1:\(port)"
-        try await waitUntilReady(base, server)
+        try await readiness.awaitReady(server, base: base)
 
         // While the server runs, an admin command in the same folder works...
         #expect(try await cli.run("tenant", "create", "demo").status == 0)
@@ -84,13 +85,14 @@ import Testing
                 extra: ["BROKER_PORT": "\(port)", "BROKER_PUBLIC_URL": "https://id.example.com", "BROKER_APPLE_BASE_URL": appleURL])
             #expect(try await cli.run("tenant", "create", "acme").status == 0)
             let key = try await cli.run("api-key", "create", "--tenant", "acme", "--json").object()["key"] as? String ?? ""
-            let server = try cli.spawn(["serve"])
+            let readiness = try ReadinessSocket.open()
+            let server = try readiness.notifying(cli).spawn(["serve"])
             defer {
                 server.signal(SIGTERM)
                 _ = try? ProcessRunner.wait(server)
             }
             let base = "http://127.0.0.1:\(port)"
-            try await waitUntilReady(base, server)
+            try await readiness.awaitReady(server, base: base)
             let tenant = try await HTTPClient.shared.get(url: "\(base)/v1/tenant", headers: ["Authorization": "Bearer \(key)"])
             #expect(tenant.status == .ok)
             let metadata = try await HTTPClient.shared.get(url: "\(base)/t/acme/.well-known/openid-configuration")

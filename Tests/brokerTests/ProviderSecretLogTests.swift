@@ -36,13 +36,14 @@ import Testing
                 #expect(try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com", "--platforms", "android,web").status == 0)
                 var tracing = cli
                 tracing.environment["BROKER_LOG_LEVEL"] = "trace"
-                let server = try tracing.spawn(["serve"])
+                let readiness = try ReadinessSocket.open()
+                let server = try readiness.notifying(tracing).spawn(["serve"])
                 defer {
                     server.signal(SIGKILL)
                     _ = try? ProcessRunner.wait(server)
                 }
                 let base = "http://127.0.0.1:\(port)"
-                try await waitUntilReady(base, server)
+                try await readiness.awaitReady(server, base: base)
 
                 // The last answer's body, for the message of a failed expectation.
                 let lastBody = Mutex("")

@@ -84,16 +84,18 @@ import TestSupport
                         }
                     }
                     var bases: [String] = []
+                    var readinesses: [ReadinessSocket] = []
                     for _ in 0..<3 {
                         let port = Int.random(in: 40_001...60_000)
                         let instance = BrokerCLI(
                             databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "512"]) { $1 })
-                        servers.append(try instance.spawn(["serve"]))
+                        let readiness = try ReadinessSocket.open()
+                        readinesses.append(readiness)
+                        servers.append(try readiness.notifying(instance).spawn(["serve"]))
                         bases.append("http://127.0.0.1:\(port)")
                     }
                     for (index, base) in bases.enumerated() {
-                        let ready = try await Self.within(.seconds(30)) { await Self.send(.GET, "\(base)/readyz", key: nil).status == 200 }
-                        try #require(ready != nil, "instance \(index) did not start: \(servers[index].output.suffix(2_000))")
+                        try await readinesses[index].awaitReady(servers[index], base: base)
                     }
                     let bases3 = bases
 

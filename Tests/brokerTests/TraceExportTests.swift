@@ -39,13 +39,14 @@ import Testing
                     traced.environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.endpoint
                     traced.environment["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/json"
                     traced.environment["OTEL_BSP_SCHEDULE_DELAY"] = "100"
-                    let server = try traced.spawn(["serve"])
+                    let readiness = try ReadinessSocket.open()
+                    let server = try readiness.notifying(traced).spawn(["serve"])
                     defer {
                         server.signal(SIGKILL)
                         _ = try? ProcessRunner.wait(server)
                     }
                     let base = "http://127.0.0.1:\(port)"
-                    try await waitUntilReady(base, server)
+                    try await readiness.awaitReady(server, base: base)
 
                     // A caller already in a trace: the broker's spans continue it.
                     let callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -55,19 +55,17 @@ import TestSupport
                 }
                 // The serving instance checks no credentials of its own: the command below does.
                 let port = Int.random(in: 40_001...60_000)
-                let server = try BrokerCLI(
+                let readiness = try ReadinessSocket.open()
+                let server = try readiness.notifying(BrokerCLI(
                     databaseURL: cluster.url,
                     extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL": "0"]) { $1 }
-                ).spawn(["serve"])
+                )).spawn(["serve"])
                 defer {
                     server.signal(SIGKILL)
                     _ = try? ProcessRunner.wait(server)
                 }
                 let base = "http://127.0.0.1:\(port)"
-                let ready = try await SeveralInstancesTests.within(.seconds(30)) {
-                    await SeveralInstancesTests.send(.GET, "\(base)/readyz", key: nil).status == 200
-                }
-                try #require(ready != nil, "broker did not start: \(server.output.suffix(2_000))")
+                try await readiness.awaitReady(server, base: base)
 
                 // An import under way (it runs through the sign-ins below).
                 let importing = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "500", "--json"])
