@@ -5,18 +5,25 @@ import PostgresNIO
 
 extension Database {
     public var appleNotifications: AppleNotificationRepository {
-        AppleNotificationRepository(client: client, logger: logger, emailNotifications: emailNotifications)
+        AppleNotificationRepository(
+            client: client, logger: logger, emailNotifications: emailNotifications, consentRevocations: consentRevocations,
+            accountDeletes: accountDeleteNotifications)
     }
 }
 
 /// Apple's server-to-server notifications (issue 23 §1; decision 0041): each applied to one
-/// tenant in one transaction with its receipt (deduplicated by `jti`), its audit row and its
-/// events, so a second delivery changes nothing and a failed one leaves nothing half-done.
+/// tenant at once with its receipt (deduplicated by `jti`), its audit row and its events, so a
+/// second delivery changes nothing and a failed one leaves nothing half-done. Each type the
+/// broker acts on is one statement for all of its notifications that arrive together
+/// (decisions 0046, 0052, 0058); the rest (unknown types, no subject) one transaction each.
 public struct AppleNotificationRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
     /// Email notifications that arrive together go in one statement (decision 0046).
     var emailNotifications: EmailNotificationBatch? = nil
+    /// So do consent revocations and account deletions (decision 0058).
+    var consentRevocations: UnlinkingNotificationBatch? = nil
+    var accountDeletes: UnlinkingNotificationBatch? = nil
 
     /// A tenant and team a primary App ID is registered for.
     public struct Route: Sendable, Equatable {
@@ -87,9 +94,16 @@ public struct AppleNotificationRepository: Sendable {
                 if let emailNotifications { return try await emailNotifications.run(element) }
                 return try await EmailNotificationBatchStatement.write([element], client: client, logger: logger)[0]
             }
-            if event.subject != nil, event.type == "consent-revoked" {
-                // One prepared statement, no transaction around it (decision 0052).
-                return try await client.withScopedStatement(writes: true, logger: logger) { connection in try await applyWithReceipt(event, to: route, on: connection) }
+            if let subject = event.subject, event.type == "consent-revoked" || event.type == "account-delete" {
+                // One prepared statement, no transaction around it (decision 0052), together with
+                // those that arrive at the same time (decision 0058).
+                let element = AppleNotificationElement(event: event, subject: subject, route: route)
+                if event.type == "account-delete" {
+                    if let accountDeletes { return try await accountDeletes.run(element) }
+                    return try await AccountDeleteNotificationStatement.write([element], client: client, logger: logger)[0]
+                }
+                if let consentRevocations { return try await consentRevocations.run(element) }
+                return try await ConsentRevocationStatement.write([element], client: client, logger: logger)[0]
             }
             return try await client.transaction(logger: logger) { connection in
                 try await applyWithReceipt(event, to: route, on: connection)
@@ -101,10 +115,12 @@ public struct AppleNotificationRepository: Sendable {
     /// applies `consent-revoked` in its own transaction).
     func applyWithReceipt(_ event: Event, to route: Route, on connection: PostgresConnection) async throws -> Outcome {
         if let subject = event.subject, event.type == "consent-revoked" {
-            let statement = ConsentRevocationStatement(event: event, subject: subject, route: route)
-            var rows: [PostgresRow] = []
-            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            return try ConsentRevocationStatement.outcome(rows)
+            // One element: its account is the statement's only one, so it is never deferred.
+            let statement = ConsentRevocationStatement(elements: [.init(event: event, subject: subject, route: route)])
+            guard case .done(let outcome) = try await statement.run(on: connection, logger: logger).first else {
+                throw BatchMismatch()
+            }
+            return outcome
         }
         let tenantID = route.tenantID
         let receipt = try await connection.query(
@@ -122,114 +138,20 @@ public struct AppleNotificationRepository: Sendable {
         return outcome
     }
 
+    /// What reaches the transaction path: a type the broker does not act on (recorded and
+    /// ignored), or one it acts on that names no subject (recorded as unmatched). Every handled
+    /// type with a subject is a statement of its own (decisions 0046, 0052, 0058).
     private func apply(_ event: Event, route: Route, on connection: PostgresConnection) async throws -> Outcome {
-        let tenantID = route.tenantID
         let handled = ["consent-revoked", "account-delete", "email-disabled", "email-enabled"]
         guard handled.contains(event.type) else {
             try await AuditLogRepository.append(
-                tenantID: tenantID, actor: "apple", action: "apple.notification_ignored", target: nil,
+                tenantID: route.tenantID, actor: "apple", action: "apple.notification_ignored", target: nil,
                 details: ["type": .string(String(event.type.prefix(64)))], on: connection, logger: logger)
             return .ignored
         }
-        guard let subject = event.subject,
-            let row = try await connection.query(
-                """
-                SELECT i.id, i.account_id FROM identities i
-                WHERE i.tenant_id = \(tenantID) AND i.provider = 'apple' AND i.provider_scope = \(route.teamID) AND i.subject = \(subject)
-                FOR UPDATE
-                """, logger: logger
-            ).collect().first
-        else {
-            try await AuditLogRepository.append(
-                tenantID: tenantID, actor: "apple", action: "apple.notification_unmatched", target: nil,
-                details: ["type": .string(event.type)], on: connection, logger: logger)
-            return .unknownSubject
-        }
-        let (identityID, accountID) = try row.decode((UUID, UUID).self)
-        var details: [String: AuditDetail] = [
-            "account_id": .string(accountID.lowercasedString), "identity_id": .string(identityID.lowercasedString),
-        ]
-        if let time = event.eventTime { details["event_time"] = .string(time.iso8601String) }
-        let eventName: String
-        switch event.type {
-        case "email-disabled", "email-enabled":
-            let deliverable = event.type == "email-enabled"
-            try await connection.query(
-                """
-                UPDATE identities SET relay_email_deliverable = \(deliverable), updated_at = now()
-                WHERE tenant_id = \(tenantID) AND id = \(identityID)
-                """, logger: logger)
-            eventName = deliverable ? "apple.email_enabled" : "apple.email_disabled"
-        case "account-delete":
-            let (revoked, remaining) = try await unlink(identityID, of: accountID, route: route, on: connection)
-            try await connection.query(
-                """
-                DELETE FROM consent_revocations
-                WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_scope = \(route.teamID) AND subject = \(subject)
-                """, logger: logger)
-            var ended = revoked
-            if remaining == 0 {
-                ended += try await AccountDeletionRepository.revokeSessions(tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
-                try await AccountDeletionRepository.tombstone(
-                    tenantID: tenantID, accountID: accountID, reason: Self.appleAccountDeleteReason, on: connection, logger: logger)
-                try await AuditLogRepository.append(
-                    tenantID: tenantID, actor: "apple", action: "account.deleted", target: accountID.lowercasedString,
-                    details: [
-                        "account_id": .string(accountID.lowercasedString), "reason": .string(Self.appleAccountDeleteReason),
-                        "revoked_sessions": .int(ended), "deleted_identities": .int(1), "apple_revocations_queued": .int(0),
-                    ],
-                    on: connection, logger: logger)
-                try await EventOutbox.append(
-                    tenantID: tenantID, accountID: accountID, type: "account.deleted",
-                    payload: ["account_id": .string(accountID.lowercasedString), "reason": .string(Self.appleAccountDeleteReason)],
-                    on: connection, logger: logger)
-            }
-            details["revoked_sessions"] = .int(ended)
-            details["account_deleted"] = .bool(remaining == 0)
-            eventName = "apple.account_deleted"
-        default:
-            // `consent-revoked` with a subject is its own statement (applyWithReceipt); nothing
-            // else reaches here.
-            return .ignored
-        }
         try await AuditLogRepository.append(
-            tenantID: tenantID, actor: "apple", action: eventName, target: identityID.lowercasedString, details: details,
-            on: connection, logger: logger)
-        var payload = details
-        payload.removeValue(forKey: "revoked_sessions")
-        try await EventOutbox.append(tenantID: tenantID, accountID: accountID, type: eventName, payload: payload, on: connection, logger: logger)
-        if event.type == "account-delete" {
-            try await EventOutbox.append(
-                tenantID: tenantID, accountID: accountID, type: "identity.unlinked",
-                payload: [
-                    "account_id": .string(accountID.lowercasedString), "identity_id": .string(identityID.lowercasedString),
-                    "provider": .string("apple"), "reason": .string(event.type),
-                ],
-                on: connection, logger: logger)
-        }
-        return .applied
-    }
-
-    /// Ends the sessions opened through the identity and deletes it (its Apple tokens go with
-    /// it). Returns the sessions ended and the identities left.
-    private func unlink(_ identityID: UUID, of accountID: UUID, route: Route, on connection: PostgresConnection) async throws
-        -> (revoked: Int, remaining: Int)
-    {
-        let tenantID = route.tenantID
-        _ = try await connection.query(
-            "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
-        ).collect()
-        let revoked = try await connection.query(
-            """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(Self.appleAccountDeleteReason)
-            WHERE tenant_id = \(tenantID) AND account_id = \(accountID) AND identity_id = \(identityID) AND revoked_at IS NULL
-            RETURNING id
-            """, logger: logger
-        ).collect().count
-        try await connection.query("DELETE FROM identities WHERE tenant_id = \(tenantID) AND id = \(identityID)", logger: logger)
-        let remaining = try await connection.query(
-            "SELECT count(*)::int8 FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID)", logger: logger
-        ).collect().first?.decode(Int.self) ?? 0
-        return (revoked, remaining)
+            tenantID: route.tenantID, actor: "apple", action: "apple.notification_unmatched", target: nil,
+            details: ["type": .string(event.type)], on: connection, logger: logger)
+        return .unknownSubject
     }
 }

@@ -3,117 +3,126 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Apple's `consent-revoked` as one statement (decision 0052): the receipt, the identity's
-/// sessions ended, the identity deleted (its Apple tokens with it), the account disabled with
-/// all its sessions when no identity is left, the consent revocation remembered for a later
-/// re-link, the audit row and the two events. One round trip instead of about fifteen; on the
-/// notification route it runs with no transaction around it, in a credential check's
-/// transaction on that transaction's connection.
-///
-/// Every part reads the statement's one snapshot: the identities left are counted as the
-/// account's others, since the deletion is not visible to the statement itself. A second
-/// delivery of a `jti` finds its receipt taken and writes nothing.
-struct ConsentRevocationStatement: PostgresPreparedStatement {
+/// Apple's `consent-revoked` in one statement (decision 0052), for every notification of it
+/// that arrives together (decision 0058; ``UnlinkingNotificationStatement``): each element's
+/// receipt, the identity's sessions ended, the identity deleted (its Apple tokens with it), the
+/// account disabled with all its sessions when no identity is left, the consent revocation
+/// remembered for a later re-link, the audit row and the two events. On the notification route
+/// it runs with no transaction around it; in a credential check's transaction, with that
+/// check's one element, on that transaction's connection. A second delivery of a `jti` finds
+/// its receipt taken and writes nothing.
+struct ConsentRevocationStatement: UnlinkingNotificationStatement {
     typealias Row = PostgresRow
 
     static let name = "ib_consent_revoked"
 
-    let event: AppleNotificationRepository.Event
-    let subject: String
-    let route: AppleNotificationRepository.Route
+    let elements: [AppleNotificationElement]
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 7)
-        bindings.append(route.tenantID)  // $1
-        bindings.append(event.id)  // $2
-        bindings.append(event.eventTime.map { Int64(($0.timeIntervalSince1970 * 1_000_000).rounded(.towardZero)) })  // $3
-        bindings.append(route.teamID)  // $4
-        bindings.append(subject)  // $5
-        bindings.append(event.eventTime?.iso8601String)  // $6
-        bindings.append(AppleNotificationRepository.consentRevokedReason)  // $7
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(json)  // $1
+        bindings.append(AppleNotificationRepository.consentRevokedReason)  // $2
         return bindings
     }
 
-    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-
+    /// Every row is reached by its key (decision 0014; `HotStatementPlanTests`): an identity by
+    /// its unique key, one lookup per element; an account's identities by the account (and
+    /// id), the locked account row being their tenant check (an identity's composite foreign
+    /// key puts it in its account's tenant). Identities are locked in the elements' order and
+    /// accounts in id order; two batches that lock one identity in opposite orders meet
+    /// PostgreSQL's deadlock detection, and their elements run again one by one.
     static let sql = """
-            WITH found AS MATERIALIZED (
-                SELECT i.id, i.account_id FROM identities i
-                WHERE i.tenant_id = $1::uuid AND i.provider = 'apple' AND i.provider_scope = $4::text AND i.subject = $5::text
-                FOR UPDATE
+            WITH posted AS MATERIALIZED (
+                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, j text, et int8, etx text, sc text, u text)
+            ),
+            found AS MATERIALIZED (
+                SELECT p.n, i.id, i.account_id FROM posted p
+                CROSS JOIN LATERAL (
+                    SELECT id, account_id FROM identities
+                    WHERE tenant_id = p.t AND provider = 'apple' AND provider_scope = p.sc AND subject = p.u
+                    LIMIT 1
+                    FOR UPDATE) i
+            ),
+            taken AS MATERIALIZED (
+                SELECT p.*, f.id AS identity_id, f.account_id FROM posted p LEFT JOIN found f ON f.n = p.n
+                WHERE f.n IS NULL OR f.n = (SELECT min(o.n) FROM found o WHERE o.account_id = f.account_id)
             ),
             receipt AS (
                 INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time, outcome)
-                SELECT $1::uuid, $2::text, 'consent-revoked', to_timestamp($3::int8::float8 / 1000000),
-                    CASE WHEN EXISTS (SELECT 1 FROM found) THEN 'applied' ELSE 'unknown_subject' END
+                SELECT k.t, k.j, 'consent-revoked', to_timestamp(k.et::float8 / 1000000),
+                    CASE WHEN k.identity_id IS NULL THEN 'unknown_subject' ELSE 'applied' END
+                FROM taken k
+                ORDER BY k.n
                 ON CONFLICT (tenant_id, jti) DO NOTHING
-                RETURNING jti
+                RETURNING tenant_id, jti
             ),
-            target AS MATERIALIZED (SELECT f.* FROM found f WHERE EXISTS (SELECT 1 FROM receipt)),
+            received AS MATERIALIZED (
+                SELECT k.* FROM taken k JOIN receipt r ON r.tenant_id = k.t AND r.jti = k.j
+            ),
+            target AS MATERIALIZED (SELECT r.* FROM received r WHERE r.identity_id IS NOT NULL),
             account AS MATERIALIZED (
-                SELECT a.id, a.status FROM accounts a JOIN target f ON a.id = f.account_id
-                WHERE a.tenant_id = $1::uuid
+                SELECT a.id, a.status FROM accounts a JOIN target x ON a.tenant_id = x.t AND a.id = x.account_id
+                ORDER BY a.id
                 FOR UPDATE OF a
             ),
             remaining AS MATERIALIZED (
-                SELECT count(r.id)::int8 AS n FROM target f LEFT JOIN identities r
-                    ON r.tenant_id = $1::uuid AND r.account_id = f.account_id AND r.id <> f.id
+                SELECT x.n, count(r.id)::int8 AS left_over FROM target x JOIN account c ON c.id = x.account_id
+                LEFT JOIN identities r ON r.account_id = c.id AND r.id <> x.identity_id
+                GROUP BY x.n
             ),
             disabled AS (
-                UPDATE accounts a SET status = 'disabled', disabled_reason = $7::text, updated_at = now()
-                FROM account x, remaining rm
-                WHERE a.tenant_id = $1::uuid AND a.id = x.id AND x.status = 'active' AND rm.n = 0
+                UPDATE accounts a SET status = 'disabled', disabled_reason = $2::text, updated_at = now()
+                FROM target x JOIN account c ON c.id = x.account_id JOIN remaining rm ON rm.n = x.n
+                WHERE a.tenant_id = x.t AND a.id = x.account_id AND c.status = 'active' AND rm.left_over = 0
                 RETURNING a.id
             ),
             ended AS (
-                UPDATE sessions s SET revoked_at = now(), revoke_reason = $7::text
-                FROM target f
-                WHERE s.tenant_id = $1::uuid AND s.account_id = f.account_id AND s.revoked_at IS NULL
-                    AND (s.identity_id = f.id OR EXISTS (SELECT 1 FROM disabled))
-                RETURNING s.id
+                UPDATE sessions s SET revoked_at = now(), revoke_reason = $2::text
+                FROM target x
+                WHERE s.tenant_id = x.t AND s.account_id = x.account_id AND s.revoked_at IS NULL
+                    AND (s.identity_id = x.identity_id OR x.account_id IN (SELECT id FROM disabled))
+                RETURNING s.account_id
             ),
             deleted AS (
-                DELETE FROM identities d USING target f WHERE d.tenant_id = $1::uuid AND d.id = f.id RETURNING d.id
+                DELETE FROM identities d USING target x WHERE d.account_id = x.account_id AND d.id = x.identity_id RETURNING d.id
             ),
             remembered AS (
                 INSERT INTO consent_revocations (tenant_id, provider, provider_scope, subject, account_id)
-                SELECT $1::uuid, 'apple', $4::text, $5::text, f.account_id FROM target f
+                SELECT x.t, 'apple', x.sc, x.u, x.account_id FROM target x
                 ON CONFLICT (tenant_id, provider, provider_scope, subject)
                     DO UPDATE SET account_id = EXCLUDED.account_id, revoked_at = now()
             ),
             details AS MATERIALIZED (
-                SELECT f.id, f.account_id, jsonb_strip_nulls(jsonb_build_object(
-                    'account_id', f.account_id::text, 'identity_id', f.id::text, 'event_time', $6::text,
-                    'account_disabled', EXISTS (SELECT 1 FROM disabled), 'remaining_identities', (SELECT n FROM remaining))) AS payload
-                FROM target f
+                SELECT x.n, x.t, x.identity_id, x.account_id, jsonb_strip_nulls(jsonb_build_object(
+                    'account_id', x.account_id::text, 'identity_id', x.identity_id::text, 'event_time', x.etx,
+                    'account_disabled', x.account_id IN (SELECT id FROM disabled), 'remaining_identities', rm.left_over)) AS payload
+                FROM target x JOIN remaining rm ON rm.n = x.n
             ),
             audited AS (
                 INSERT INTO audit_log (tenant_id, actor, action, target, details)
-                SELECT $1::uuid, 'apple', 'apple.consent_revoked', d.id::text,
-                    d.payload || jsonb_build_object('revoked_sessions', (SELECT count(*) FROM ended))
-                FROM details d
-                UNION ALL
-                SELECT $1::uuid, 'apple', 'apple.notification_unmatched', NULL, jsonb_build_object('type', 'consent-revoked')
-                WHERE EXISTS (SELECT 1 FROM receipt) AND NOT EXISTS (SELECT 1 FROM found)
+                SELECT w.t, 'apple', w.action, w.target, w.details FROM (
+                    SELECT d.n, d.t, 'apple.consent_revoked' AS action, d.identity_id::text AS target,
+                        d.payload || jsonb_build_object('revoked_sessions', (SELECT count(*) FROM ended e WHERE e.account_id = d.account_id))
+                            AS details
+                    FROM details d
+                    UNION ALL
+                    SELECT r.n, r.t, 'apple.notification_unmatched', NULL, jsonb_build_object('type', 'consent-revoked')
+                    FROM received r WHERE r.identity_id IS NULL
+                ) w
+                ORDER BY w.n
             ),
             announced AS (
                 INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
-                SELECT $1::uuid, d.account_id, e.event_type, e.payload
+                SELECT d.t, d.account_id, e.event_type, e.payload
                 FROM details d CROSS JOIN LATERAL (VALUES
                     (1, 'apple.consent_revoked', d.payload),
                     (2, 'identity.unlinked', jsonb_build_object(
-                        'account_id', d.account_id::text, 'identity_id', d.id::text, 'provider', 'apple', 'reason', 'consent-revoked'))
-                ) AS e(n, event_type, payload)
-                ORDER BY e.n
+                        'account_id', d.account_id::text, 'identity_id', d.identity_id::text, 'provider', 'apple', 'reason', 'consent-revoked'))
+                ) AS e(k, event_type, payload)
+                ORDER BY d.n, e.k
             )
-            SELECT EXISTS (SELECT 1 FROM receipt), EXISTS (SELECT 1 FROM target)
+            SELECT p.n, EXISTS (SELECT 1 FROM taken k WHERE k.n = p.n), EXISTS (SELECT 1 FROM received r WHERE r.n = p.n),
+                EXISTS (SELECT 1 FROM target x WHERE x.n = p.n)
+            FROM posted p
             """
-
-    /// The outcome of the statement's one row.
-    static func outcome(_ rows: [PostgresRow]) throws -> AppleNotificationRepository.Outcome {
-        guard let row = rows.first else { return .duplicate }
-        let (received, applied) = try row.decode((Bool, Bool).self)
-        guard received else { return .duplicate }
-        return applied ? .applied : .unknownSubject
-    }
 }

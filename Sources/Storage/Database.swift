@@ -19,6 +19,10 @@ public struct Database: Sendable {
     let quietSignIns: QuietSignIns?
     /// Apple's email notifications written in batches (decision 0046); nil when batching is off.
     let emailNotifications: EmailNotificationBatch?
+    /// Apple's consent revocations and account deletions written in batches (decision 0058);
+    /// nil when batching is off.
+    let consentRevocations: UnlinkingNotificationBatch?
+    let accountDeleteNotifications: UnlinkingNotificationBatch?
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
         // The pool warns when a query races its own start-up; keep its background chatter at
@@ -36,6 +40,12 @@ public struct Database: Sendable {
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
         self.emailNotifications = EmailNotificationBatchStatement.batcher(
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
+        self.consentRevocations = ConsentRevocationStatement.batcher(
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
+        self.accountDeleteNotifications = AccountDeleteNotificationStatement.batcher(
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
     }

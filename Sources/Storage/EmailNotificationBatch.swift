@@ -9,14 +9,10 @@ import PostgresNIO
 /// exactly what ``AppleNotificationRepository/applyWithReceipt(_:to:on:)`` writes in seven.
 /// The elements travel as one JSON array (one parameter whatever the batch's size).
 struct EmailNotificationBatchStatement {
-    struct Element: Sendable {
-        let event: AppleNotificationRepository.Event
-        let subject: String
-        let route: AppleNotificationRepository.Route
-    }
+    typealias Element = AppleNotificationElement
 
     /// The elements, in arrival order; no two with one receipt key `(tenant, jti)` and no two
-    /// for one identity (``EmailNotificationBatch/rounds(_:)`` sees to both).
+    /// for one identity (``AppleNotificationElement/rounds(_:)`` sees to both).
     let elements: [Element]
 
     /// `matched` reads each element's identity by its unique key; `receipt` records every
@@ -85,16 +81,9 @@ struct EmailNotificationBatchStatement {
         for (n, element) in elements.enumerated() {
             let deliverable = element.event.type == "email-enabled"
             writer.beginObject()
-            writer.member("n", n)
-            writer.member("t", element.route.tenantID.lowercasedString)
-            writer.member("j", element.event.id)
-            writer.member("ty", element.event.type)
-            writer.member("et", element.event.eventTime.map { Int(($0.timeIntervalSince1970 * 1_000_000).rounded(.towardZero)) })
-            writer.member("sc", element.route.teamID)
-            writer.member("u", element.subject)
+            element.writeCommonMembers(n, into: &writer)
             writer.member("d", deliverable)
             writer.member("en", deliverable ? "apple.email_enabled" : "apple.email_disabled")
-            writer.member("etx", element.event.eventTime?.iso8601String)
             writer.endObject()
         }
         writer.endArray()
@@ -142,7 +131,7 @@ extension EmailNotificationBatchStatement {
         -> [AppleNotificationRepository.Outcome]
     {
         var outcomes = [AppleNotificationRepository.Outcome](repeating: .duplicate, count: elements.count)
-        for round in rounds(elements) {
+        for round in Element.rounds(elements) {
             let statement = EmailNotificationBatchStatement(elements: round.map { elements[$0] })
             let rows = try await client.rows(statement.query, logger: logger)
             guard rows.count == round.count else { throw BatchMismatch() }
@@ -154,36 +143,4 @@ extension EmailNotificationBatchStatement {
         }
         return outcomes
     }
-
-    /// The indices of `elements` split into rounds in which no receipt key and no identity
-    /// appears twice: two deliveries of one `jti` must see each other's receipt, and two events
-    /// for one identity must apply in the order they came. Each element goes into the first
-    /// round after the last one holding either of its keys.
-    static func rounds(_ elements: [Element]) -> [[Int]] {
-        var rounds: [[Int]] = []
-        var identityRound: [IdentityKey: Int] = [:]
-        var receiptRound: [ReceiptKey: Int] = [:]
-        for (index, element) in elements.enumerated() {
-            let identity = IdentityKey(tenantID: element.route.tenantID, team: element.route.teamID, subject: element.subject)
-            let receipt = ReceiptKey(tenantID: element.route.tenantID, jti: element.event.id)
-            let round = max(identityRound[identity].map { $0 + 1 } ?? 0, receiptRound[receipt].map { $0 + 1 } ?? 0)
-            if round == rounds.count { rounds.append([]) }
-            rounds[round].append(index)
-            identityRound[identity] = round
-            receiptRound[receipt] = round
-        }
-        return rounds
-    }
-}
-
-/// An identity an email notification names, and a notification's receipt key.
-private struct IdentityKey: Hashable {
-    let tenantID: UUID
-    let team: String
-    let subject: String
-}
-
-private struct ReceiptKey: Hashable {
-    let tenantID: UUID
-    let jti: String
 }

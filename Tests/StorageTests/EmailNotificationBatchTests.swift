@@ -38,7 +38,7 @@ import Testing
                 element("email-disabled", "nobody", tenantID: tenant.id),
                 element("email-disabled", "c", tenantID: tenant.id),
             ]
-            #expect(EmailNotificationBatchStatement.rounds(elements) == [[0, 2, 4, 5], [1, 3]])
+            #expect(AppleNotificationElement.rounds(elements) == [[0, 2, 4, 5], [1, 3]])
             let outcomes = try await EmailNotificationBatchStatement.write(elements, client: database.client, logger: database.logger)
             #expect(outcomes == [.applied, .duplicate, .applied, .applied, .unknownSubject, .applied])
 

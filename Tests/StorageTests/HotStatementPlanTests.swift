@@ -92,6 +92,15 @@ import Testing
             Statement(
                 "account status sessions", AccountStatusRepository.revokeQuery(tenantID: tenant, accountID: id),
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+            // Apple's notifications, alone or in a batch: an account's identities and open
+            // sessions through the leading column of their account indexes.
+            Statement("email notifications", sql: EmailNotificationBatchStatement.sql, parameters: 1),
+            Statement(
+                "consent revocations", sql: ConsentRevocationStatement.sql, parameters: 2,
+                unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
+            Statement(
+                "account-delete notifications", sql: AccountDeleteNotificationStatement.sql, parameters: 3,
+                unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
         ]
     }
 
