@@ -35,9 +35,12 @@ public struct BrokerServices: Sendable {
     package let refreshReuseInterval: TimeInterval
     /// Derives each refresh token's successor (decision 0017).
     package let refreshSuccessorKey: SymmetricKey
-    package let callers = ExpiringCache<Data, AuthenticatedCaller>(ttl: .seconds(5))
+    /// API keys this instance found valid lately; with ``unknownKeys``, what the refused-key limit
+    /// looks at (decision 0048). Both run on the rate limits' clock, so that a test that holds
+    /// that clock still also holds what they remember.
+    package let callers: ExpiringCache<Data, AuthenticatedCaller>
     /// Well-formed API keys the database did not know (decision 0048).
-    package let unknownKeys = ExpiringCache<Data, Bool>(ttl: .seconds(5), capacity: 50_000)
+    package let unknownKeys: ExpiringCache<Data, Bool>
     /// API keys whose `last_used_at` this instance stamped within the minute.
     package let recentlyUsedKeys = ExpiringCache<UUID, Bool>(ttl: .seconds(60), capacity: 100_000)
     /// Rate limits and the buckets that enforce them (decision 0048).
@@ -73,6 +76,10 @@ public struct BrokerServices: Sendable {
         rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds
     ) {
         self.limiter = RequestLimiter(limits: abuseLimits, now: rateLimitClock)
+        let (start, startSeconds) = (ContinuousClock.now, rateLimitClock())
+        let keyCacheNow: @Sendable () -> ContinuousClock.Instant = { start + .seconds(rateLimitClock() - startSeconds) }
+        self.callers = ExpiringCache(ttl: .seconds(5), now: keyCacheNow)
+        self.unknownKeys = ExpiringCache(ttl: .seconds(5), capacity: 50_000, now: keyCacheNow)
         self.credentialChecks = appleCredentialChecks
         self.webhookAllowInsecure = webhookAllowInsecure
         var endpoints = endpoints

@@ -29,7 +29,9 @@ struct AccountDeleteNotificationStatement: UnlinkingNotificationStatement {
     /// a column, so that the consent revocation's lookup joins on every column of its key rather
     /// than scanning for the constant.
     /// The identity's own sessions end with `$2`; the account's others, when it goes, with `$3`
-    /// (a session is changed once per statement, so one `UPDATE` does both).
+    /// (a session is changed once per statement, so one `UPDATE` does both). The tombstone clears
+    /// the columns ``AccountDeletionRepository/tombstone(tenantID:accountID:reason:on:logger:)``
+    /// clears; a personal column added to `accounts` is cleared in both.
     static let sql = """
             WITH posted AS MATERIALIZED (
                 SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, j text, et int8, etx text, sc text, u text)

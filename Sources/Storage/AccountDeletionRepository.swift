@@ -91,7 +91,8 @@ public struct AccountDeletionRepository: Sendable {
     }
 
     /// Turns the account row into a tombstone: status `deleted`, when and why, nothing personal;
-    /// and forgets the identities a consent revocation unlinked from it.
+    /// and forgets the identities a consent revocation unlinked from it. Apple's `account-delete`
+    /// does the same in its own statement (``AccountDeleteNotificationStatement``).
     static func tombstone(tenantID: UUID, accountID: UUID, reason: String, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query(
             """
