@@ -1,5 +1,7 @@
 import BrokerCore
 import Foundation
+import Logging
+import PostgresNIO
 
 /// One of Apple's notifications on its way to a batch statement: the event, the subject it
 /// names and the tenant and team its audience routed it to. Email notifications (decision 0046)
@@ -42,6 +44,45 @@ struct AppleNotificationElement: Sendable {
         writer.member("etx", event.eventTime?.iso8601String)
         writer.member("sc", route.teamID)
         writer.member("u", subject)
+    }
+}
+
+extension AppleNotificationElement {
+    typealias Batch = StatementBatcher<AppleNotificationElement, AppleNotificationRepository.Outcome>
+    typealias Write = @Sendable ([AppleNotificationElement], PostgresClient, Logger) async throws -> [AppleNotificationRepository.Outcome]
+
+    /// The batches of one notification statement (`write`): `maxRunning` slots (nil when 0:
+    /// batching off), up to 64 elements each, each batch on the pool in use when it starts
+    /// (``DatabasePool``) and in its tenant's scope, or across tenants when it carries several.
+    static func batcher(
+        pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration, label: String, write: @escaping Write
+    ) -> Batch? {
+        guard maxRunning > 0 else { return nil }
+        return Batch(maxRunning: maxRunning, maxBatch: 64, timeout: timeout) { elements in
+            try await TenantScope.shared(by: elements.lazy.map(\.route.tenantID), because: "a batch carries several tenants' notifications") {
+                try await writeFailingAlone(elements, client: pool.client, logger: logger, label: label, write: write)
+            }
+        }
+    }
+
+    /// A batch whose failure one element caused (a data exception, an integrity violation, a
+    /// rollback or a deadlock with another batch) runs again element by element, so that element
+    /// fails alone (as quiet sign-ins do).
+    static func writeFailingAlone(
+        _ elements: [AppleNotificationElement], client: PostgresClient, logger: Logger, label: String, write: Write
+    ) async throws -> [AppleNotificationRepository.Outcome] {
+        do {
+            return try await write(elements, client, logger)
+        } catch let error where elements.count > 1 && error.postgresError.map(AccountRepository.isAboutOneElement) == true {
+            logger.debug(
+                "notification batch failed; writing its elements one by one",
+                metadata: ["statement": "\(label)", "sqlstate": "\(error.postgresError?.sqlState ?? "")"])
+            var outcomes: [AppleNotificationRepository.Outcome] = []
+            for element in elements {
+                outcomes.append(try await write([element], client, logger)[0])
+            }
+            return outcomes
+        }
     }
 }
 

@@ -19,65 +19,27 @@ struct ConsentRevocationStatement: UnlinkingNotificationStatement {
     let elements: [AppleNotificationElement]
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
+        var bindings = PostgresBindings(capacity: 3)
         bindings.append(json)  // $1
-        bindings.append(AppleNotificationRepository.consentRevokedReason)  // $2
+        bindings.append("consent-revoked")  // $2: the receipt's event type
+        bindings.append(AppleNotificationRepository.consentRevokedReason)  // $3
         return bindings
     }
 
-    /// Every row is reached by its key (decision 0014; `HotStatementPlanTests`): an identity by
-    /// its unique key, one lookup per element; an account's identities by the account (and
-    /// id), the locked account row being their tenant check (an identity's composite foreign
-    /// key puts it in its account's tenant). Identities are locked in the elements' order and
-    /// accounts in id order; two batches that lock one identity in opposite orders meet
-    /// PostgreSQL's deadlock detection, and their elements run again one by one.
+    /// The shared head (``UnlinkingNotificationStatement/unlinkingHead``) finds, locks and counts;
+    /// identities are locked in the elements' order and accounts in id order, so two batches
+    /// that lock one identity in opposite orders meet PostgreSQL's deadlock detection, and their
+    /// elements run again one by one.
     static let sql = """
-            WITH posted AS MATERIALIZED (
-                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, j text, et int8, etx text, sc text, u text)
-            ),
-            found AS MATERIALIZED (
-                SELECT p.n, i.id, i.account_id FROM posted p
-                CROSS JOIN LATERAL (
-                    SELECT id, account_id FROM identities
-                    WHERE tenant_id = p.t AND provider = 'apple' AND provider_scope = p.sc AND subject = p.u
-                    LIMIT 1
-                    FOR UPDATE) i
-            ),
-            taken AS MATERIALIZED (
-                SELECT p.*, f.id AS identity_id, f.account_id FROM posted p LEFT JOIN found f ON f.n = p.n
-                WHERE f.n IS NULL OR f.n = (SELECT min(o.n) FROM found o WHERE o.account_id = f.account_id)
-            ),
-            receipt AS (
-                INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time, outcome)
-                SELECT k.t, k.j, 'consent-revoked', to_timestamp(k.et::float8 / 1000000),
-                    CASE WHEN k.identity_id IS NULL THEN 'unknown_subject' ELSE 'applied' END
-                FROM taken k
-                ORDER BY k.n
-                ON CONFLICT (tenant_id, jti) DO NOTHING
-                RETURNING tenant_id, jti
-            ),
-            received AS MATERIALIZED (
-                SELECT k.* FROM taken k JOIN receipt r ON r.tenant_id = k.t AND r.jti = k.j
-            ),
-            target AS MATERIALIZED (SELECT r.* FROM received r WHERE r.identity_id IS NOT NULL),
-            account AS MATERIALIZED (
-                SELECT a.id, a.status FROM accounts a JOIN target x ON a.tenant_id = x.t AND a.id = x.account_id
-                ORDER BY a.id
-                FOR UPDATE OF a
-            ),
-            remaining AS MATERIALIZED (
-                SELECT x.n, count(r.id)::int8 AS left_over FROM target x JOIN account c ON c.id = x.account_id
-                LEFT JOIN identities r ON r.account_id = c.id AND r.id <> x.identity_id
-                GROUP BY x.n
-            ),
+            \(unlinkingHead)
             disabled AS (
-                UPDATE accounts a SET status = 'disabled', disabled_reason = $2::text, updated_at = now()
+                UPDATE accounts a SET status = 'disabled', disabled_reason = $3::text, updated_at = now()
                 FROM target x JOIN account c ON c.id = x.account_id JOIN remaining rm ON rm.n = x.n
                 WHERE a.tenant_id = x.t AND a.id = x.account_id AND c.status = 'active' AND rm.left_over = 0
                 RETURNING a.id
             ),
             ended AS (
-                UPDATE sessions s SET revoked_at = now(), revoke_reason = $2::text
+                UPDATE sessions s SET revoked_at = now(), revoke_reason = $3::text
                 FROM target x
                 WHERE s.tenant_id = x.t AND s.account_id = x.account_id AND s.revoked_at IS NULL
                     AND (s.identity_id = x.identity_id OR x.account_id IN (SELECT id FROM disabled))
@@ -121,8 +83,6 @@ struct ConsentRevocationStatement: UnlinkingNotificationStatement {
                 ) AS e(k, event_type, payload)
                 ORDER BY d.n, e.k
             )
-            SELECT p.n, EXISTS (SELECT 1 FROM taken k WHERE k.n = p.n), EXISTS (SELECT 1 FROM received r WHERE r.n = p.n),
-                EXISTS (SELECT 1 FROM target x WHERE x.n = p.n)
-            FROM posted p
+            \(unlinkingResults)
             """
 }

@@ -91,38 +91,13 @@ struct EmailNotificationBatchStatement {
     }
 }
 
-typealias EmailNotificationBatch = StatementBatcher<EmailNotificationBatchStatement.Element, AppleNotificationRepository.Outcome>
+typealias EmailNotificationBatch = AppleNotificationElement.Batch
 
 
 extension EmailNotificationBatchStatement {
-    /// Each batch runs on the pool in use when it starts (``DatabasePool``); nil when batching
-    /// is off (`BROKER_DB_SIGN_IN_BATCHES=0`).
+    /// Each batch runs on the pool in use when it starts; nil when batching is off.
     static func batcher(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> EmailNotificationBatch? {
-        guard maxRunning > 0 else { return nil }
-        return EmailNotificationBatch(maxRunning: maxRunning, maxBatch: 64, timeout: timeout) { elements in
-            try await TenantScope.shared(by: elements.lazy.map(\.route.tenantID), because: "a batch carries several tenants' notifications") {
-                try await writeFailingAlone(elements, client: pool.client, logger: logger)
-            }
-        }
-    }
-
-    /// A batch whose failure one element caused runs again element by element, so that element
-    /// fails alone (as quiet sign-ins do).
-    static func writeFailingAlone(_ elements: [Element], client: PostgresClient, logger: Logger)
-        async throws -> [AppleNotificationRepository.Outcome]
-    {
-        do {
-            return try await write(elements, client: client, logger: logger)
-        } catch let error where elements.count > 1 && error.postgresError.map(AccountRepository.isAboutOneElement) == true {
-            logger.debug(
-                "email notification batch failed; writing its elements one by one",
-                metadata: ["sqlstate": "\(error.postgresError?.sqlState ?? "")"])
-            var outcomes: [AppleNotificationRepository.Outcome] = []
-            for element in elements {
-                outcomes.append(try await write([element], client: client, logger: logger)[0])
-            }
-            return outcomes
-        }
+        Element.batcher(pool: pool, logger: logger, maxRunning: maxRunning, timeout: timeout, label: "email notification", write: write)
     }
 
     /// Writes `elements` in as few statements as their keys allow (one, unless two share a

@@ -63,34 +63,10 @@ extension UnlinkingNotificationStatement {
         return try results(rows)
     }
 
-    /// Each batch runs on the pool in use when it starts (``DatabasePool``); nil when batching
-    /// is off (`BROKER_DB_SIGN_IN_BATCHES=0`).
+    /// Each batch runs on the pool in use when it starts; nil when batching is off.
     static func batcher(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> UnlinkingNotificationBatch? {
-        guard maxRunning > 0 else { return nil }
-        return UnlinkingNotificationBatch(maxRunning: maxRunning, maxBatch: 64, timeout: timeout) { elements in
-            try await TenantScope.shared(by: elements.lazy.map(\.route.tenantID), because: "a batch carries several tenants' notifications") {
-                try await writeFailingAlone(elements, client: pool.client, logger: logger)
-            }
-        }
-    }
-
-    /// A batch whose failure one element caused (or a deadlock with another batch) runs again
-    /// element by element, so that element fails alone.
-    static func writeFailingAlone(_ elements: [AppleNotificationElement], client: PostgresClient, logger: Logger)
-        async throws -> [AppleNotificationRepository.Outcome]
-    {
-        do {
-            return try await write(elements, client: client, logger: logger)
-        } catch let error where elements.count > 1 && error.postgresError.map(AccountRepository.isAboutOneElement) == true {
-            logger.debug(
-                "unlinking notification batch failed; writing its elements one by one",
-                metadata: ["statement": "\(Self.name)", "sqlstate": "\(error.postgresError?.sqlState ?? "")"])
-            var outcomes: [AppleNotificationRepository.Outcome] = []
-            for element in elements {
-                outcomes.append(try await write([element], client: client, logger: logger)[0])
-            }
-            return outcomes
-        }
+        AppleNotificationElement.batcher(
+            pool: pool, logger: logger, maxRunning: maxRunning, timeout: timeout, label: Self.name, write: write)
     }
 
     /// Writes `elements` in as few statements as their keys and accounts allow, in arrival
@@ -123,4 +99,68 @@ extension UnlinkingNotificationStatement {
     }
 }
 
-typealias UnlinkingNotificationBatch = StatementBatcher<AppleNotificationElement, AppleNotificationRepository.Outcome>
+extension UnlinkingNotificationStatement {
+    /// The CTEs every unlinking statement starts with (its `$1` the elements, its `$2` the
+    /// receipt's event type): `posted`, `found` (each identity by its unique key, locked),
+    /// `taken` (the first element of each account, and those whose identity is unknown),
+    /// `receipt` and `received` (the `jti`s new to the tenant), `target` (the taken, received
+    /// elements with an identity), `account` (their accounts, locked in id order) and
+    /// `remaining` (each account's other identities, reached by the account: the locked account
+    /// row is their tenant check, an identity's composite foreign key putting it in its
+    /// account's tenant). Every row is reached by its key (decision 0014; `HotStatementPlanTests`).
+    /// `pr` is the provider as a column, so that a lookup of a key holding it joins on every
+    /// column of the key rather than scanning for the constant.
+    static var unlinkingHead: String {
+        """
+        WITH posted AS MATERIALIZED (
+            SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, j text, et int8, etx text, sc text, u text)
+        ),
+        found AS MATERIALIZED (
+            SELECT p.n, i.id, i.account_id FROM posted p
+            CROSS JOIN LATERAL (
+                SELECT id, account_id FROM identities
+                WHERE tenant_id = p.t AND provider = 'apple' AND provider_scope = p.sc AND subject = p.u
+                LIMIT 1
+                FOR UPDATE) i
+        ),
+        taken AS MATERIALIZED (
+            SELECT p.*, 'apple'::text AS pr, f.id AS identity_id, f.account_id FROM posted p LEFT JOIN found f ON f.n = p.n
+            WHERE f.n IS NULL OR f.n = (SELECT min(o.n) FROM found o WHERE o.account_id = f.account_id)
+        ),
+        receipt AS (
+            INSERT INTO notification_receipts (tenant_id, jti, event_type, event_time, outcome)
+            SELECT k.t, k.j, $2::text, to_timestamp(k.et::float8 / 1000000),
+                CASE WHEN k.identity_id IS NULL THEN 'unknown_subject' ELSE 'applied' END
+            FROM taken k
+            ORDER BY k.n
+            ON CONFLICT (tenant_id, jti) DO NOTHING
+            RETURNING tenant_id, jti
+        ),
+        received AS MATERIALIZED (
+            SELECT k.* FROM taken k JOIN receipt r ON r.tenant_id = k.t AND r.jti = k.j
+        ),
+        target AS MATERIALIZED (SELECT r.* FROM received r WHERE r.identity_id IS NOT NULL),
+        account AS MATERIALIZED (
+            SELECT a.id, a.status FROM accounts a JOIN target x ON a.tenant_id = x.t AND a.id = x.account_id
+            ORDER BY a.id
+            FOR UPDATE OF a
+        ),
+        remaining AS MATERIALIZED (
+            SELECT x.n, count(r.id)::int8 AS left_over FROM target x JOIN account c ON c.id = x.account_id
+            LEFT JOIN identities r ON r.account_id = c.id AND r.id <> x.identity_id
+            GROUP BY x.n
+        ),
+        """
+    }
+
+    /// The rows every unlinking statement ends with: per element `n`, taken, received, applied.
+    static var unlinkingResults: String {
+        """
+        SELECT p.n, EXISTS (SELECT 1 FROM taken k WHERE k.n = p.n), EXISTS (SELECT 1 FROM received r WHERE r.n = p.n),
+            EXISTS (SELECT 1 FROM target x WHERE x.n = p.n)
+        FROM posted p
+        """
+    }
+}
+
+typealias UnlinkingNotificationBatch = AppleNotificationElement.Batch

@@ -96,10 +96,10 @@ import Testing
             // sessions through the leading column of their account indexes.
             Statement("email notifications", sql: EmailNotificationBatchStatement.sql, parameters: 1),
             Statement(
-                "consent revocations", sql: ConsentRevocationStatement.sql, parameters: 2,
+                "consent revocations", sql: ConsentRevocationStatement.sql, parameters: 3,
                 unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement(
-                "account-delete notifications", sql: AccountDeleteNotificationStatement.sql, parameters: 3,
+                "account-delete notifications", sql: AccountDeleteNotificationStatement.sql, parameters: 4,
                 unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
         ]
     }
