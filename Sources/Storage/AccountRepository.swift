@@ -14,6 +14,9 @@ public struct AccountRepository: Sendable {
     /// Quiet sign-ins of concurrent requests, written together (decision 0030); nil: one
     /// statement each.
     var quietSignIns: QuietSignIns? = nil
+    /// First sign-ins of concurrent requests, written together (decision 0059); nil: one
+    /// statement each.
+    var firstSignIns: FirstSignIns? = nil
 
     static let accountColumns = "\(accountColumnsBeforeStamp), a.last_seen_at"
     static let identityColumns = "\(identityColumnsBeforeStamp), i.last_sign_in_at"
@@ -38,7 +41,11 @@ public struct AccountRepository: Sendable {
     ///
     /// An identity this process has signed in before first gets the lean
     /// ``QuietSignInBatchStatement``; when its conditions do not hold it opens nothing and the full
-    /// statement follows.
+    /// statement follows. Any other identity, when the sign-in may create an account, first
+    /// gets the lean ``FirstSignInBatchStatement`` (decision 0059): it creates the account when
+    /// nothing but a new account could come of the sign-in, and otherwise writes nothing and
+    /// says whether the identity exists, which sends it to the quiet statement and then the
+    /// full one.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
             return try await signInOnceOrQuietly(request)
@@ -53,7 +60,22 @@ public struct AccountRepository: Sendable {
         let key = RecentSignIns.Key(
             tenantID: request.tenantID, provider: request.provider, providerScope: request.providerScope,
             subject: request.subject)
-        if request.sealedProviderRefreshToken == nil, recentSignIns.contains(key), let result = try await signInQuietly(request) { return result }
+        let recent = recentSignIns.contains(key)
+        if request.sealedProviderRefreshToken == nil, recent, let result = try await signInQuietly(request) { return result }
+        if !recent, request.intent != .signIn {
+            switch try await signInFirst(request) {
+            case .created(let result):
+                recentSignIns.record(key)
+                return result
+            case .known:
+                if request.sealedProviderRefreshToken == nil, let result = try await signInQuietly(request) {
+                    recentSignIns.record(key)
+                    return result
+                }
+            case .elsewhere: break
+            case .replayed: throw IdentityTokenReplayed()
+            }
+        }
         if let result = try await signInOnce(request) {
             recentSignIns.record(key)
             return result
@@ -84,6 +106,13 @@ public struct AccountRepository: Sendable {
         return SignInResult(
             account: account, identity: identity, isNewAccount: inserted && !linked, sessionID: request.session.id,
             linkedBy: linked && !renewed ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate && !renewed)
+    }
+
+    /// The lean first-sign-in statement: in a batch with the sign-ins that arrive with it
+    /// (decision 0059), or alone when batches are off.
+    private func signInFirst(_ request: SignInRequest) async throws -> FirstSignInOutcome {
+        if let firstSignIns { return try await firstSignIns.run(request).get() }
+        return try await Self.firstSignIns([request], client: client, logger: logger)[0]
     }
 
     /// The lean quiet statement: in a batch with the sign-ins that arrive with it (decision

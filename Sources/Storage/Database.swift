@@ -17,6 +17,8 @@ public struct Database: Sendable {
     let recentSignIns: RecentSignIns
     /// Quiet sign-ins written in batches (decision 0030); nil when batching is off.
     let quietSignIns: QuietSignIns?
+    /// First sign-ins written in batches (decision 0059); nil when batching is off.
+    let firstSignIns: FirstSignIns?
     /// Apple's email notifications written in batches (decision 0046); nil when batching is off.
     let emailNotifications: EmailNotificationBatch?
     /// Apple's consent revocations and account deletions written in batches (decision 0058);
@@ -37,6 +39,9 @@ public struct Database: Sendable {
         self.configuration = configuration
         self.recentSignIns = RecentSignIns()
         self.quietSignIns = AccountRepository.quietSignIns(
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
+        self.firstSignIns = AccountRepository.firstSignIns(
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
         self.emailNotifications = EmailNotificationBatchStatement.batcher(
@@ -66,7 +71,8 @@ public struct Database: Sendable {
     public var apple: AppleRepository { AppleRepository(client: client, logger: logger) }
     public var providerConfigs: ProviderConfigRepository { ProviderConfigRepository(client: client, logger: logger) }
     public var accounts: AccountRepository {
-        AccountRepository(client: client, logger: logger, recentSignIns: recentSignIns, quietSignIns: quietSignIns)
+        AccountRepository(
+            client: client, logger: logger, recentSignIns: recentSignIns, quietSignIns: quietSignIns, firstSignIns: firstSignIns)
     }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
     public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }

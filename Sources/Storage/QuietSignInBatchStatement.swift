@@ -95,29 +95,34 @@ extension AccountRepository {
             writer.beginArray()
             for (n, request) in requests.enumerated() {
                 writer.beginObject()
-                writer.member("n", n)
-                writer.member("t", request.tenantID.lowercasedString)
-                writer.member("p", request.provider)
-                writer.member("s", request.providerScope)
-                writer.member("u", request.subject)
-                writer.member("e", request.email.flatMap { $0.isEmpty ? nil : $0 })
-                writer.member("ev", request.emailVerified)
-                writer.member("pe", request.isPrivateEmail)
-                writer.member("gn", request.name.givenName.flatMap { $0.isEmpty ? nil : $0 })
-                writer.member("fn", request.name.familyName.flatMap { $0.isEmpty ? nil : $0 })
-                writer.member("r", request.realUserStatus)
-                writer.member("a", IdentityAttributes.encode(request.attributes))
-                writer.member("id", request.session.id.lowercasedString)
-                writer.member("c", request.clientID)
-                writer.member("pf", request.platform)
-                writer.member("x", microseconds(request.session.expiresAt))
-                writer.member("h", Hex.encode(request.session.refreshTokenHash))
-                writer.member("hx", microseconds(request.session.refreshTokenExpiresAt))
-                writer.member("k", request.maxOpenSessions)
+                writeElement(n, request, to: &writer)
                 writer.endObject()
             }
             writer.endArray()
             return String(decoding: writer.bytes, as: UTF8.self)
+        }
+
+        /// One posted sign-in's members, which ``FirstSignInBatchStatement`` posts too.
+        static func writeElement(_ n: Int, _ request: SignInRequest, to writer: inout JSONWriter) {
+            writer.member("n", n)
+            writer.member("t", request.tenantID.lowercasedString)
+            writer.member("p", request.provider)
+            writer.member("s", request.providerScope)
+            writer.member("u", request.subject)
+            writer.member("e", request.email.flatMap { $0.isEmpty ? nil : $0 })
+            writer.member("ev", request.emailVerified)
+            writer.member("pe", request.isPrivateEmail)
+            writer.member("gn", request.name.givenName.flatMap { $0.isEmpty ? nil : $0 })
+            writer.member("fn", request.name.familyName.flatMap { $0.isEmpty ? nil : $0 })
+            writer.member("r", request.realUserStatus)
+            writer.member("a", IdentityAttributes.encode(request.attributes))
+            writer.member("id", request.session.id.lowercasedString)
+            writer.member("c", request.clientID)
+            writer.member("pf", request.platform)
+            writer.member("x", microseconds(request.session.expiresAt))
+            writer.member("h", Hex.encode(request.session.refreshTokenHash))
+            writer.member("hx", microseconds(request.session.refreshTokenExpiresAt))
+            writer.member("k", request.maxOpenSessions)
         }
 
         private static func microseconds(_ date: Date) -> Int {
@@ -142,26 +147,22 @@ extension AccountRepository {
         guard maxRunning > 0 else { return nil }
         return QuietSignIns(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
             try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
-                try await quietSignInsFailingAlone(requests, client: pool.client, logger: logger)
+                try await failingAlone(requests) { try await quietSignIns($0, client: pool.client, logger: logger) }
             }
         }
     }
 
     /// A batch whose failure one element caused (a value PostgreSQL cannot store, a row deleted
     /// under it) runs again element by element, so that element fails alone.
-    static func quietSignInsFailingAlone(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
-        -> [Result<QuietSignInOutcome, any Error>]
-    {
+    static func failingAlone<Outcome>(
+        _ requests: [SignInRequest], _ run: ([SignInRequest]) async throws -> [Outcome]
+    ) async throws -> [Result<Outcome, any Error>] {
         do {
-            return try await quietSignIns(requests, client: client, logger: logger).map { .success($0) }
+            return try await run(requests).map { .success($0) }
         } catch let error where requests.count > 1 && error.postgresError.map(isAboutOneElement) == true {
-            logger.debug(
-                "quiet sign-in batch failed; running its elements one by one", metadata: ["sqlstate": "\(error.postgresError?.sqlState ?? "")"])
-            var results: [Result<QuietSignInOutcome, any Error>] = []
+            var results: [Result<Outcome, any Error>] = []
             for request in requests {
-                do { results.append(.success(try await quietSignIns([request], client: client, logger: logger)[0])) } catch {
-                    results.append(.failure(error))
-                }
+                do { results.append(.success(try await run([request])[0])) } catch { results.append(.failure(error)) }
             }
             return results
         }
@@ -181,18 +182,7 @@ extension AccountRepository {
     static func quietSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
         -> [QuietSignInOutcome]
     {
-        var posted: [SignInRequest] = []
-        var postedIndex: [Int] = []
-        var firstOfSession: [UUID: Int] = [:]
-        for request in requests {
-            if let first = firstOfSession[request.session.id] {
-                postedIndex.append(-1 - first)
-            } else {
-                firstOfSession[request.session.id] = posted.count
-                postedIndex.append(posted.count)
-                posted.append(request)
-            }
-        }
+        let (posted, postedIndex) = firstOfEachSession(requests)
         var outcomes = [QuietSignInOutcome](repeating: .notQuiet, count: posted.count)
         let rows = try await client.rows(QuietSignInBatchStatement(requests: posted), logger: logger)
         for row in rows {
@@ -215,5 +205,23 @@ extension AccountRepository {
             if case .opened = outcomes[-1 - index] { return .replayed }
             return .notQuiet
         }
+    }
+
+    /// The requests to post, the first of each session id, and where each request's outcome is:
+    /// its index among them, or `-1 - i` for a later request with the session id of the `i`th.
+    static func firstOfEachSession(_ requests: [SignInRequest]) -> (posted: [SignInRequest], index: [Int]) {
+        var posted: [SignInRequest] = []
+        var postedIndex: [Int] = []
+        var firstOfSession: [UUID: Int] = [:]
+        for request in requests {
+            if let first = firstOfSession[request.session.id] {
+                postedIndex.append(-1 - first)
+            } else {
+                firstOfSession[request.session.id] = posted.count
+                postedIndex.append(posted.count)
+                posted.append(request)
+            }
+        }
+        return (posted, postedIndex)
     }
 }

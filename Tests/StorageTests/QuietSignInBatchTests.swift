@@ -118,7 +118,9 @@ import Testing
                 request(tenantID: tenant.id, subject: "s2"),
             ]
             await #expect(throws: PSQLError.self) { _ = try await batch(requests, database) }
-            let results = try await AccountRepository.quietSignInsFailingAlone(requests, client: database.client, logger: database.logger)
+            let results = try await AccountRepository.failingAlone(requests) {
+                try await AccountRepository.quietSignIns($0, client: database.client, logger: database.logger)
+            }
             #expect(results.count == 3)
             for index in [0, 2] {
                 guard case .success(.opened) = results[index] else {
