@@ -135,11 +135,21 @@ if [ -n "${TRACES:-}" ]; then
     export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$sink_port
     echo "   (traces exported to 127.0.0.1:$sink_port)" >&2
 fi
-"$bin/broker" serve >"$work/broker.log" 2>&1 &
-broker_pid=$!
-pids+=($broker_pid)
-for _ in $(seq 300); do curl -sf "$base/readyz" >/dev/null && break; sleep 0.1; done
-curl -sf "$base/readyz" >/dev/null || { echo "broker did not become ready:" >&2; tail -20 "$work/broker.log" >&2; exit 1; }
+start_broker() {
+    "$bin/broker" serve >>"$work/broker.log" 2>&1 &
+    broker_pid=$!
+    pids+=($broker_pid)
+    for _ in $(seq 300); do curl -sf "$base/readyz" >/dev/null && break; sleep 0.1; done
+    curl -sf "$base/readyz" >/dev/null || { echo "broker did not become ready:" >&2; tail -20 "$work/broker.log" >&2; exit 1; }
+}
+start_broker
+# restart_broker: a new broker process on the same database, as after a deploy; what the old
+# one remembered (its quiet-path hint, its caches) is gone.
+restart_broker() {
+    kill "$broker_pid"
+    wait "$broker_pid" 2>/dev/null || true
+    start_broker
+}
 
 # The broker's resident memory, sampled every second for the whole run (peak printed at the end).
 ( while kill -0 "$broker_pid" 2>/dev/null; do grep VmRSS "/proc/$broker_pid/status" 2>/dev/null | awk '{print $2}'; sleep 1; done ) >"$work/rss.txt" &

@@ -5,6 +5,8 @@
 #   new users       every request a new subject (account, identity and session created)
 #   returning users people the first run created sign in again (each with a fresh token)
 #   refresh         refresh-token rotation, each refresh token once
+#   after restart   the people the first run created, each once, through a new broker process on
+#                   the same database (as after a deploy: the process has signed none of them in)
 # Prints one RESULT line per scenario, the accounts made and the broker's peak RSS.
 # Usage: [TARGET=embedded|tcp] [POOL=N] [TRACES=1] [WALL=off] Benchmarks/e2e/run.sh [duration_seconds]
 duration=${1:-20}
@@ -43,4 +45,10 @@ TOKENS="$work/refresh.txt" wrk -t"$threads" -c"$connections" -d8s --latency \
     -s Benchmarks/e2e/refresh.lua "$base" | grep RESULT | tee "$work/rotation.out"
 cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/rotation.out" | head -1)"
 echo "== broker peak RSS: $(peak_rss)"
+echo "== returning users after a restart (5s, $connections connections, each of the $created people once at most)"
+mint "$work/restarted.txt" new. "$created" "$created"
+restart_broker
+cpu_start
+signin "$work/restarted.txt" 5s | tee "$work/restarted.out"
+cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/restarted.out" | head -1)"
 if [ -n "${TRACES:-}" ]; then echo "   (trace exports received: $(cat "$work/exports" 2>/dev/null || echo 0))"; fi

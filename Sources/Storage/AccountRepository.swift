@@ -42,10 +42,10 @@ public struct AccountRepository: Sendable {
     /// An identity this process has signed in before first gets the lean
     /// ``QuietSignInBatchStatement``; when its conditions do not hold it opens nothing and the full
     /// statement follows. Any other identity, when the sign-in may create an account, first
-    /// gets the lean ``FirstSignInBatchStatement`` (decision 0059): it creates the account when
-    /// nothing but a new account could come of the sign-in, and otherwise writes nothing and
-    /// says whether the identity exists, which sends it to the quiet statement and then the
-    /// full one.
+    /// gets the lean ``FirstSignInBatchStatement`` (decision 0059): it opens the session of a
+    /// quiet sign-in as the quiet statement would, creates the account when nothing but a new
+    /// account could come of the sign-in, and otherwise writes nothing: the full statement
+    /// follows.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
             return try await signInOnceOrQuietly(request)
@@ -64,15 +64,10 @@ public struct AccountRepository: Sendable {
         if request.sealedProviderRefreshToken == nil, recent, let result = try await signInQuietly(request) { return result }
         if !recent, request.intent != .signIn {
             switch try await signInFirst(request) {
-            case .created(let result):
+            case .created(let result), .opened(let result):
                 recentSignIns.record(key)
                 return result
-            case .known:
-                if request.sealedProviderRefreshToken == nil, let result = try await signInQuietly(request) {
-                    recentSignIns.record(key)
-                    return result
-                }
-            case .elsewhere: break
+            case .known, .elsewhere: break
             case .replayed: throw IdentityTokenReplayed()
             }
         }

@@ -4,19 +4,23 @@ import Logging
 import PostgresNIO
 
 extension AccountRepository {
-    /// A person's first sign-in, as one lean statement, for one request or for several in one
-    /// commit (decision 0059): a new identity, its new account, the session with its first
-    /// refresh token and the `account.created` event. Exactly the new-account path of
-    /// ``SignInStatement``, without initializing that statement's plans for the paths a first
-    /// sign-in never takes (the quiet read, the update of a known identity and account, the
-    /// consent renewal, the link by email and its audit rows, the session cap): PostgreSQL
-    /// builds every node of a statement's plan each time it runs it, needed or not, and the
-    /// full statement's start-up had grown to more of its time than its work.
+    /// The first sign-in this process sees of an identity, as one lean statement, for one
+    /// request or for several in one commit (decision 0059). It does what ``SignInStatement``
+    /// does on its two common paths and nothing else:
+    /// - a returning person whose sign-in brings nothing new: the session opened, exactly as
+    ///   ``QuietSignInBatchStatement`` opens it (the same `quiet` and `capped` CTEs), unless a
+    ///   provider refresh token is posted;
+    /// - a new person: a new identity, its new account, the session with its first refresh
+    ///   token and the `account.created` event.
     ///
-    /// An element takes this path only when nothing else could apply to it, read per element
-    /// in the statement's snapshot:
-    /// - no identity has its key (`known`: the caller tries the quiet statement, then the
-    ///   full one);
+    /// PostgreSQL builds every node of a statement's plan each time it runs it, needed or not,
+    /// and the full statement's start-up (its update of a known identity and account, the
+    /// consent renewal, the link by email and its audit rows) had grown to more of its time
+    /// than its work.
+    ///
+    /// An element not quiet is created only when nothing else could apply to it, read per
+    /// element in the statement's snapshot:
+    /// - no identity has its key (else `known`);
     /// - no consent revocation has its key (a new Sign in with Apple after `consent-revoked`
     ///   re-links the old account);
     /// - its session id is not taken (a replayed identity token, which the full statement
@@ -30,10 +34,10 @@ extension AccountRepository {
     /// runs ``SignInStatement`` for it. Two elements with one identity key (the same person's
     /// two tokens at once) or a first sign-in racing another statement: the identity insert's
     /// `ON CONFLICT DO NOTHING` skips the later one, which then writes nothing and takes the
-    /// full statement too. Every lookup is a subquery in a select list, which the planner never
-    /// turns into a join, and with `OFFSET 0`, which keeps it from being planned as a hashed
-    /// subplan (one scan of the whole table, chosen while a table is small and kept for the
-    /// connection's life): each reads its row by the element's key (decision 0014).
+    /// full statement too. Every lookup of `checked` is a subquery in a select list, which the
+    /// planner never turns into a join, with `OFFSET 0`, which keeps it from being planned as
+    /// a hashed subplan (one scan of the whole table, chosen while a table is small and kept
+    /// for the connection's life): each reads its row by the element's key (decision 0014).
     struct FirstSignInBatchStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
@@ -47,9 +51,10 @@ extension AccountRepository {
         static let sql = """
             WITH posted AS MATERIALIZED (
                 SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
-                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8,
+                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int,
                     rt text, al bool, ii uuid, ai uuid)
             ),
+            \(QuietSignInBatchStatement.quietCTE("p.rt IS NULL")),
             checked AS MATERIALIZED (
                 SELECT p.*,
                     EXISTS (
@@ -66,6 +71,7 @@ extension AccountRepository {
                     OR (p.e IS NOT NULL AND EXISTS (
                         SELECT 1 FROM posted q WHERE q.n < p.n AND q.t = p.t AND lower(q.e) = lower(p.e) OFFSET 0)) AS elsewhere
                 FROM posted p
+                WHERE NOT EXISTS (SELECT 1 FROM quiet q WHERE q.n = p.n)
             ),
             upserted AS (
                 INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
@@ -87,20 +93,33 @@ extension AccountRepository {
             opened AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
                     refresh_token_hash, refresh_token_expires_at)
+                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
+                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                FROM quiet q JOIN posted p ON p.n = q.n
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id
+            ),
+            started AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
                 SELECT f.id, f.t, f.ai, f.ii, f.c, f.pf, f.p,
                     to_timestamp(f.x::float8 / 1000000), decode(f.h, 'hex'), to_timestamp(f.hx::float8 / 1000000)
                 FROM upserted u JOIN checked f ON f.ii = u.id
             ),
+            \(QuietSignInBatchStatement.cappedCTE),
             announced AS (
                 INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
                 SELECT f.t, f.ai, 'account.created', jsonb_build_object('account_id', f.ai, 'identity_id', f.ii, 'provider', f.p)
                 FROM upserted u JOIN checked f ON f.ii = u.id
             )
-            SELECT f.n, f.known, a.*, u.*,
+            SELECT CASE WHEN q.session_id IN (SELECT o.id FROM opened o) THEN 'opened' ELSE 'replayed' END, false, q.*
+            FROM quiet q
+            UNION ALL
+            SELECT CASE WHEN u.id IS NOT NULL THEN 'created' WHEN f.known THEN 'known' ELSE 'elsewhere' END,
                 (u.id IS NOT NULL AND f.e IS NOT NULL AND EXISTS (
                     SELECT 1 FROM accounts d
-                    WHERE d.tenant_id = f.t AND d.email_key = lower(f.e) AND d.email IS NOT NULL AND d.status <> 'deleted' OFFSET 0))
-                    AS possible_duplicate
+                    WHERE d.tenant_id = f.t AND d.email_key = lower(f.e) AND d.email IS NOT NULL AND d.status <> 'deleted' OFFSET 0)),
+                f.n, f.id, u.account_id, u.id, a.*, u.*
             FROM checked f LEFT JOIN upserted u ON u.id = f.ii LEFT JOIN created a ON a.id = u.account_id
             """
 
@@ -138,11 +157,13 @@ extension AccountRepository {
     }
 }
 
-/// What a first sign-in found: the account it created with its session, an identity that
-/// exists already (the quiet statement, then the full one, follow), anything else the full
-/// statement handles, or a session id another element of the batch took (a replayed token).
+/// What a sign-in this process had not seen found: the account it created (a new person) or
+/// the session it opened quietly (a returning one), each with its session; an identity that
+/// exists but whose sign-in is not quiet, or anything else the full statement handles (both
+/// go on to it); or a session id that is taken (a replayed identity token).
 enum FirstSignInOutcome: Sendable {
     case created(SignInResult)
+    case opened(SignInResult)
     case known
     case elsewhere
     case replayed
@@ -162,8 +183,8 @@ extension AccountRepository {
     }
 
     /// One batch: the first request of each session id goes to the statement; a later one with
-    /// the same id (one identity token posted twice at once) is a replay when the first created
-    /// its account, else the full statement's.
+    /// the same id (one identity token posted twice at once) is a replay when the first opened
+    /// its session, else the full statement's.
     static func firstSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
         -> [FirstSignInOutcome]
     {
@@ -172,26 +193,35 @@ extension AccountRepository {
         let rows = try await client.rows(FirstSignInBatchStatement(requests: posted), logger: logger)
         for row in rows {
             var reader = RowReader(row)
+            let outcome: String = try reader.next()
+            let possibleDuplicate: Bool = try reader.next()
             let n = Int(try reader.next(Int32.self))
-            let known: Bool = try reader.next()
             guard outcomes.indices.contains(n) else { throw BatchMismatch() }
-            var probe = reader
-            guard try probe.next(UUID?.self) != nil else {
-                outcomes[n] = known ? .known : .elsewhere
+            _ = try reader.next(UUID.self)  // session id
+            _ = try reader.next(UUID?.self)  // account id
+            guard try reader.next(UUID?.self) != nil else {  // identity id
+                outcomes[n] = outcome == "known" ? .known : .elsewhere
                 continue
             }
             let account = try decodeAccount(&reader)
             let identity = try decodeIdentity(&reader)
-            let possibleDuplicate: Bool = try reader.next()
-            outcomes[n] = .created(
-                SignInResult(
-                    account: account, identity: identity, isNewAccount: true, sessionID: posted[n].session.id,
-                    possibleDuplicate: possibleDuplicate))
+            let sessionID = posted[n].session.id
+            switch outcome {
+            case "created":
+                outcomes[n] = .created(
+                    SignInResult(account: account, identity: identity, isNewAccount: true, sessionID: sessionID, possibleDuplicate: possibleDuplicate))
+            case "opened":
+                outcomes[n] = .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: sessionID))
+            default:
+                outcomes[n] = .replayed
+            }
         }
         return postedIndex.map { index in
             guard index < 0 else { return outcomes[index] }
-            if case .created = outcomes[-1 - index] { return .replayed }
-            return .elsewhere
+            switch outcomes[-1 - index] {
+            case .created, .opened: return .replayed
+            default: return .elsewhere
+            }
         }
     }
 }

@@ -32,11 +32,11 @@ extension AccountRepository {
         /// The posted elements, in batch order; no two with one session id.
         let requests: [SignInRequest]
 
-        static let sql = """
-            WITH posted AS MATERIALIZED (
-                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
-                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
-            ),
+        /// The elements whose sign-in is quiet (`condition`: only those of posted elements `p`
+        /// that meet it), with the identity and the active account each found: the CTE
+        /// ``FirstSignInBatchStatement`` shares.
+        static func quietCTE(_ condition: String? = nil) -> String {
+            """
             quiet AS MATERIALIZED (
                 SELECT p.n, p.id AS session_id, a.id AS quiet_account_id, i.id AS quiet_identity_id, a.*, i.*
                 FROM posted p
@@ -55,16 +55,13 @@ extension AccountRepository {
                     FROM accounts a
                     WHERE a.tenant_id = p.t AND a.id = i.account_id AND a.status = 'active'
                     LIMIT 1) a
-            ),
-            opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
-                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
-                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
-                FROM quiet q JOIN posted p ON p.n = q.n
-                ON CONFLICT (id) DO NOTHING
-                RETURNING id
-            ),
+                \(condition.map { "WHERE \($0)" } ?? "")
+            )
+            """
+        }
+
+        /// The session cap on the quiet elements' accounts, after `opened` (decision 0051).
+        static let cappedCTE = """
             capped AS (
                 UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
                 WHERE EXISTS (
@@ -77,6 +74,24 @@ extension AccountRepository {
                         WHERE o.tenant_id = p.t AND o.account_id = q.quiet_account_id AND o.revoked_at IS NULL AND o.expires_at > now()
                         ORDER BY o.created_at DESC, o.id DESC OFFSET p.k - 1) x))
             )
+            """
+
+        static let sql = """
+            WITH posted AS MATERIALIZED (
+                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
+                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
+            ),
+            \(quietCTE()),
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
+                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
+                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                FROM quiet q JOIN posted p ON p.n = q.n
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id
+            ),
+            \(cappedCTE)
             SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
             FROM quiet q
             """

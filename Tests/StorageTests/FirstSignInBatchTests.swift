@@ -6,9 +6,10 @@ import Testing
 
 @testable import Storage
 
-/// First sign-ins written together (decision 0059): one statement creates the account of each
-/// element that can only be a new person, writes nothing for any other, and says which of
-/// those exist already; the full statement then gives the others what it always gave them.
+/// Sign-ins this process had not seen, written together (decision 0059): one statement opens
+/// the session of each quiet returning element as the quiet statement would, creates the
+/// account of each element that can only be a new person, and writes nothing for any other;
+/// the full statement then gives those what it always gave them.
 @Suite struct FirstSignInBatchTests {
     let statements = SignInStatementTests()
     let quiet = QuietSignInBatchTests()
@@ -28,6 +29,7 @@ import Testing
     static func describe(_ outcome: FirstSignInOutcome) -> String {
         switch outcome {
         case .created: "created"
+        case .opened: "opened"
         case .known: "known"
         case .elsewhere: "elsewhere"
         case .replayed: "replayed"
@@ -107,8 +109,12 @@ import Testing
                 VALUES (\(tenant.id), 'apple', 'TEAM000001', 'revoked', \(revoked.account.id))
                 """)
             let twice = request(tenantID: tenant.id, subject: "twice")
+            var token = request(tenantID: tenant.id, subject: "known")
+            token.sealedProviderRefreshToken = Data([9])
             let requests = [
-                request(tenantID: tenant.id, subject: "known"),  // exists: quiet, then the full statement
+                request(tenantID: tenant.id, subject: "known"),  // quiet: its session opened
+                request(tenantID: tenant.id, subject: "known", email: "new@example.com"),  // brings a new email: not quiet
+                token,  // a provider refresh token is never quiet
                 request(tenantID: tenant.id, subject: "revoked"),  // consent renewed: the full statement re-links it
                 request(tenantID: tenant.id, subject: "replay", sessionID: known.sessionID),  // a taken session id
                 request(tenantID: tenant.id, subject: "unlinked", email: "k@example.com"),  // may not link: a new person
@@ -124,16 +130,34 @@ import Testing
             let outcomes = try await batch(requests, database)
             #expect(
                 outcomes.map(Self.describe) == [
-                    "known", "elsewhere", "elsewhere", "created", "elsewhere", "created", "elsewhere", "created", "elsewhere",
-                    "replayed", "created",
+                    "opened", "known", "known", "elsewhere", "elsewhere", "created", "elsewhere", "created", "elsewhere", "created",
+                    "elsewhere", "replayed", "created",
                 ])
-            if case .created(let unlinked) = outcomes[3] { #expect(unlinked.possibleDuplicate) }
-            if case .created(let elsewhere) = outcomes[10] { #expect(!elsewhere.possibleDuplicate) }
-            // Only the four created people wrote anything.
-            #expect(try await statements.count("sessions", database) == before + 4)
+            if case .opened(let opened) = outcomes[0] {
+                #expect(opened.account.id == known.account.id && !opened.isNewAccount && opened.sessionID == requests[0].session.id)
+            }
+            if case .created(let unlinked) = outcomes[5] { #expect(unlinked.possibleDuplicate) }
+            if case .created(let elsewhere) = outcomes[12] { #expect(!elsewhere.possibleDuplicate) }
+            // Only the quiet element and the four created people wrote anything.
+            #expect(try await statements.count("sessions", database) == before + 5)
             #expect(try await statements.count("accounts", database) == 6)
             #expect(try await statements.count("consent_revocations", database) == 1)
             #expect(try await statements.count("events_outbox WHERE event_type = 'account.created'", database) == 6)
+        }
+    }
+
+    @Test func aQuietElementKeepsTheSessionCap() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("first-cap", in: database)
+            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, subject: "capped")))
+            var again = request(tenantID: tenant.id, subject: "capped")
+            again.maxOpenSessions = 1
+            let outcomes = try await batch([again], database)
+            #expect(outcomes.map(Self.describe) == ["opened"])
+            #expect(
+                try await statements.count(
+                    "sessions WHERE id = '\(first.sessionID.uuidString)' AND revoke_reason = 'session_limit'", database) == 1)
+            #expect(try await statements.count("sessions WHERE revoked_at IS NULL", database) == 1)
         }
     }
 

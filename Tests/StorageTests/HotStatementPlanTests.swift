@@ -49,7 +49,9 @@ import Testing
             Statement(
                 "quiet sign-in, alone or in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
-            Statement("first sign-in, alone or in a batch", sql: AccountRepository.FirstSignInBatchStatement.sql, parameters: 1),
+            Statement(
+                "first sign-in, alone or in a batch", sql: AccountRepository.FirstSignInBatchStatement.sql, parameters: 1,
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 6),
             Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 5),
             Statement(
