@@ -8,7 +8,8 @@
 # figures hold no PostgreSQL start or stop. Only one cluster runs at a time.
 # The file is generated first (timed, not part of any figure). Prints RESULT lines.
 # Usage: [ACCOUNTS=1000000] [FORMAT=jsonl|firebase|auth0|supabase] [SEED=1] [IDENTITIES_PER_ACCOUNT=1.5] \
-#        Benchmarks/import/run.sh
+#        [IMPORT_ARGS="--batch-size 10000"] Benchmarks/import/run.sh
+# IMPORT_ARGS: more options for both `broker import users` runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 accounts=${ACCOUNTS:-1000000} format=${FORMAT:-jsonl} seed=${SEED:-1} per_account=${IDENTITIES_PER_ACCOUNT:-1.5}
@@ -108,7 +109,7 @@ run_import() {
     local phase=$1 expect=$2 start end
     start=$(now)
     if ! BROKER_DATA_DIR=$import_data /usr/bin/time -v -o "$work/$phase.time" "$broker" import users --tenant bench \
-        --from "$format" --file "$file" --json >"$work/$phase.json" 2>"$work/$phase.err"; then
+        --from "$format" --file "$file" --json ${IMPORT_ARGS:-} >"$work/$phase.json" 2>"$work/$phase.err"; then
         echo "broker import users failed ($phase):" >&2
         tail -20 "$work/$phase.err" >&2
         cat "$work/$phase.json" >&2
