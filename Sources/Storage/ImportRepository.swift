@@ -15,7 +15,7 @@ extension Database {
 public struct ImportRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
-    /// How long one `COPY` of a batch may take before the batch is given up (see
+    /// How long one insert of a batch's rows may take before the batch is given up (see
     /// ``ImportBatchWriter/copyTimeout``).
     let copyTimeout: Duration
 
@@ -126,7 +126,7 @@ public struct ImportRepository: Sendable {
                 "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
             ).collect().first?.decode(Bool.self) ?? false
             guard locked else { throw ImportJobBusy() }
-            // Bounded: a connection an outage cut off mid-COPY never answers again (the lock
+            // Bounded: a connection an outage cut off may never answer again (the lock
             // then goes with the connection).
             let (logger, timeout) = (logger, copyTimeout)
             let unlock = { @Sendable in
