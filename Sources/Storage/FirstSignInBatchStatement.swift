@@ -8,7 +8,7 @@ extension AccountRepository {
     /// request or for several in one commit (decision 0059). It does what ``SignInStatement``
     /// does on its two common paths and nothing else:
     /// - a returning person whose sign-in brings nothing new: the session opened, exactly as
-    ///   ``QuietSignInBatchStatement`` opens it (the same `quiet` and `capped` CTEs), unless a
+    ///   ``QuietSignInBatchStatement`` opens it (the same `quiet`, `opened` and `capped` CTEs), unless a
     ///   provider refresh token is posted;
     /// - a new person: a new identity, its new account, the session with its first refresh
     ///   token and the `account.created` event.
@@ -90,15 +90,7 @@ extension AccountRepository {
                 FROM upserted u JOIN checked f ON f.ii = u.id
                 RETURNING \(accountColumns)
             ),
-            opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
-                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
-                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
-                FROM quiet q JOIN posted p ON p.n = q.n
-                ON CONFLICT (id) DO NOTHING
-                RETURNING id
-            ),
+            \(QuietSignInBatchStatement.openedCTE),
             started AS (
                 INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
                     refresh_token_hash, refresh_token_expires_at)
@@ -174,12 +166,7 @@ typealias FirstSignIns = StatementBatcher<SignInRequest, Result<FirstSignInOutco
 extension AccountRepository {
     /// Each batch runs on the pool in use when it starts (``DatabasePool``).
     static func firstSignIns(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> FirstSignIns? {
-        guard maxRunning > 0 else { return nil }
-        return FirstSignIns(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
-            try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
-                try await failingAlone(requests) { try await firstSignIns($0, client: pool.client, logger: logger) }
-            }
-        }
+        signInBatcher(maxRunning: maxRunning, timeout: timeout) { try await firstSignIns($0, client: pool.client, logger: logger) }
     }
 
     /// One batch: the first request of each session id goes to the statement; a later one with

@@ -14,28 +14,24 @@ struct InsertedRows {
         self.columns = columns
         writer = JSONWriter(capacity: capacity)
         writer.beginArray()
-        writer.beginObject()
     }
 
     /// The rows written, as the JSON text of the statement's one parameter.
     var json: String {
         var finished = writer
-        finished.endObject()
         finished.endArray()
-        // The object begun after the last row is empty: drop it.
-        var text = String(decoding: finished.bytes, as: UTF8.self)
-        if text.hasSuffix(",{}]") { text.removeLast(4); text.append("]") } else if text == "[{}]" { text = "[]" }
-        return text
+        return String(decoding: finished.bytes, as: UTF8.self)
     }
 
+    /// The next column's name; a row's first value opens its object.
     private mutating func name() -> String {
+        if column == 0 { writer.beginObject() }
         defer { column += 1 }
         return columns[column]
     }
 
     mutating func endRow() {
         writer.endObject()
-        writer.beginObject()
         column = 0
     }
 

@@ -60,6 +60,19 @@ extension AccountRepository {
             """
         }
 
+        /// The quiet elements' sessions; a taken session id opens nothing (a replay).
+        static let openedCTE = """
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
+                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
+                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                FROM quiet q JOIN posted p ON p.n = q.n
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id
+            )
+            """
+
         /// The session cap on the quiet elements' accounts, after `opened` (decision 0051).
         static let cappedCTE = """
             capped AS (
@@ -82,15 +95,7 @@ extension AccountRepository {
                     ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
             ),
             \(quietCTE()),
-            opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
-                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
-                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
-                FROM quiet q JOIN posted p ON p.n = q.n
-                ON CONFLICT (id) DO NOTHING
-                RETURNING id
-            ),
+            \(openedCTE),
             \(cappedCTE)
             SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
             FROM quiet q
@@ -159,10 +164,18 @@ typealias QuietSignIns = StatementBatcher<SignInRequest, Result<QuietSignInOutco
 extension AccountRepository {
     /// Each batch runs on the pool in use when it starts (``DatabasePool``).
     static func quietSignIns(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> QuietSignIns? {
+        signInBatcher(maxRunning: maxRunning, timeout: timeout) { try await quietSignIns($0, client: pool.client, logger: logger) }
+    }
+
+    /// A batcher of sign-ins (up to 32 a batch) that runs `run` for each batch in the scope of
+    /// its tenant, each element failing alone; nil when batching is off (`maxRunning` 0).
+    static func signInBatcher<Outcome: Sendable>(
+        maxRunning: Int, timeout: Duration, _ run: @escaping @Sendable ([SignInRequest]) async throws -> [Outcome]
+    ) -> StatementBatcher<SignInRequest, Result<Outcome, any Error>>? {
         guard maxRunning > 0 else { return nil }
-        return QuietSignIns(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
+        return StatementBatcher(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
             try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
-                try await failingAlone(requests) { try await quietSignIns($0, client: pool.client, logger: logger) }
+                try await failingAlone(requests, run)
             }
         }
     }
