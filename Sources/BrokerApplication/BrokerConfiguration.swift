@@ -93,6 +93,8 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_API_KEY_RATE_BURST", "requests at once per API key and instance (default 400)"),
         ("BROKER_PUBLIC_RATE_LIMIT", "requests a second per client address and instance on the public routes: Apple's callback and notifications, the OpenID Connect callback, discovery and JWKS (default 50)"),
         ("BROKER_PUBLIC_RATE_BURST", "requests at once per client address and instance on the public routes (default 100)"),
+        ("BROKER_FAILED_AUTH_RATE_LIMIT", "refused API-key authentications a second per client address and instance; past them, that address's unknown keys answer 429 without a lookup (default 5)"),
+        ("BROKER_FAILED_AUTH_RATE_BURST", "refused API-key authentications at once per client address and instance (default 20)"),
         ("BROKER_TRUSTED_PROXIES", "comma-separated CIDR blocks of the proxies whose X-Forwarded-For is believed (default none: the peer's address is the client's)"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry collector's OTLP/HTTP address (e.g. http://127.0.0.1:4318): traces of requests, statements and outbound calls go to its /v1/traces (default unset: no traces); the other OTEL_* variables apply"),
         ("NOTIFY_SOCKET", "set by systemd for Type=notify: serve sends READY=1 to this unix datagram socket once it listens and has asked the database (default unset: nothing sent)"),
@@ -172,6 +174,8 @@ public struct BrokerConfiguration: Sendable {
         abuseLimits = AbuseLimits(
             apiKey: try rate("BROKER_API_KEY_RATE_LIMIT", "BROKER_API_KEY_RATE_BURST", default: AbuseLimits.defaultAPIKey),
             publicRoutes: try rate("BROKER_PUBLIC_RATE_LIMIT", "BROKER_PUBLIC_RATE_BURST", default: AbuseLimits.defaultPublicRoutes),
+            failedAuthentication: try rate(
+                "BROKER_FAILED_AUTH_RATE_LIMIT", "BROKER_FAILED_AUTH_RATE_BURST", default: AbuseLimits.defaultFailedAuthentication),
             clientAddresses: ClientAddressResolver(trustedProxies: trusted))
         postgresBinDirectory = value("BROKER_POSTGRES_BIN")
         postgresUser = value("BROKER_POSTGRES_USER") ?? "postgres"

@@ -26,20 +26,24 @@ import Testing
         let defaults = try BrokerConfiguration(environment: [:])
         #expect(defaults.abuseLimits.apiKey == RateLimit(perSecond: 200, burst: 400))
         #expect(defaults.abuseLimits.publicRoutes == RateLimit(perSecond: 50, burst: 100))
+        #expect(defaults.abuseLimits.failedAuthentication == RateLimit(perSecond: 5, burst: 20))
         #expect(defaults.abuseLimits.clientAddresses.trustedProxies.isEmpty)
         #expect(defaults.httpLimits.maxConnectionsPerAddress == 64)
         #expect(defaults.httpLimits.headerTimeout == .seconds(10))
         let set = try BrokerConfiguration(environment: [
             "BROKER_API_KEY_RATE_LIMIT": "500", "BROKER_PUBLIC_RATE_LIMIT": "20", "BROKER_PUBLIC_RATE_BURST": "30",
+            "BROKER_FAILED_AUTH_RATE_LIMIT": "40",
             "BROKER_TRUSTED_PROXIES": "10.0.0.0/8, fd00::/8", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "8", "BROKER_HTTP_HEADER_TIMEOUT": "3",
         ])
         #expect(set.abuseLimits.apiKey == RateLimit(perSecond: 500, burst: 1_000), "a rate alone gets twice its rate as burst")
         #expect(set.abuseLimits.publicRoutes == RateLimit(perSecond: 20, burst: 30))
+        #expect(set.abuseLimits.failedAuthentication == RateLimit(perSecond: 40, burst: 80))
         #expect(set.abuseLimits.clientAddresses.trustedProxies.map(\.description) == ["10.0.0.0/8", "fd00::/8"])
         #expect(set.httpLimits.maxConnectionsPerAddress == 8)
         #expect(set.httpLimits.headerTimeout == .seconds(3))
         for (name, bad) in [
             ("BROKER_API_KEY_RATE_LIMIT", "0"), ("BROKER_API_KEY_RATE_LIMIT", "fast"), ("BROKER_PUBLIC_RATE_BURST", "-1"),
+            ("BROKER_FAILED_AUTH_RATE_LIMIT", "0"),
             ("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", "0"), ("BROKER_HTTP_HEADER_TIMEOUT", "0"),
         ] {
             #expect(throws: BrokerError.self, "\(name)=\(bad)") { try BrokerConfiguration(environment: [name: bad]) }

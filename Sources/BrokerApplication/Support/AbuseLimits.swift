@@ -11,7 +11,8 @@ public struct AbuseLimits: Sendable {
     /// `BROKER_PUBLIC_RATE_BURST`, 50/s, burst 100).
     public var publicRoutes: RateLimit
     /// Each client address's refused API-key authentications; once it runs out, that address's
-    /// requests with a key this instance does not know answer 429 without a lookup.
+    /// requests with a key this instance does not know answer 429 without a lookup
+    /// (`BROKER_FAILED_AUTH_RATE_LIMIT` / `BROKER_FAILED_AUTH_RATE_BURST`, 5/s, burst 20).
     public var failedAuthentication: RateLimit
     /// Which peers' `X-Forwarded-For` is believed (`BROKER_TRUSTED_PROXIES`).
     public var clientAddresses: ClientAddressResolver
