@@ -58,8 +58,14 @@ import TestSupport
             guard role.status == 0 else { throw ClusterFailed(output: role.output) }
         }
 
-        func stop(mode: String = "fast") {
-            _ = try? ProcessRunner.run("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", mode, "-w", "-s", "stop"], as: user)
+        /// What `pg_ctl stop` said: its status and output.
+        @discardableResult func stop(mode: String = "fast") -> String {
+            do {
+                let result = try ProcessRunner.run("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", mode, "-w", "-s", "stop"], as: user)
+                return "status \(result.status): \(result.output)"
+            } catch {
+                return "not run: \(error)"
+            }
         }
 
         func destroy() {
