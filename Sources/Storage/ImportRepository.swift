@@ -115,8 +115,9 @@ public struct ImportRepository: Sendable {
         return try rows.first.map(Self.decodeJob)
     }
 
-    /// Runs `body` with the job held: one connection, with a session advisory lock on the job
-    /// that PostgreSQL drops when the connection ends (a killed import leaves no lock behind).
+    /// Runs `body` with the job held: a connection with a session advisory lock on the job that
+    /// PostgreSQL drops when the connection ends (a killed import leaves no lock behind), and a
+    /// second one its batches take turns with (``ImportSession``).
     /// Throws ``ImportJobBusy`` when another process holds it.
     public func withJob<T: Sendable>(
         _ job: Job, _ body: (ImportSession) async throws -> T
@@ -136,7 +137,18 @@ public struct ImportRepository: Sendable {
                 }
             }
             do {
-                let result = try await body(ImportSession(connection: connection, job: job, copyTimeout: copyTimeout, logger: logger))
+                // A second connection for the batch after the one in flight (decision 0061).
+                let result = try await client.withScopedConnection(logger: logger) { second in
+                    let session = ImportSession(lanes: [connection, second], job: job, copyTimeout: timeout, logger: logger)
+                    do {
+                        let result = try await body(session)
+                        await session.abandonAll()
+                        return result
+                    } catch {
+                        await session.abandonAll()
+                        throw error
+                    }
+                }
                 await unlock()
                 return result
             } catch {

@@ -7,7 +7,7 @@ import Foundation
 /// in the order of `columns`.
 struct InsertedRows {
     private var writer: JSONWriter
-    private let columns: [String]
+    let columns: [String]
     private var column = 0
 
     init(columns: [String], capacity: Int) {

@@ -216,6 +216,47 @@ import Testing
             #expect(errorLines.count == bad, "each bad line once")
         }
     }
+    /// Two batches are on their way at once (decision 0061): the later one reads before the
+    /// earlier one commits. Records that meet a neighbour batch's keys (the same external id
+    /// again, an identity another record holds) end as they would one batch at a time.
+    @Test func neighbouringBatchesMeetingEachOthersKeysEndAsOneAtATime() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "overlap.jsonl"
+            var lines: [String] = []
+            var conflictLines: [Int] = []
+            for n in 0..<30 {
+                lines.append(Self.line("r-\(n)", [Self.google("g-\(n)")]))
+                // The account just before again, with an identity more: updated.
+                if n % 2 == 1 { lines.append(Self.line("r-\(n - 1)", [Self.google("g-\(n - 1)"), Self.google("h-\(n - 1)")])) }
+                // Another external id with r-n's identity: a conflict.
+                if n % 3 == 0 {
+                    lines.append(Self.line("c-\(n)", [Self.google("g-\(n)")]))
+                    conflictLines.append(lines.count)
+                }
+            }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            for size in ["2", "3"] {
+                try await database.client.query("DELETE FROM identities")
+                try await database.client.query("DELETE FROM accounts")
+                try await database.client.query("DELETE FROM import_jobs")
+                let result = try await Self.importJSON(cli, file, ["--batch-size", size])
+                #expect(result.status == 0, "\(result.output)")
+                #expect(result.job["records"] as? Int == lines.count, "batch size \(size): \(result.job)")
+                #expect(result.job["created"] as? Int == 30 && result.job["updated"] as? Int == 15, "batch size \(size): \(result.job)")
+                #expect(result.job["conflicts"] as? Int == 10 && result.job["errors"] as? Int == 0, "batch size \(size): \(result.job)")
+                #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 30)
+                #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 45)
+                #expect(
+                    try await Self.count(
+                        database, "SELECT count(*)::int8 FROM identities i JOIN accounts a ON a.id = i.account_id WHERE a.external_id LIKE 'c-%'") == 0)
+                let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n").map {
+                    try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+                }
+                #expect(reported.compactMap { $0["line"] as? Int } == conflictLines, "batch size \(size): each conflict once, in order")
+            }
+        }
+    }
+
     @Test func aRollbackRemovesWhatItsJobCreatedAndKeepsWhoSignedInSince() async throws {
         try await Self.withTenant { cli, database, folder in
             try (Self.line("u-0", [Self.google("g-0")]) + "\n").write(toFile: folder + "earlier.jsonl", atomically: true, encoding: .utf8)

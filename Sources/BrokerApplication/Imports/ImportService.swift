@@ -140,9 +140,11 @@ package struct ImportService: Sendable {
         return Report(job: finished, resumed: resumed, errorFile: errorFile.path)
     }
 
-    /// The batches of a held job, until the file ends or `maxErrors` is reached. The next batch
-    /// is read and resolved in a task of its own while the database writes the current one, so
-    /// the broker's CPU and PostgreSQL's work at the same time (decision 0047).
+    /// The batches of a held job, until the file ends or `maxErrors` is reached. Three batches
+    /// are on their way at once (decision 0061): the next one is read and resolved in a task of
+    /// its own, the one after the current is checked and inserted on the session's second
+    /// connection, and the current one commits. Each commits in file order, with its error
+    /// lines written just before; after the batch that reaches `maxErrors`, none does.
     private func run(
         _ startJob: ImportRepository.Job, reader start: ImportFileReader, errorFile: ImportErrorFile, resolver: ImportProviderResolver,
         source: ImportSource, batchSize: Int, maxErrors: Int, fileBytes: Int64, progress: @Sendable (Progress) -> Void
@@ -150,27 +152,40 @@ package struct ImportService: Sendable {
         try await database.imports.withJob(startJob) { session in
             var totals = startJob.counts
             var upcoming = Task { try Self.readBatch(from: start, size: batchSize, source: source, resolver: resolver) }
+            // Begun, not yet committed.
+            var waiting: (batch: ImportBatchInFlight, read: Batch)?
             do {
                 while true {
                     let (pending, rest) = try await upcoming.value
-                    guard pending.read > 0 else { return (totals, nil) }
-                    upcoming = Task { try Self.readBatch(from: rest, size: batchSize, source: source, resolver: resolver) }
-                    let (_, counts) = try await session.write(pending.rows) { outcomes in
-                        let length = try errorFile.writeBatch(pending.entries(with: outcomes))
-                        return ImportRepository.Progress(
-                            cursorOffset: pending.endOffset, cursorLine: Int64(pending.endLine), errorFileBytes: length,
-                            skipped: pending.skipped, errors: pending.errors)
+                    var begun: (batch: ImportBatchInFlight, read: Batch)?
+                    if pending.read > 0 {
+                        upcoming = Task { try Self.readBatch(from: rest, size: batchSize, source: source, resolver: resolver) }
+                        begun = (session.begin(pending.rows), pending)
                     }
-                    errorFile.commit()
-                    totals = totals + counts
-                    progress(Progress(bytesRead: pending.endOffset, fileBytes: fileBytes, counts: totals))
-                    if totals.errors > 0 && totals.errors >= maxErrors {
-                        // The batch read ahead is not written: the job's cursor is where a resume starts.
-                        _ = try? await upcoming.value
-                        return (totals, "stopped after \(totals.errors) errors (--max-errors \(maxErrors))")
+                    if let (batch, read) = waiting {
+                        waiting = begun
+                        let outcomes = try await batch.outcomes()
+                        let length = try errorFile.writeBatch(read.entries(with: outcomes))
+                        let counts = try await batch.commit(
+                            ImportRepository.Progress(
+                                cursorOffset: read.endOffset, cursorLine: Int64(read.endLine), errorFileBytes: length,
+                                skipped: read.skipped, errors: read.errors))
+                        errorFile.commit()
+                        totals = totals + counts
+                        progress(Progress(bytesRead: read.endOffset, fileBytes: fileBytes, counts: totals))
+                        if totals.errors > 0 && totals.errors >= maxErrors {
+                            // The batches after it are not written: the job's cursor is where a resume starts.
+                            await begun?.batch.abandon()
+                            _ = try? await upcoming.value
+                            return (totals, "stopped after \(totals.errors) errors (--max-errors \(maxErrors))")
+                        }
+                    } else {
+                        waiting = begun
                     }
+                    if begun == nil { return (totals, nil) }
                 }
             } catch {
+                await session.abandonAll()
                 _ = try? await upcoming.value
                 throw error
             }
