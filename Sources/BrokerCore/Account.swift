@@ -203,11 +203,24 @@ public struct ProviderIdentity: Sendable, Equatable {
     /// say that an email is verified; decision 0024), and not an Apple private-relay address.
     public var mayAutoLinkByEmail: Bool {
         guard let email, emailVerified, emailTrust == .verified, !isPrivateEmail else { return false }
-        return !email.lowercased().hasSuffix("@" + Self.appleRelayDomain)
+        return !Self.isAppleRelay(email)
     }
 
     /// The domain of Apple's private-relay addresses ("Hide My Email").
     public static let appleRelayDomain = "privaterelay.appleid.com"
+    private static let appleRelaySuffix = Array(("@" + appleRelayDomain).utf8)
+
+    /// Whether `email` is an Apple private-relay address (the domain's case ignored). Compares
+    /// the last bytes in place: an import checks every email of a file, and lowercasing a copy
+    /// of each was a tenth of its CPU.
+    public static func isAppleRelay(_ email: String?) -> Bool {
+        guard let email else { return false }
+        let bytes = email.utf8
+        guard bytes.count >= appleRelaySuffix.count else { return false }
+        return zip(bytes.suffix(appleRelaySuffix.count), appleRelaySuffix).allSatisfy { byte, expected in
+            byte == expected || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") && byte | 0x20 == expected)
+        }
+    }
 
     /// Control characters, line breaks and bidirectional overrides are dropped rather than
     /// refused (``FreeText/sanitized(_:)``): the name comes from the person's device or provider.

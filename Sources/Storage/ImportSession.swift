@@ -12,10 +12,13 @@ import Synchronization
 /// file (``ImportBatchInFlight/commit(_:)``). Commits stay in file order, so a job killed at any
 /// point resumes after its last commit with no gap and no duplicate.
 ///
-/// No two batches wait on each other: a batch inserts only after the one before it finished
-/// inserting, so only the later one can meet the other's uncommitted keys, and the earlier one
-/// commits without waiting for anything of the later one. A later batch that met an earlier
-/// one's key is tried again once that commits, and then sees the row (decision 0047).
+/// Two neighbouring batches with no key in common (external id, identity) insert at the same
+/// time, one on each connection: neither can meet a row of the other, so neither waits on the
+/// other. When they share a key, the later one inserts only after the earlier one finished
+/// inserting: only the later one can then meet the other's uncommitted rows, and the earlier
+/// one commits without waiting for anything of the later one. No two batches ever wait on each
+/// other. A later batch that met an earlier one's key is tried again once that commits, and
+/// then sees the row (decision 0047).
 public final class ImportSession: Sendable {
     let lanes: [PostgresConnection]
     public let job: ImportRepository.Job
@@ -24,8 +27,9 @@ public final class ImportSession: Sendable {
 
     private struct State {
         var next = 0
-        /// The batch begun last: the next one inserts after it did.
+        /// The batch begun last, and its keys: the next one inserts after it did when they share one.
         var last: ImportBatchInFlight?
+        var lastKeys = BatchKeys()
         /// The batch running on each lane.
         var running: [ImportBatchInFlight?]
     }
@@ -56,14 +60,16 @@ public final class ImportSession: Sendable {
     /// order it began them, and ends each before it begins the batch after the next.
     public func begin(_ rows: [ImportRow]) -> ImportBatchInFlight {
         let batch = ImportBatchInFlight()
+        let keys = BatchKeys(rows)
         let (lane, before, previous) = state.withLock { state in
             let lane = state.next
             defer {
                 state.next = (lane + 1) % lanes.count
                 state.last = batch
+                state.lastKeys = keys
                 state.running[lane] = batch
             }
-            return (lane, state.running[lane], state.last)
+            return (lane, state.running[lane], state.lastKeys.shares(with: rows) ? state.last : nil)
         }
         let (connection, writer, tenantID, jobID) = (lanes[lane], writer, job.tenantID, job.id)
         batch.start {
@@ -96,6 +102,28 @@ public final class ImportSession: Sendable {
             ).counts
         }
         return batch
+    }
+}
+
+/// The unique keys a batch may insert: its external ids and identity keys.
+struct BatchKeys: Sendable {
+    private var externalIDs: Set<String> = []
+    private var identities: Set<ImportIdentityKey> = []
+
+    init() {}
+
+    init(_ rows: [ImportRow]) {
+        externalIDs.reserveCapacity(rows.count)
+        identities.reserveCapacity(rows.count * 2)
+        for row in rows {
+            externalIDs.insert(row.externalID)
+            for identity in row.identities { identities.insert(identity.key) }
+        }
+    }
+
+    /// Whether any of `rows` has one of these keys.
+    func shares(with rows: [ImportRow]) -> Bool {
+        rows.contains { row in externalIDs.contains(row.externalID) || row.identities.contains { identities.contains($0.key) } }
     }
 }
 

@@ -349,6 +349,13 @@ import Testing
             == .error("email \"…@example.com\" is not an email address"))
         #expect(try Self.item(.jsonl, #"{"external_id": "x", "email": "@example.com", "identities": [\#(google)]}"#)
             == .error("email \"…@example.com\" is not an email address"))
+        // White space outside ASCII too (a no-break space, an ideographic space), and domains
+        // with a dot only at an end.
+        for bad in ["a\u{00A0}b@example.com", "a\u{3000}b@example.com", "a@example.", "a@.example", "a@example"] {
+            let json = #"{"external_id": "x", "email": "\#(bad)", "identities": [\#(google)]}"#
+            #expect(try Self.item(.jsonl, json).importedRecord == nil, "\(bad)")
+        }
+        #expect(try Self.item(.jsonl, #"{"external_id": "x", "email": "zoë@exämple.com", "identities": [\#(google)]}"#).importedRecord != nil)
     }
 
     @Test func lengthsAreCountedInBytes() throws {

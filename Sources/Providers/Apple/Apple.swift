@@ -1,3 +1,4 @@
+import BrokerCore
 import Foundation
 
 /// Sign in with Apple facts (docs/operator-guide.md, decision 0024).
@@ -18,7 +19,7 @@ public enum Apple {
 
     /// Relay addresses of "Hide My Email".
     public static func isPrivateRelay(_ email: String?) -> Bool {
-        email?.lowercased().hasSuffix("@privaterelay.appleid.com") ?? false
+        ProviderIdentity.isAppleRelay(email)
     }
 
     private static func trimmed(_ base: String) -> String { base.hasSuffix("/") ? String(base.dropLast()) : base }
