@@ -5,7 +5,9 @@ import PostgresNIO
 
 extension Database {
     public var imports: ImportRepository {
-        ImportRepository(client: client, logger: logger, copyTimeout: configuration.statementTimeout + .seconds(1))
+        ImportRepository(
+            client: client, logger: logger, copyTimeout: configuration.statementTimeout + .seconds(1),
+            lanes: configuration.maxConnections >= 2 ? 2 : 1)
     }
 }
 
@@ -18,6 +20,9 @@ public struct ImportRepository: Sendable {
     /// How long one insert of a batch's rows may take before the batch is given up (see
     /// ``ImportBatchWriter/copyTimeout``).
     let copyTimeout: Duration
+    /// The connections a job's batches take turns on: two, or one when the pool has no more
+    /// (``ImportSession``).
+    var lanes = 2
 
     /// Where a job is and what it did so far.
     public struct Job: Sendable, Equatable {
@@ -137,9 +142,8 @@ public struct ImportRepository: Sendable {
                 }
             }
             do {
-                // A second connection for the batch after the one in flight (decision 0061).
-                let result = try await client.withScopedConnection(logger: logger) { second in
-                    let session = ImportSession(lanes: [connection, second], job: job, copyTimeout: timeout, logger: logger)
+                func run(_ lanes: [PostgresConnection]) async throws -> T {
+                    let session = ImportSession(lanes: lanes, job: job, copyTimeout: timeout, logger: logger)
                     do {
                         let result = try await body(session)
                         await session.abandonAll()
@@ -149,6 +153,12 @@ public struct ImportRepository: Sendable {
                         throw error
                     }
                 }
+                // A second connection for the batch after the one in flight (decision 0061),
+                // unless the pool has only one.
+                let result =
+                    lanes < 2
+                    ? try await run([connection])
+                    : try await client.withScopedConnection(logger: logger) { second in try await run([connection, second]) }
                 await unlock()
                 return result
             } catch {

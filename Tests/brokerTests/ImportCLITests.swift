@@ -235,7 +235,10 @@ import Testing
                 }
             }
             try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-            for size in ["2", "3"] {
+            // A pool of one connection: the batches take turns on it (no second one to wait for).
+            var single = cli
+            single.environment["BROKER_DB_POOL_SIZE"] = "1"
+            for (size, cli) in [("2", cli), ("3", cli), ("2", single)] {
                 try await database.client.query("DELETE FROM identities")
                 try await database.client.query("DELETE FROM accounts")
                 try await database.client.query("DELETE FROM import_jobs")
