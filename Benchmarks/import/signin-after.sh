@@ -8,20 +8,27 @@
 #      (subject imp.N of the tenant's team) and the email its tokens carry (user<N>@example.com,
 #      verified, as a source's export has it), every other one with a Google identity too;
 #      EMAILS=0 imports them without emails;
-#   3. the same two phases with other new people, and SIGNINS imported people signing in
-#      through the broker for the first time (their accounts exist; `is_new_account` false),
-#      then those people again.
+#   3. the people of phase 1 again; the same two phases with other new people; and SIGNINS
+#      imported people signing in through the broker for the first time (their accounts
+#      exist; `is_new_account` false), then those people again.
 # Usage: [ACCOUNTS=1000000] [SIGNINS=50000] [BIN=DIR] Benchmarks/import/signin-after.sh
 source "$(dirname "$0")/../e2e/lib.sh"
 accounts=${ACCOUNTS:-1000000}
 signins=${SIGNINS:-50000}
 
-# phase NAME TOKENS: every token posted once; prints the rate with the broker's and PostgreSQL's CPU.
+# phase NAME TOKENS: every token posted once; prints the rate with the broker's and PostgreSQL's
+# CPU, and the blocks PostgreSQL found in its shared buffers and those it had to read (from the
+# OS's cache or the disk) per sign-in.
+blocks() { psql_db "SELECT blks_hit || ' ' || blks_read FROM pg_stat_database WHERE datname = current_database()"; }
 phase() {
-    echo "== $1"
+    echo "== $1 (from $(date -u +%T))"
+    local before after
+    before=$(blocks)
     cpu_start
     signin_all "$2"
     cpu_report "$signins"
+    after=$(blocks)
+    python3 -c 'import sys; b = sys.argv[1].split(); a = sys.argv[2].split(); n = int(sys.argv[3]); print(f"   (blocks per sign-in: {(int(a[0]) - int(b[0])) / n:.1f} hit, {(int(a[1]) - int(b[1])) / n:.2f} read)")' "$before" "$after" "$signins"
     rm -f "$2"
 }
 
@@ -40,7 +47,7 @@ with open(path, "w") as out:
         google = f',{{"provider":"google","subject":"imp-g.{n}"}}' if n % 2 == 0 else ""
         out.write(f'{{"external_id":"imp-{n}"{mail},"identities":[{{"provider":"apple","subject":"imp.{n}"{mail}}}{google}]}}\n')
 PY
-echo "== import of $accounts accounts"
+echo "== import of $accounts accounts (from $(date -u +%T))"
 start=$(date +%s.%N)
 "$bin/broker" import users --tenant bench --from jsonl --file "$file" --json >"$work/import.json" 2>"$work/import.err" \
     || { tail -20 "$work/import.err" >&2; exit 1; }
@@ -48,6 +55,8 @@ echo "   $(echo "$(date +%s.%N) - $start" | bc) s: $(python3 -c 'import json,sys
 rm -f "$file"
 echo "   accounts in the tenant: $(psql_db "SELECT count(*) FROM accounts")"
 
+mint "$work/again.0b.txt" "new0." "$signins"
+phase "the empty tenant's people again, $accounts imported accounts later ($signins)" "$work/again.0b.txt"
 mint "$work/new.1.txt" "new1." "$signins"
 phase "new users, $accounts imported accounts ($signins)" "$work/new.1.txt"
 mint "$work/again.1.txt" "new1." "$signins"
@@ -59,3 +68,6 @@ echo "   (accounts now: $(psql_db "SELECT count(*) FROM accounts"); imported one
 mint "$work/imported.again.txt" "imp." "$signins" "$accounts" $(( accounts / 3 ))
 phase "imported people again ($signins)" "$work/imported.again.txt"
 echo "== broker RSS: peak $(peak_rss)"
+# PostgreSQL's own upkeep after the import (autovacuum's VACUUM and ANALYZE of the grown tables)
+# shares the two cores with the phases that follow it: when it ran.
+echo "== autovacuum (UTC): $(psql_db "SELECT string_agg(relname || ' vacuum ' || coalesce(to_char(last_autovacuum AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-') || ' analyze ' || coalesce(to_char(last_autoanalyze AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-'), '; ' ORDER BY relname) FROM pg_stat_user_tables WHERE relname IN ('accounts', 'identities', 'sessions')")"
