@@ -68,6 +68,7 @@ echo "   (accounts now: $(psql_db "SELECT count(*) FROM accounts"); imported one
 mint "$work/imported.again.txt" "imp." "$signins" "$accounts" $(( accounts / 3 ))
 phase "imported people again ($signins)" "$work/imported.again.txt"
 echo "== broker RSS: peak $(peak_rss)"
-# PostgreSQL's own upkeep after the import (autovacuum's VACUUM and ANALYZE of the grown tables)
-# shares the two cores with the phases that follow it: when it ran.
+# When PostgreSQL's own upkeep (autovacuum, which it starts by itself after the import) last ran
+# on the grown tables: it shares the two cores with the phases that follow. Only its statistics
+# are read; the script runs no VACUUM or ANALYZE.
 echo "== autovacuum (UTC): $(psql_db "SELECT string_agg(relname || ' vacuum ' || coalesce(to_char(last_autovacuum AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-') || ' analyze ' || coalesce(to_char(last_autoanalyze AT TIME ZONE 'UTC', 'HH24:MI:SS'), '-'), '; ' ORDER BY relname) FROM pg_stat_user_tables WHERE relname IN ('accounts', 'identities', 'sessions')")"

@@ -4,18 +4,18 @@ import Logging
 import NIOCore
 import PostgresNIO
 
-/// Writes import batches (issue 24; decision 0047): each in one transaction, read, decided,
-/// written with `COPY`, and tried again when a concurrent write took one of its keys. A job's
+/// Writes import batches (issue 24; decisions 0047, 0060): each in one transaction, read,
+/// decided, written with one `INSERT` per table, and tried again when a concurrent write took
+/// one of its keys. A job's
 /// batches carry the job's id on their rows; the API's (`POST /v1/accounts/import`) carry none.
 struct ImportBatchWriter: Sendable {
     let tenantID: UUID
     let jobID: UUID?
     let dryRun: Bool
-    /// How long one batch's insert of its accounts or identities may take: each runs under a
-    /// deadline of its own, so a batch caught by an outage fails (``DatabaseDeadlineExceeded``,
-    /// the database is unavailable) instead of hanging the import; the job then resumes after
-    /// its last commit.
-    let copyTimeout: Duration
+    /// How long each statement of a batch may take (``statement(_:on:)``): a batch caught by an
+    /// outage fails (``DatabaseDeadlineExceeded``, the database is unavailable) instead of
+    /// hanging the import; the job then resumes after its last commit.
+    let statementTimeout: Duration
     let logger: Logger
 
     /// How often a batch is tried again when a sign-in or another import wrote one of its keys
@@ -41,16 +41,14 @@ struct ImportBatchWriter: Sendable {
                     // The batch's scope for its own transaction too: through a pooler in
                     // transaction mode, the session's may be another connection's.
                     let logger = logger
-                    try await withDatabaseDeadline(copyTimeout) { try await connection.setTransactionTenantScope(logger: logger) }
+                    try await withDatabaseDeadline(statementTimeout) { try await connection.setTransactionTenantScope(logger: logger) }
                     let plan = try await writeBatch(rows, on: connection, beforeInserts: beforeInserts)
                     afterInserts()
                     let extra = try await finish(plan.outcomes, plan.identities.count, connection)
                     try await statement("COMMIT", on: connection)
                     return (plan.outcomes, extra)
                 } catch {
-                    // Bounded too: a connection an outage cut off may never answer again.
-                    let logger = logger
-                    _ = try? await withDatabaseDeadline(copyTimeout) { try await connection.query("ROLLBACK", logger: logger) }
+                    _ = try? await statement("ROLLBACK", on: connection)
                     throw error
                 }
             } catch let error where attempt < Self.attempts && error.postgresError?.isUniqueViolation == true {
@@ -109,13 +107,13 @@ struct ImportBatchWriter: Sendable {
         return classifier
     }
 
-    static let accountCopyColumns = [
+    static let accountColumns = [
         "id", "tenant_id", "external_id", "given_name", "family_name", "display_name", "email", "email_verified", "is_private_email",
         "status", "created_at", "import_job_id",
     ]
 
     private func accountRows(_ accounts: [(id: UUID, row: ImportRow)]) -> InsertedRows {
-        var rows = InsertedRows(columns: Self.accountCopyColumns, capacity: accounts.count * 400)
+        var rows = InsertedRows(columns: Self.accountColumns, capacity: accounts.count * 400)
         let now = Date()
         for (id, row) in accounts {
             rows.uuid(id)
@@ -136,13 +134,13 @@ struct ImportBatchWriter: Sendable {
         return rows
     }
 
-    static let identityCopyColumns = [
+    static let identityColumns = [
         "id", "tenant_id", "account_id", "provider", "provider_scope", "subject", "email", "email_verified", "is_private_email",
         "provider_refresh_token_sealed", "provider_token_client_id", "created_at", "import_job_id",
     ]
 
     private func identityRows(_ identities: [(accountID: UUID, identity: ImportRowIdentity, createdAt: Date?)]) -> InsertedRows {
-        var rows = InsertedRows(columns: Self.identityCopyColumns, capacity: identities.count * 400)
+        var rows = InsertedRows(columns: Self.identityColumns, capacity: identities.count * 400)
         let now = Date()
         for (accountID, identity, createdAt) in identities {
             rows.uuid(UUID.timeOrdered())
@@ -163,16 +161,16 @@ struct ImportBatchWriter: Sendable {
         return rows
     }
 
-    /// One statement of a batch, its rows read, within ``copyTimeout``: PostgresNIO may never
+    /// One statement of a batch, its rows read, within ``statementTimeout``: PostgresNIO may never
     /// answer a statement written to a connection that an outage closed (decision 0056), and
     /// a batch must fail then, not wait; the job resumes after its last commit.
     @discardableResult
     func statement(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [PostgresRow] {
         let logger = logger
-        return try await withDatabaseDeadline(copyTimeout) { try await connection.query(query, logger: logger).collect() }
+        return try await withDatabaseDeadline(statementTimeout) { try await connection.query(query, logger: logger).collect() }
     }
 
-    /// One `INSERT` of `rows`, within ``copyTimeout``: the rows travel as one JSON parameter and
+    /// One `INSERT` of `rows` (``statement(_:on:)``): the rows travel as one JSON parameter and
     /// `json_populate_recordset` reads them with each column's own type. Not `COPY FROM STDIN`:
     /// PostgresNIO's `copyFrom` stops the process (a `preconditionFailure`) when the server
     /// goes away between its `CopyInResponse` and the data, which a database restart during an

@@ -6,7 +6,7 @@ import PostgresNIO
 extension Database {
     public var imports: ImportRepository {
         ImportRepository(
-            client: client, logger: logger, copyTimeout: configuration.statementTimeout + .seconds(1),
+            client: client, logger: logger, statementTimeout: configuration.statementTimeout + .seconds(1),
             lanes: configuration.maxConnections >= 2 ? 2 : 1)
     }
 }
@@ -17,9 +17,9 @@ extension Database {
 public struct ImportRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
-    /// How long one insert of a batch's rows may take before the batch is given up (see
-    /// ``ImportBatchWriter/copyTimeout``).
-    let copyTimeout: Duration
+    /// How long each statement of a batch may take before the batch is given up (see
+    /// ``ImportBatchWriter/statementTimeout``).
+    let statementTimeout: Duration
     /// The connections a job's batches take turns on: two, or one when the pool has no more
     /// (``ImportSession``).
     var lanes = 2
@@ -134,7 +134,7 @@ public struct ImportRepository: Sendable {
             guard locked else { throw ImportJobBusy() }
             // Bounded: a connection an outage cut off may never answer again (the lock
             // then goes with the connection).
-            let (logger, timeout) = (logger, copyTimeout)
+            let (logger, timeout) = (logger, statementTimeout)
             let unlock = { @Sendable in
                 _ = try? await withDatabaseDeadline(timeout) {
                     try await connection.query(
@@ -143,7 +143,7 @@ public struct ImportRepository: Sendable {
             }
             do {
                 func run(_ lanes: [PostgresConnection]) async throws -> T {
-                    let session = ImportSession(lanes: lanes, job: job, copyTimeout: timeout, logger: logger)
+                    let session = ImportSession(lanes: lanes, job: job, statementTimeout: timeout, logger: logger)
                     do {
                         let result = try await body(session)
                         await session.abandonAll()
@@ -171,7 +171,7 @@ public struct ImportRepository: Sendable {
     /// Writes `rows` in one transaction outside any job (`POST /v1/accounts/import`): the same
     /// rules as a job's batch, each record all or nothing; the rows carry no job id.
     public func write(_ rows: [ImportRow], tenantID: UUID) async throws -> [ImportOutcome] {
-        let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, copyTimeout: copyTimeout, logger: logger)
+        let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, statementTimeout: statementTimeout, logger: logger)
         return try await client.withScopedConnection(logger: logger) { connection in
             try await writer.write(rows, on: connection) { _, _, _ in () }.outcomes
         }

@@ -22,7 +22,7 @@ import Synchronization
 public final class ImportSession: Sendable {
     let lanes: [PostgresConnection]
     public let job: ImportRepository.Job
-    let copyTimeout: Duration
+    let statementTimeout: Duration
     let logger: Logger
 
     private struct State {
@@ -36,16 +36,16 @@ public final class ImportSession: Sendable {
 
     private let state: Mutex<State>
 
-    init(lanes: [PostgresConnection], job: ImportRepository.Job, copyTimeout: Duration, logger: Logger) {
+    init(lanes: [PostgresConnection], job: ImportRepository.Job, statementTimeout: Duration, logger: Logger) {
         self.lanes = lanes
         self.job = job
-        self.copyTimeout = copyTimeout
+        self.statementTimeout = statementTimeout
         self.logger = logger
         state = Mutex(State(running: Array(repeating: nil, count: lanes.count)))
     }
 
     var writer: ImportBatchWriter {
-        ImportBatchWriter(tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, copyTimeout: copyTimeout, logger: logger)
+        ImportBatchWriter(tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, statementTimeout: statementTimeout, logger: logger)
     }
 
     /// Abandons every batch not yet committed and waits until all have ended: nothing runs on

@@ -41,7 +41,7 @@ enum Auth0UserFormat {
             let subject = try ImportCheck.subject(primary.subject, field: "user_id")
             imported.append(ImportIdentity(
                 provider: provider, subject: subject, email: email, emailVerified: email != nil && emailVerified,
-                isPrivateEmail: ImportCheck.isPrivateRelay(email)))
+                isPrivateEmail: ProviderIdentity.isAppleRelay(email)))
         }
         for (identity, isPrimary) in socials {
             let providerName = try identity.requiredString("provider")
@@ -63,7 +63,7 @@ enum Auth0UserFormat {
             }
             imported.append(ImportIdentity(
                 provider: provider, subject: subject, email: identityEmail, emailVerified: identityEmailVerified,
-                isPrivateEmail: ImportCheck.isPrivateRelay(identityEmail)))
+                isPrivateEmail: ProviderIdentity.isAppleRelay(identityEmail)))
         }
         let name = try personName(of: user, email: email)
         let blocked = try user.bool("blocked") ?? false

@@ -39,7 +39,7 @@ enum BrokerUserFormat {
         let refreshToken = try row.nonEmptyString("provider_refresh_token")
         return ImportIdentity(
             provider: provider, subject: subject, providerScope: scope, email: email, emailVerified: email != nil && emailVerified,
-            isPrivateEmail: isPrivateEmail || ImportCheck.isPrivateRelay(email), providerRefreshToken: refreshToken)
+            isPrivateEmail: isPrivateEmail || ProviderIdentity.isAppleRelay(email), providerRefreshToken: refreshToken)
     }
 
     /// `name`: an object with `given_name` and `family_name`, each a string or absent.

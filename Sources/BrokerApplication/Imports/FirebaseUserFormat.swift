@@ -40,7 +40,7 @@ enum FirebaseUserFormat {
             identities.append(ImportIdentity(
                 provider: provider, subject: subject, email: identityEmail,
                 emailVerified: emailVerified && ImportCheck.sameEmail(identityEmail, email),
-                isPrivateEmail: ImportCheck.isPrivateRelay(identityEmail)))
+                isPrivateEmail: ProviderIdentity.isAppleRelay(identityEmail)))
         }
         let name = try ImportName.split(user.string("displayName"))
         let disabled = try user.bool("disabled") ?? false

@@ -242,11 +242,6 @@ enum ImportCheck {
         return "\"…@\(domain)\""
     }
 
-    /// Apple's "Hide My Email" relay addresses.
-    static func isPrivateRelay(_ email: String?) -> Bool {
-        ProviderIdentity.isAppleRelay(email)
-    }
-
     /// Two emails that name the same mailbox as far as the import can tell (case ignored).
     static func sameEmail(_ a: String?, _ b: String?) -> Bool {
         guard let a, let b else { return false }

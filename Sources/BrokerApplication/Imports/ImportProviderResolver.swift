@@ -144,7 +144,7 @@ package struct ImportProviderResolver: Sendable {
         return .success(
             ImportRow(
                 externalID: record.externalID, email: email, emailVerified: verified,
-                isPrivateEmail: Apple.isPrivateRelay(email), name: record.name, status: record.status,
+                isPrivateEmail: ProviderIdentity.isAppleRelay(email), name: record.name, status: record.status,
                 createdAt: record.createdAt, identities: identities))
     }
 

@@ -66,7 +66,7 @@ enum SupabaseUserFormat {
         let refreshToken = try provider == "apple" ? row.nonEmptyString("provider_refresh_token") : nil
         return ImportIdentity(
             provider: provider, subject: subject, email: email, emailVerified: email != nil && emailVerified,
-            isPrivateEmail: ImportCheck.isPrivateRelay(email), providerRefreshToken: refreshToken)
+            isPrivateEmail: ProviderIdentity.isAppleRelay(email), providerRefreshToken: refreshToken)
     }
 
     /// `banned_until` in the future (PostgreSQL writes `infinity` for a ban without end). A ban

@@ -1,4 +1,3 @@
-import BrokerCore
 import Foundation
 
 /// Sign in with Apple facts (docs/operator-guide.md, decision 0024).
@@ -16,11 +15,6 @@ public enum Apple {
     public static func revokeURL(base: String) -> String { "\(trimmed(base))/auth/revoke" }
     public static func userMigrationInfoURL(base: String) -> String { "\(trimmed(base))/auth/usermigrationinfo" }
     public static func authorizeURL(base: String) -> String { "\(trimmed(base))/auth/authorize" }
-
-    /// Relay addresses of "Hide My Email".
-    public static func isPrivateRelay(_ email: String?) -> Bool {
-        ProviderIdentity.isAppleRelay(email)
-    }
 
     private static func trimmed(_ base: String) -> String { base.hasSuffix("/") ? String(base.dropLast()) : base }
 }

@@ -69,7 +69,7 @@ extension AppleProvider: WebAuthorizing {
         let identity = ProviderIdentity(
             provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: claims.email,
             emailVerified: claims.emailVerified ?? false,
-            isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(claims.email),
+            isPrivateEmail: (claims.isPrivateEmail ?? false) || ProviderIdentity.isAppleRelay(claims.email),
             name: Self.nameHint(response.user), realUserStatus: claims.realUserStatus, emailTrust: AppleProvider.descriptorEmailTrust)
         try await beforeRedeeming(identity)
         let kept = try await redeem(code: code, subject: claims.subject, resolved: resolved, redirectURI: redirectURI, strict: true, at: now)

@@ -68,7 +68,7 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         let identity = ProviderIdentity(
             provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: claims.email,
             emailVerified: claims.emailVerified ?? false,
-            isPrivateEmail: (claims.isPrivateEmail ?? false) || Apple.isPrivateRelay(claims.email),
+            isPrivateEmail: (claims.isPrivateEmail ?? false) || ProviderIdentity.isAppleRelay(claims.email),
             name: proof.name,
             realUserStatus: claims.realUserStatus, emailTrust: AppleProvider.descriptorEmailTrust)
         return VerifiedProof(identity: identity, clientID: client.clientID, claims: claims, token: token, tenantID: tenantID)
