@@ -57,6 +57,13 @@ public struct TenantRepository: Sendable {
         }
     }
 
+    /// The tenant as it stands (in the task's tenant scope): callers cache tenants, and what is
+    /// derived from a tenant's settings and cached itself reads them here, not from a copy.
+    public func find(id: UUID) async throws -> Tenant? {
+        let rows = try await client.rows("SELECT \(unescaped: Self.columns) FROM tenants WHERE id = \(id)", logger: logger)
+        return try rows.first.map(Self.decode)
+    }
+
     public func setStatus(slug: String, _ status: TenantStatus, actor: String) async throws -> Tenant? {
         try await client.transaction(logger: logger) { connection in
             let rows = try await connection.query(

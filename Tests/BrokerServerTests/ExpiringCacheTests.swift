@@ -76,6 +76,28 @@ final class AdvancingClock: Sendable {
         #expect(cache.value(for: "b") == nil)
     }
 
+    /// A value read from the database while an invalidation arrived may predate the change: it is
+    /// not stored, or it would outlive the notice meant to clear it (the stale entry a
+    /// LoginOptionsTests run once met for the full TTL).
+    @Test func aValueReadAcrossARemovalIsNotStored() {
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(60))
+        let before = cache.generation
+        cache.removeAll { key, _ in key == "other" }  // matches nothing, still a notice
+        #expect(cache.set(1, for: "a", unlessClearedSince: before) == false)
+        #expect(cache.value(for: "a") == nil)
+
+        let beforeAll = cache.generation
+        cache.removeAll()
+        #expect(cache.set(1, for: "a", unlessClearedSince: beforeAll) == false)
+        #expect(cache.value(for: "a") == nil)
+
+        let quiet = cache.generation
+        cache.set(2, for: "b")
+        #expect(cache.value(for: "a") == nil)
+        #expect(cache.set(1, for: "a", unlessClearedSince: quiet), "storing and expiring are no notice")
+        #expect(cache.value(for: "a") == 1)
+    }
+
     @Test func aFullCacheStartsOver() {
         let clock = AdvancingClock()
         let cache = ExpiringCache<Int, Int>(ttl: .seconds(60), capacity: 3, now: clock.reader)

@@ -124,6 +124,39 @@ import TestSupport
         }
     }
 
+    /// API keys' callers are cached with their tenant; the catalog reads the tenant's policy
+    /// itself, so a copy from before a change cannot rebuild the old answer.
+    @Test func theCatalogReadsThePolicyNotTheCallersCopy() async throws {
+        try await Self.run(apple: false) { setup in
+            let stale = setup.tenant
+            #expect(stale.policy.mode == .privacyEquivalent)
+            _ = try await PolicyAdmin(database: setup.app.database, actor: "test").setMode(tenant: "acme", .appleRequired, force: true)
+            let catalog = try await TenantScope.tenant(stale.id) {
+                try await LoginCatalogStore(database: setup.app.database).catalog(for: stale)
+            }
+            #expect(catalog.policy.settings.mode == .appleRequired)
+        }
+    }
+
+    /// A catalog read while a change notice arrived answers its request and is not kept; the
+    /// next read reads again (here it sees a change made after it, with no notice of its own).
+    @Test func aCatalogANoticeOvertookIsNotKept() async throws {
+        try await Self.run(apple: false) { setup in
+            let store = LoginCatalogStore(database: setup.app.database)
+            let tenant = setup.tenant
+            let overtaken = try await whileReadWaitsOnTable("provider_configs", in: setup.app) {
+                try await TenantScope.tenant(tenant.id) { try await store.catalog(for: tenant) }
+            } meanwhile: {
+                store.invalidate(tenantID: tenant.id)
+            }
+            #expect(overtaken.policy.settings.mode == .privacyEquivalent)
+            _ = try await PolicyAdmin(database: setup.app.database, actor: "test").setMode(tenant: "acme", .appleRequired, force: true)
+            let current = try #require(try await setup.app.database.tenants.find(slug: "acme"))
+            let next = try await TenantScope.tenant(tenant.id) { try await store.catalog(for: current) }
+            #expect(next.policy.settings.mode == .appleRequired)
+        }
+    }
+
     @Test func anExemptTenantIsNotInViolation() async throws {
         try await Self.run(apple: false) { setup in
             _ = try await PolicyAdmin(database: setup.app.database, actor: "test").exempt(

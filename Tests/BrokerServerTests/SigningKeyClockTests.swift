@@ -59,4 +59,24 @@ final class AdvancingDate: Sendable {
             #expect(await tokens.verifyAccessToken(second, tenant: tenant) != nil)
         }
     }
+
+    /// A load that an invalidation overtook may hold the keys from before the change it
+    /// announced: it answers the request that waited for it, and is not kept. The load waits on
+    /// a table lock while the invalidation comes; a key added after it (with no notice of its
+    /// own) shows at the next call only if the overtaken load was not kept.
+    @Test func aLoadAnInvalidationOvertookIsUsedOnceNotKept() async throws {
+        try await TestApp.run { app, _ in
+            let tenant = try await app.createTenant("acme")
+            let keys = TenantSigningKeys(database: app.database, secrets: app.secrets, ttl: .seconds(3_600))
+            _ = try await whileReadWaitsOnTable("signing_keys", in: app) {
+                try await keys.verifier(for: tenant)
+            } meanwhile: {
+                keys.invalidate(tenant.id)
+            }
+
+            let rotated = try await app.keys.rotate(tenant: "acme", delay: 0, now: Date())
+            let (_, signing) = try await keys.signer(for: tenant, now: Date().addingTimeInterval(1))
+            #expect(signing == rotated.record.kid, "loaded again: the overtaken load was not kept")
+        }
+    }
 }

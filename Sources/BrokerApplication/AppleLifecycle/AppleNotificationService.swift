@@ -65,8 +65,9 @@ package struct AppleNotificationService: Sendable {
 
     func routes(for audience: String) async throws -> [AppleNotificationRepository.Route] {
         if let cached = routes.value(for: audience) { return cached }
+        let generation = routes.generation
         let found = try await database.appleNotifications.routes(primaryAppID: audience)
-        routes.set(found, for: audience)
+        routes.set(found, for: audience, unlessClearedSince: generation)
         return found
     }
 

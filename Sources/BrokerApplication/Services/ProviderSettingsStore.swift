@@ -21,8 +21,9 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     package func appleClient(tenantID: UUID, clientID: String) async throws -> ResolvedAppleClient? {
         let key = Self.cacheKey(tenantID, clientID)
         if let cached = appleClients.value(for: key) { return cached }
+        let generation = appleClients.generation
         guard let resolved = try await database.apple.resolve(tenantID: tenantID, clientID: clientID) else { return nil }
-        appleClients.set(resolved, for: key)
+        appleClients.set(resolved, for: key, unlessClearedSince: generation)
         return resolved
     }
 
@@ -33,8 +34,9 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     package func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
         let key = Self.cacheKey(tenantID, provider.rawValue)
         if let cached = configurations.value(for: key) { return cached }
+        let generation = configurations.generation
         let found = try await database.providerConfigs.find(tenantID: tenantID, provider: provider)
-        configurations.set(found, for: key)
+        configurations.set(found, for: key, unlessClearedSince: generation)
         return found
     }
 

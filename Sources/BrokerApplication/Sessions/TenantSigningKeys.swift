@@ -23,9 +23,12 @@ package actor TenantSigningKeys {
     package let ttl: Duration
     package let now: @Sendable () -> Date
     package let clock: @Sendable () -> ContinuousClock.Instant
-    /// Fresh entries, read without entering the actor (every sign-in signs a token).
-    private nonisolated let entries = Mutex<[UUID: Entry]>([:])
-    private var loading: [UUID: Task<Entry, any Error>] = [:]
+    /// Fresh entries, read without entering the actor (every sign-in signs a token), and how
+    /// many invalidations came: a load that an invalidation overtook is used once, not stored.
+    private nonisolated let cache = Mutex<(entries: [UUID: Entry], generation: UInt64)>(([:], 0))
+    /// Loads under way, each with the generation it started in: a request after an
+    /// invalidation starts its own rather than wait for one that may predate the change.
+    private var loading: [UUID: (generation: UInt64, task: Task<Entry, any Error>)] = [:]
 
     package init(
         database: Database, secrets: SecretBox, ttl: Duration = .seconds(30), now: @escaping @Sendable () -> Date = { Date() },
@@ -50,14 +53,24 @@ package actor TenantSigningKeys {
         try await entry(for: tenant).collection
     }
 
-    package nonisolated func invalidate(_ tenantID: UUID) { _ = entries.withLock { $0.removeValue(forKey: tenantID) } }
+    package nonisolated func invalidate(_ tenantID: UUID) {
+        cache.withLock { state in
+            state.generation &+= 1
+            state.entries[tenantID] = nil
+        }
+    }
 
-    package nonisolated func invalidateAll() { entries.withLock { $0.removeAll() } }
+    package nonisolated func invalidateAll() {
+        cache.withLock { state in
+            state.generation &+= 1
+            state.entries.removeAll()
+        }
+    }
 
     private nonisolated func fresh(_ tenantID: UUID) -> Entry? {
         let instant = clock()
-        return entries.withLock { entries in
-            entries[tenantID].flatMap { instant - $0.loadedAt < ttl ? $0 : nil }
+        return cache.withLock { state in
+            state.entries[tenantID].flatMap { instant - $0.loadedAt < ttl ? $0 : nil }
         }
     }
 
@@ -69,12 +82,15 @@ package actor TenantSigningKeys {
     /// Loads the tenant's keys once however many requests ask at the same time.
     private func reload(_ tenant: Tenant) async throws -> Entry {
         if let entry = fresh(tenant.id) { return entry }
-        if let task = loading[tenant.id] { return try await task.value }
+        let generation = cache.withLock { $0.generation }
+        if let underway = loading[tenant.id], underway.generation == generation { return try await underway.task.value }
         let task = Task { try await TenantScope.tenant(tenant.id) { try await load(tenant) } }
-        loading[tenant.id] = task
-        defer { loading[tenant.id] = nil }
+        loading[tenant.id] = (generation, task)
+        defer { if loading[tenant.id]?.generation == generation { loading[tenant.id] = nil } }
         let entry = try await task.value
-        entries.withLock { $0[tenant.id] = entry }
+        cache.withLock { state in
+            if state.generation == generation { state.entries[tenant.id] = entry }
+        }
         return entry
     }
 

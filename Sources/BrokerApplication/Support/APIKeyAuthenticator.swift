@@ -106,11 +106,13 @@ package struct APIKeyAuthenticator: Sendable {
             (key, tenant) = (cached.apiKey, cached.tenant)
         } else {
             if unknownKeys?.value(for: hash) != nil { throw BrokerError.invalidAPIKey }
+            let generation = cache.generation
             guard let (found, owner) = try await database.apiKeys.lookup(hash: hash) else {
                 unknownKeys?.set(true, for: hash)
                 throw BrokerError.invalidAPIKey
             }
-            cache.set(AuthenticatedCaller(tenant: owner, apiKey: found), for: hash)
+            // Not stored when a revocation or tenant change arrived during the lookup.
+            cache.set(AuthenticatedCaller(tenant: owner, apiKey: found), for: hash, unlessClearedSince: generation)
             (key, tenant) = (found, owner)
         }
         refusal.key = key

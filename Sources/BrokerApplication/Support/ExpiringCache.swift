@@ -4,13 +4,24 @@ import Synchronization
 /// invalidations (see ``CacheInvalidator``). The TTL bounds staleness if a notification is
 /// ever missed. Lookups take a mutex, never an actor hop: they sit on the sign-in hot path.
 /// `now` is the clock entries expire by (tests advance their own instead of sleeping).
+///
+/// A value read from the database while an invalidation arrives must not be stored after it:
+/// it may predate the change, and would then outlive the notice that was meant to clear it.
+/// So a reader takes ``generation`` before it reads and stores with
+/// ``set(_:for:unlessClearedSince:)``; every removal moves the generation on.
 package final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private struct Entry {
         package let value: Value
         package let expires: ContinuousClock.Instant
     }
 
-    private let entries = Mutex<[Key: Entry]>([:])
+    private struct State {
+        var entries: [Key: Entry] = [:]
+        /// Moves on at every removal, whether or not it removed anything.
+        var generation: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
     package let ttl: Duration
     package let capacity: Int
     package let now: @Sendable () -> ContinuousClock.Instant
@@ -23,27 +34,52 @@ package final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Se
 
     package func value(for key: Key) -> Value? {
         let instant = now()
-        return entries.withLock { entries in
-            guard let entry = entries[key] else { return nil }
+        return state.withLock { state in
+            guard let entry = state.entries[key] else { return nil }
             guard entry.expires > instant else {
-                entries[key] = nil
+                state.entries[key] = nil
                 return nil
             }
             return entry.value
         }
     }
 
+    /// Where removals stand: take it before reading what will be stored.
+    package var generation: UInt64 { state.withLock { $0.generation } }
+
     package func set(_ value: Value, for key: Key) {
         let expires = now() + ttl
-        entries.withLock { entries in
-            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
-            entries[key] = Entry(value: value, expires: expires)
+        state.withLock { state in Self.store(value, for: key, expires: expires, capacity: capacity, in: &state) }
+    }
+
+    /// Stores `value` only if nothing was removed since `generation` was taken; returns whether
+    /// it did. A value read before an invalidation is then used once and never cached.
+    @discardableResult
+    package func set(_ value: Value, for key: Key, unlessClearedSince generation: UInt64) -> Bool {
+        let expires = now() + ttl
+        return state.withLock { state in
+            guard state.generation == generation else { return false }
+            Self.store(value, for: key, expires: expires, capacity: capacity, in: &state)
+            return true
         }
     }
 
     package func removeAll(where predicate: (Key, Value) -> Bool) {
-        entries.withLock { entries in entries = entries.filter { !predicate($0.key, $0.value.value) } }
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries = state.entries.filter { !predicate($0.key, $0.value.value) }
+        }
     }
 
-    package func removeAll() { entries.withLock { $0.removeAll() } }
+    package func removeAll() {
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries.removeAll()
+        }
+    }
+
+    private static func store(_ value: Value, for key: Key, expires: ContinuousClock.Instant, capacity: Int, in state: inout State) {
+        if state.entries.count >= capacity { state.entries.removeAll(keepingCapacity: true) }
+        state.entries[key] = Entry(value: value, expires: expires)
+    }
 }

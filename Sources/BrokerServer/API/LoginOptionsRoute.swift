@@ -45,13 +45,8 @@ extension APIHandlers {
     /// The rendered body for the caller's tenant (API key with the `sessions` scope).
     func loginOptionsJSON(platform: ProviderPlatform, as http: HTTPCaller) async throws -> [UInt8] {
         let caller = try await authenticator.authenticate(http, requiring: .sessions)
-        let store = services.loginCatalogs
-        let key = "\(caller.tenant.id.lowercasedString):\(platform.rawValue)"
-        if let cached = store.renderedOptions.value(for: key) { return cached }
-        let options = try await store.catalog(for: caller.tenant).options(on: platform)
-        let body = options.json(tenant: caller.tenant.slug.rawValue)
-        store.renderedOptions.set(body, for: key)
-        return body
+        let slug = caller.tenant.slug.rawValue
+        return try await services.loginCatalogs.renderedOptions(for: caller.tenant, on: platform) { $0.json(tenant: slug) }
     }
 }
 
