@@ -44,8 +44,9 @@ public struct AccountRepository: Sendable {
     /// statement follows. Any other identity, when the sign-in may create an account, first
     /// gets the lean ``FirstSignInBatchStatement`` (decision 0059): it opens the session of a
     /// quiet sign-in as the quiet statement would, creates the account when nothing but a new
-    /// account could come of the sign-in, and otherwise writes nothing: the full statement
-    /// follows.
+    /// account could come of the sign-in, and otherwise writes nothing. A stored identity that
+    /// was not quiet then gets the lean ``KnownSignInStatement`` (decision 0063) unless a
+    /// provider refresh token is posted; the full statement follows whatever did not apply.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
             return try await signInOnceOrQuietly(request)
@@ -62,14 +63,22 @@ public struct AccountRepository: Sendable {
             subject: request.subject)
         let recent = recentSignIns.contains(key)
         if request.sealedProviderRefreshToken == nil, recent, let result = try await signInQuietly(request) { return result }
+        // Whether the identity is stored, as far as this process can tell.
+        var stored = recent
         if !recent, request.intent != .signIn {
             switch try await signInFirst(request) {
             case .created(let result), .opened(let result):
                 recentSignIns.record(key)
                 return result
-            case .known, .elsewhere: break
+            case .known: stored = true
+            case .elsewhere: break
             case .replayed: throw IdentityTokenReplayed()
             }
+        }
+        // A stored identity the sign-in brings something new for (decision 0063).
+        if stored, request.sealedProviderRefreshToken == nil, let result = try await signInKnown(request) {
+            recentSignIns.record(key)
+            return result
         }
         if let result = try await signInOnce(request) {
             recentSignIns.record(key)
@@ -103,6 +112,19 @@ public struct AccountRepository: Sendable {
             linkedBy: linked && !renewed ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate && !renewed)
     }
 
+    /// The lean statement of a stored identity's sign-in that brings something new; nil when
+    /// it did not apply (it then wrote nothing).
+    private func signInKnown(_ request: SignInRequest) async throws -> SignInResult? {
+        let rows = try await client.rows(KnownSignInStatement(request: request), logger: logger)
+        guard let row = rows.first else { return nil }
+        var reader = RowReader(row)
+        let account = try Self.decodeAccount(&reader)
+        let identity = try Self.decodeIdentity(&reader)
+        return SignInResult(
+            account: account, identity: identity, isNewAccount: false, sessionID: request.session.id, linkedBy: nil,
+            possibleDuplicate: false)
+    }
+
     /// The lean first-sign-in statement: in a batch with the sign-ins that arrive with it
     /// (decision 0059), or alone when batches are off.
     private func signInFirst(_ request: SignInRequest) async throws -> FirstSignInOutcome {
@@ -131,6 +153,55 @@ public struct AccountRepository: Sendable {
     /// on the identity writes no identity or account row (the `quiet` path): it only opens the
     /// session, and the session is the record of the sign-in (`last_sign_in_at` and
     /// `last_seen_at` are read from the sessions; decision 0013).
+    /// What a sign-in writes on its stored identity `i` from what it brings (`EXCLUDED`): an
+    /// email replaces the stored one (with its flags), names fill only what is empty, empty
+    /// values never blank anything, attributes are merged.
+    static let identityUpdate = """
+        email = coalesce(EXCLUDED.email, i.email),
+        email_verified = CASE WHEN EXCLUDED.email IS NULL THEN i.email_verified ELSE EXCLUDED.email_verified END,
+        is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN i.is_private_email ELSE EXCLUDED.is_private_email END,
+        given_name = coalesce(i.given_name, EXCLUDED.given_name),
+        family_name = coalesce(i.family_name, EXCLUDED.family_name),
+        real_user_status = coalesce(EXCLUDED.real_user_status, i.real_user_status),
+        provider_refresh_token_sealed = coalesce(EXCLUDED.provider_refresh_token_sealed, i.provider_refresh_token_sealed),
+        provider_token_client_id = CASE WHEN EXCLUDED.provider_refresh_token_sealed IS NULL THEN i.provider_token_client_id
+            ELSE EXCLUDED.provider_token_client_id END,
+        attributes = CASE WHEN EXCLUDED.attributes IS NULL THEN i.attributes
+            ELSE coalesce(i.attributes, '{}'::jsonb) || EXCLUDED.attributes END,
+        last_sign_in_at = now(), updated_at = now()
+        """
+
+    /// What a sign-in writes on the account `a` of its updated identity `u`: the identity's
+    /// email, names and display name where the account has none, active, seen now.
+    static let accountUpdate = """
+        email = coalesce(u.email, a.email),
+        email_verified = CASE WHEN u.email IS NULL THEN a.email_verified ELSE u.email_verified END,
+        is_private_email = CASE WHEN u.email IS NULL THEN a.is_private_email ELSE u.is_private_email END,
+        given_name = coalesce(a.given_name, u.given_name),
+        family_name = coalesce(a.family_name, u.family_name),
+        display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
+        status = 'active', disabled_reason = NULL, last_seen_at = now(), updated_at = now()
+        """
+
+    /// The session cap (decision 0051) on the one account a sign-in statement opened its
+    /// session on (its CTE `account`), after `opened`: the statement does not see its own new
+    /// session, so the newest `cap - 1` others stay open. `tenant` and `cap` are its parameters.
+    static func sessionCapCTE(tenant: String, cap: String) -> String {
+        """
+        capped AS (
+            UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
+            WHERE EXISTS (
+                    SELECT 1 FROM account
+                    WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET \(cap)::int - 1 LIMIT 1))
+                AND s.tenant_id = \(tenant)::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
+                SELECT x.id FROM account CROSS JOIN LATERAL (
+                    SELECT o.id FROM sessions o
+                    WHERE o.tenant_id = \(tenant)::uuid AND o.account_id = account.id AND o.revoked_at IS NULL AND o.expires_at > now()
+                    ORDER BY o.created_at DESC, o.id DESC OFFSET \(cap)::int - 1) x))
+        )
+        """
+    }
+
     struct SignInStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
@@ -187,18 +258,7 @@ public struct AccountRepository: Sendable {
                 WHERE NOT EXISTS (SELECT 1 FROM quiet) AND ($14::bool OR EXISTS (SELECT 1 FROM stored) OR EXISTS (SELECT 1 FROM renewed))
                     AND NOT EXISTS (SELECT 1 FROM renewed WHERE NOT relinkable)
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO UPDATE SET
-                    email = coalesce(EXCLUDED.email, i.email),
-                    email_verified = CASE WHEN EXCLUDED.email IS NULL THEN i.email_verified ELSE EXCLUDED.email_verified END,
-                    is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN i.is_private_email ELSE EXCLUDED.is_private_email END,
-                    given_name = coalesce(i.given_name, EXCLUDED.given_name),
-                    family_name = coalesce(i.family_name, EXCLUDED.family_name),
-                    real_user_status = coalesce(EXCLUDED.real_user_status, i.real_user_status),
-                    provider_refresh_token_sealed = coalesce(EXCLUDED.provider_refresh_token_sealed, i.provider_refresh_token_sealed),
-                    provider_token_client_id = CASE WHEN EXCLUDED.provider_refresh_token_sealed IS NULL THEN i.provider_token_client_id
-                        ELSE EXCLUDED.provider_token_client_id END,
-                    attributes = CASE WHEN EXCLUDED.attributes IS NULL THEN i.attributes
-                        ELSE coalesce(i.attributes, '{}'::jsonb) || EXCLUDED.attributes END,
-                    last_sign_in_at = now(), updated_at = now()
+                    \(identityUpdate)
                 RETURNING \(identityColumns), (i.xmax = 0) AS inserted
             ),
             identity AS (SELECT * FROM upserted UNION ALL SELECT q.*, false FROM quiet q),
@@ -213,13 +273,7 @@ public struct AccountRepository: Sendable {
             ),
             updated AS (
                 UPDATE accounts a SET
-                    email = coalesce(u.email, a.email),
-                    email_verified = CASE WHEN u.email IS NULL THEN a.email_verified ELSE u.email_verified END,
-                    is_private_email = CASE WHEN u.email IS NULL THEN a.is_private_email ELSE u.is_private_email END,
-                    given_name = coalesce(a.given_name, u.given_name),
-                    family_name = coalesce(a.family_name, u.family_name),
-                    display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
-                    status = 'active', disabled_reason = NULL, last_seen_at = now(), updated_at = now()
+                    \(accountUpdate)
                 FROM upserted u
                 WHERE (NOT u.inserted OR u.account_id <> $3::uuid) AND a.tenant_id = $2::uuid AND a.id = u.account_id
                     AND (a.status = 'active'
@@ -240,17 +294,7 @@ public struct AccountRepository: Sendable {
                     $19::bytea, $20::timestamptz
                 FROM account, identity u
             ),
-            capped AS (
-                UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
-                WHERE EXISTS (
-                        SELECT 1 FROM account
-                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET $23::int - 1 LIMIT 1))
-                    AND s.tenant_id = $2::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
-                    SELECT x.id FROM account CROSS JOIN LATERAL (
-                        SELECT o.id FROM sessions o
-                        WHERE o.tenant_id = $2::uuid AND o.account_id = account.id AND o.revoked_at IS NULL AND o.expires_at > now()
-                        ORDER BY o.created_at DESC, o.id DESC OFFSET $23::int - 1) x))
-            ),
+            \(sessionCapCTE(tenant: "$2", cap: "$23")),
             linked AS (
                 INSERT INTO audit_log (tenant_id, actor, action, target, details)
                 SELECT $2::uuid, 'user', 'identity.linked', u.id::text,
