@@ -17,6 +17,9 @@ public struct AccountRepository: Sendable {
     /// First sign-ins of concurrent requests, written together (decision 0059); nil: one
     /// statement each.
     var firstSignIns: FirstSignIns? = nil
+    /// Stored identities' sign-ins that bring something new, written together (decision 0063);
+    /// nil: one statement each.
+    var knownSignIns: KnownSignIns? = nil
 
     static let accountColumns = "\(accountColumnsBeforeStamp), a.last_seen_at"
     static let identityColumns = "\(identityColumnsBeforeStamp), i.last_sign_in_at"
@@ -45,7 +48,7 @@ public struct AccountRepository: Sendable {
     /// gets the lean ``FirstSignInBatchStatement`` (decision 0059): it opens the session of a
     /// quiet sign-in as the quiet statement would, creates the account when nothing but a new
     /// account could come of the sign-in, and otherwise writes nothing. A stored identity that
-    /// was not quiet then gets the lean ``KnownSignInStatement`` (decision 0063) unless a
+    /// was not quiet then gets the lean ``KnownSignInBatchStatement`` (decision 0063) unless a
     /// provider refresh token is posted; the full statement follows whatever did not apply.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
@@ -114,15 +117,10 @@ public struct AccountRepository: Sendable {
 
     /// The lean statement of a stored identity's sign-in that brings something new; nil when
     /// it did not apply (it then wrote nothing).
+    /// In a batch with the sign-ins that arrive with it, or alone when batches are off.
     private func signInKnown(_ request: SignInRequest) async throws -> SignInResult? {
-        let rows = try await client.rows(KnownSignInStatement(request: request), logger: logger)
-        guard let row = rows.first else { return nil }
-        var reader = RowReader(row)
-        let account = try Self.decodeAccount(&reader)
-        let identity = try Self.decodeIdentity(&reader)
-        return SignInResult(
-            account: account, identity: identity, isNewAccount: false, sessionID: request.session.id, linkedBy: nil,
-            possibleDuplicate: false)
+        if let knownSignIns { return try await knownSignIns.run(request).get() }
+        return try await Self.knownSignIns([request], client: client, logger: logger)[0]
     }
 
     /// The lean first-sign-in statement: in a batch with the sign-ins that arrive with it
@@ -182,25 +180,6 @@ public struct AccountRepository: Sendable {
         display_name = coalesce(a.display_name, nullif(trim(concat_ws(' ', u.given_name, u.family_name)), '')),
         status = 'active', disabled_reason = NULL, last_seen_at = now(), updated_at = now()
         """
-
-    /// The session cap (decision 0051) on the one account a sign-in statement opened its
-    /// session on (its CTE `account`), after `opened`: the statement does not see its own new
-    /// session, so the newest `cap - 1` others stay open. `tenant` and `cap` are its parameters.
-    static func sessionCapCTE(tenant: String, cap: String) -> String {
-        """
-        capped AS (
-            UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
-            WHERE EXISTS (
-                    SELECT 1 FROM account
-                    WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET \(cap)::int - 1 LIMIT 1))
-                AND s.tenant_id = \(tenant)::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
-                SELECT x.id FROM account CROSS JOIN LATERAL (
-                    SELECT o.id FROM sessions o
-                    WHERE o.tenant_id = \(tenant)::uuid AND o.account_id = account.id AND o.revoked_at IS NULL AND o.expires_at > now()
-                    ORDER BY o.created_at DESC, o.id DESC OFFSET \(cap)::int - 1) x))
-        )
-        """
-    }
 
     struct SignInStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
@@ -294,7 +273,17 @@ public struct AccountRepository: Sendable {
                     $19::bytea, $20::timestamptz
                 FROM account, identity u
             ),
-            \(sessionCapCTE(tenant: "$2", cap: "$23")),
+            capped AS (
+                UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
+                WHERE EXISTS (
+                        SELECT 1 FROM account
+                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = account.id OFFSET $23::int - 1 LIMIT 1))
+                    AND s.tenant_id = $2::uuid AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
+                    SELECT x.id FROM account CROSS JOIN LATERAL (
+                        SELECT o.id FROM sessions o
+                        WHERE o.tenant_id = $2::uuid AND o.account_id = account.id AND o.revoked_at IS NULL AND o.expires_at > now()
+                        ORDER BY o.created_at DESC, o.id DESC OFFSET $23::int - 1) x))
+            ),
             linked AS (
                 INSERT INTO audit_log (tenant_id, actor, action, target, details)
                 SELECT $2::uuid, 'user', 'identity.linked', u.id::text,

@@ -19,6 +19,9 @@ public struct Database: Sendable {
     let quietSignIns: QuietSignIns?
     /// First sign-ins written in batches (decision 0059); nil when batching is off.
     let firstSignIns: FirstSignIns?
+    /// Stored identities' sign-ins that bring something new, in batches (decision 0063); nil
+    /// when batching is off.
+    let knownSignIns: KnownSignIns?
     /// Apple's email notifications written in batches (decision 0046); nil when batching is off.
     let emailNotifications: EmailNotificationBatch?
     /// Apple's consent revocations and account deletions written in batches (decision 0058);
@@ -42,6 +45,9 @@ public struct Database: Sendable {
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
         self.firstSignIns = AccountRepository.firstSignIns(
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
+        self.knownSignIns = AccountRepository.knownSignIns(
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
         self.emailNotifications = EmailNotificationBatchStatement.batcher(
@@ -72,7 +78,8 @@ public struct Database: Sendable {
     public var providerConfigs: ProviderConfigRepository { ProviderConfigRepository(client: client, logger: logger) }
     public var accounts: AccountRepository {
         AccountRepository(
-            client: client, logger: logger, recentSignIns: recentSignIns, quietSignIns: quietSignIns, firstSignIns: firstSignIns)
+            client: client, logger: logger, recentSignIns: recentSignIns, quietSignIns: quietSignIns, firstSignIns: firstSignIns,
+            knownSignIns: knownSignIns)
     }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
     public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }

@@ -74,20 +74,30 @@ extension AccountRepository {
             """
 
         /// The session cap on the quiet elements' accounts, after `opened` (decision 0051).
-        static let cappedCTE = """
+        static let cappedCTE = batchSessionCapCTE(
+            elements: "quiet q JOIN posted p ON p.n = q.n", opened: " JOIN opened ON opened.id = q.session_id",
+            account: "q.quiet_account_id")
+
+        /// The session cap of a batch (decision 0051): `elements` joins the elements that may
+        /// have opened a session with `posted p` (for `p.t` and the cap `p.k`), `opened` limits
+        /// them to those that did, and `account` is the account id of each. The statement does
+        /// not see its own new sessions, so the newest `k - 1` others stay open.
+        static func batchSessionCapCTE(elements: String, opened: String, account: String) -> String {
+            """
             capped AS (
                 UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
                 WHERE EXISTS (
-                        SELECT 1 FROM quiet q JOIN posted p ON p.n = q.n
-                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = q.quiet_account_id OFFSET p.k - 1 LIMIT 1))
+                        SELECT 1 FROM \(elements)
+                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = \(account) OFFSET p.k - 1 LIMIT 1))
                     AND s.tenant_id = ANY(ARRAY(SELECT p.t FROM posted p)) AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
-                    SELECT x.id FROM quiet q JOIN posted p ON p.n = q.n JOIN opened ON opened.id = q.session_id
+                    SELECT x.id FROM \(elements)\(opened)
                     CROSS JOIN LATERAL (
                         SELECT o.id FROM sessions o
-                        WHERE o.tenant_id = p.t AND o.account_id = q.quiet_account_id AND o.revoked_at IS NULL AND o.expires_at > now()
+                        WHERE o.tenant_id = p.t AND o.account_id = \(account) AND o.revoked_at IS NULL AND o.expires_at > now()
                         ORDER BY o.created_at DESC, o.id DESC OFFSET p.k - 1) x))
             )
             """
+        }
 
         static let sql = """
             WITH posted AS MATERIALIZED (

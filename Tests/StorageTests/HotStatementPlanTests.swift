@@ -53,7 +53,7 @@ import Testing
                 "first sign-in, alone or in a batch", sql: AccountRepository.FirstSignInBatchStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement(
-                "known identity's sign-in", sql: AccountRepository.KnownSignInStatement.sql, parameters: 18,
+                "known identity's sign-in, alone or in a batch", sql: AccountRepository.KnownSignInBatchStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 6),
             Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 5),

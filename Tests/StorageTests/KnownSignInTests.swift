@@ -100,6 +100,12 @@ import Testing
         return lines
     }
 
+    func lean(_ requests: [SignInRequest], _ database: Database) async throws -> [SignInResult?] {
+        try await AccountRepository.knownSignIns(requests, client: database.client, logger: database.logger)
+    }
+
+    /// Every case through the full statement one by one on one tenant, and through the lean
+    /// statement in one batch on another tenant prepared alike: the same rows.
     @Test func theLeanStatementWritesWhatTheFullStatementWrites() async throws {
         try await TestDatabase.withFresh { database, _ in
             let full = try await TestDatabase.createTenant("known-full", in: database)
@@ -113,9 +119,11 @@ import Testing
                     AccountRepository.SignInStatement(request: request(full.id, item), newIdentityID: UUID(), newAccountID: UUID()),
                     logger: database.logger)
                 #expect(fullRows.count == 1, "\(item.subject)")
-                let leanRows = try await database.client.rows(
-                    AccountRepository.KnownSignInStatement(request: request(lean.id, item)), logger: database.logger)
-                #expect(leanRows.count == 1, "\(item.subject)")
+            }
+            let results = try await self.lean(Self.cases.map { request(lean.id, $0) }, database)
+            #expect(results.allSatisfy { $0 != nil })
+            for (item, result) in zip(Self.cases, results) {
+                #expect(result?.identity.subject == item.subject && result?.isNewAccount == false)
             }
             let expected = try await snapshot(full.id, database)
             #expect(try await snapshot(lean.id, database) == expected)
@@ -127,33 +135,44 @@ import Testing
         }
     }
 
-    /// Where it does not apply it writes nothing and returns nothing: an unknown identity, an
-    /// account that is not active. A taken session id fails it with nothing written.
+    /// Where it does not apply it writes nothing and returns nil: an unknown identity, an
+    /// account that is not active, a second element of an account or of an identity in the
+    /// batch (the full statement follows for those). A taken session id fails the batch with
+    /// nothing written.
     @Test func whereItDoesNotApplyItWritesNothing() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("known-none", in: database)
-            let known = KnownSignInTests.Case(subject: "known", realUserStatus: 2)
+            let known = Case(subject: "known", realUserStatus: 2)
             let first = try #require(try await database.accounts.signIn(quiet.request(tenantID: tenant.id, subject: "known")))
             let before = try await snapshot(tenant.id, database)
 
-            let unknown = try await database.client.rows(
-                AccountRepository.KnownSignInStatement(request: request(tenant.id, Case(subject: "nobody"))), logger: database.logger)
-            #expect(unknown.isEmpty)
-
             try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(first.account.id)")
-            let disabled = try await database.client.rows(
-                AccountRepository.KnownSignInStatement(request: request(tenant.id, known)), logger: database.logger)
-            #expect(disabled.isEmpty)
+            let none = try await lean([request(tenant.id, Case(subject: "nobody")), request(tenant.id, known)], database)
+            #expect(none.allSatisfy { $0 == nil })
             try await database.client.query("UPDATE accounts SET status = 'active' WHERE id = \(first.account.id)")
             #expect(try await snapshot(tenant.id, database) == before)
 
             var replay = request(tenant.id, known)
             replay.session.id = first.sessionID
-            await #expect(throws: PSQLError.self) {
-                _ = try await database.client.rows(AccountRepository.KnownSignInStatement(request: replay), logger: database.logger)
-            }
+            await #expect(throws: PSQLError.self) { _ = try await lean([replay], database) }
             #expect(try await snapshot(tenant.id, database) == before)
             #expect(try await statements.count("identities WHERE real_user_status = 2", database) == 0)
+
+            // One identity twice, and a second identity of the same account: the first only.
+            try await database.client.query(
+                """
+                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified,
+                    is_private_email)
+                SELECT gen_random_uuid(), tenant_id, account_id, provider, provider_scope, 'linked', email, email_verified,
+                    is_private_email
+                FROM identities WHERE tenant_id = \(tenant.id) AND subject = 'known'
+                """)
+            let once = try await lean(
+                [request(tenant.id, known), request(tenant.id, Case(subject: "known", realUserStatus: 1)),
+                 request(tenant.id, Case(subject: "linked", realUserStatus: 1))], database)
+            #expect(once.map { $0 != nil } == [true, false, false])
+            #expect(try await statements.count("identities WHERE real_user_status IS NOT NULL", database) == 1)
+            #expect(try await statements.count("identities WHERE real_user_status = 2", database) == 1)
         }
     }
 

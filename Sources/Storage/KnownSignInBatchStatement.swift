@@ -1,0 +1,124 @@
+import BrokerCore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension AccountRepository {
+    /// A sign-in of a stored identity that brings something new for it, when this process has
+    /// not signed that identity in before: the first sign-in after an import (the token brings
+    /// Apple's `real_user_status` or attributes an import cannot know), or after a person
+    /// changed an email at the provider. ``FirstSignInBatchStatement`` answers `known` for it.
+    /// For one request or for several in one commit, like the quiet and first sign-ins.
+    ///
+    /// It writes what ``SignInStatement`` writes on that path and nothing else: the identity
+    /// updated from the token (``identityUpdate``), its account updated from the identity
+    /// (``accountUpdate``), the session with its first refresh token, and the session cap
+    /// (decision 0051). The two `SET` lists are shared with that statement as text, the cap
+    /// with the quiet and first-sign-in batches. Its plan has four table modifications where
+    /// the full statement has nine (decision 0063).
+    ///
+    /// An element applies only when its identity is stored and its account active, and only
+    /// the first element of each account in the batch (two elements of one account in one
+    /// statement would each update it from a row the other's update does not see). Any other
+    /// element returns no row and writes nothing, and the caller runs the full statement for
+    /// it, which decides as before. The caller never posts an element with a provider refresh
+    /// token. A taken session id fails the statement, as it fails the full one; the batch then
+    /// runs element by element and only that element fails (a replay, nothing written).
+    /// Identities and accounts are reached per element through their keys: LATERAL lookups
+    /// with `LIMIT 1`, the identity updated through its unique key, the account through
+    /// `= ANY` of the ids the lookups found (decision 0014).
+    struct KnownSignInBatchStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
+
+        static let name = "ib_known_sign_in_batch"
+
+        /// The posted elements, in batch order; no two with one session id.
+        let requests: [SignInRequest]
+
+        static let sql = """
+            WITH posted AS MATERIALIZED (
+                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
+                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
+            ),
+            stored AS MATERIALIZED (
+                SELECT DISTINCT ON (i.account_id) p.n, i.account_id
+                FROM posted p
+                CROSS JOIN LATERAL (
+                    SELECT i.account_id FROM identities i
+                    WHERE i.tenant_id = p.t AND i.provider = p.p AND i.provider_scope = p.s AND i.subject = p.u
+                    LIMIT 1) i
+                CROSS JOIN LATERAL (
+                    SELECT 1 FROM accounts a WHERE a.tenant_id = p.t AND a.id = i.account_id AND a.status = 'active' LIMIT 1) a
+                ORDER BY i.account_id, p.n
+            ),
+            upserted AS (
+                UPDATE identities i SET
+                    \(identityUpdate)
+                FROM (
+                    SELECT s.n, p.t, p.p, p.s, p.u, p.e AS email, p.ev AS email_verified, p.pe AS is_private_email,
+                        p.gn AS given_name, p.fn AS family_name, p.r AS real_user_status,
+                        NULL::bytea AS provider_refresh_token_sealed, NULL::text AS provider_token_client_id,
+                        p.a::jsonb AS attributes
+                    FROM stored s JOIN posted p ON p.n = s.n
+                ) AS excluded
+                WHERE i.tenant_id = excluded.t AND i.provider = excluded.p AND i.provider_scope = excluded.s
+                    AND i.subject = excluded.u
+                RETURNING excluded.n, \(identityColumns)
+            ),
+            account AS (
+                UPDATE accounts a SET
+                    \(accountUpdate)
+                FROM upserted u JOIN posted p ON p.n = u.n
+                WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.id = u.account_id AND a.tenant_id = p.t
+                    AND a.status = 'active'
+                RETURNING u.n, \(accountColumns)
+            ),
+            opened AS (
+                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
+                    refresh_token_hash, refresh_token_expires_at)
+                SELECT p.id, p.t, a.id, u.id, p.c, p.pf, p.p,
+                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                FROM account a JOIN upserted u ON u.n = a.n JOIN posted p ON p.n = a.n
+            ),
+            \(QuietSignInBatchStatement.batchSessionCapCTE(elements: "account a JOIN posted p ON p.n = a.n", opened: "", account: "a.id"))
+            SELECT a.*, u.* FROM account a JOIN upserted u ON u.n = a.n
+            """
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(QuietSignInBatchStatement.json(requests))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+    }
+}
+
+typealias KnownSignIns = StatementBatcher<SignInRequest, Result<SignInResult?, any Error>>
+
+extension AccountRepository {
+    /// Each batch runs on the pool in use when it starts (``DatabasePool``).
+    static func knownSignIns(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> KnownSignIns? {
+        signInBatcher(maxRunning: maxRunning, timeout: timeout) { try await knownSignIns($0, client: pool.client, logger: logger) }
+    }
+
+    /// One batch: per request, the sign-in when the statement applied to it, else nil (the
+    /// full statement follows). A later request with the session id of an earlier one (one
+    /// identity token posted twice at once) is not posted: nil, and the full statement refuses
+    /// it as a replay once the first has committed.
+    static func knownSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws -> [SignInResult?] {
+        let (posted, postedIndex) = firstOfEachSession(requests)
+        var results = [SignInResult?](repeating: nil, count: posted.count)
+        let rows = try await client.rows(KnownSignInBatchStatement(requests: posted), logger: logger)
+        for row in rows {
+            var reader = RowReader(row)
+            let n = Int(try reader.next(Int32.self))
+            guard results.indices.contains(n) else { throw BatchMismatch() }
+            let account = try decodeAccount(&reader)
+            _ = try reader.next(Int32.self)  // n again, the identity's
+            let identity = try decodeIdentity(&reader)
+            results[n] = SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id)
+        }
+        return postedIndex.map { index in index < 0 ? nil : results[index] }
+    }
+}
