@@ -115,9 +115,9 @@ public struct AccountRepository: Sendable {
             linkedBy: linked && !renewed ? .verifiedEmail : nil, possibleDuplicate: possibleDuplicate && !renewed)
     }
 
-    /// The lean statement of a stored identity's sign-in that brings something new; nil when
-    /// it did not apply (it then wrote nothing).
-    /// In a batch with the sign-ins that arrive with it, or alone when batches are off.
+    /// The lean statement of a stored identity's sign-in that brings something new, in a batch
+    /// with the sign-ins that arrive with it or alone when batches are off (decision 0063); nil
+    /// when it did not apply (it then wrote nothing).
     private func signInKnown(_ request: SignInRequest) async throws -> SignInResult? {
         if let knownSignIns { return try await knownSignIns.run(request).get() }
         return try await Self.knownSignIns([request], client: client, logger: logger)[0]
@@ -144,13 +144,6 @@ public struct AccountRepository: Sendable {
         }
     }
 
-    /// The sign-in statement, prepared once per connection (decision 0014 on its plan: every
-    /// account row is reached through (tenant_id, id) with both bound, the joined `account_id`
-    /// repeated as a scalar subquery so that the generic plan cannot scan a tenant's accounts): parsing and planning it cost more
-    /// than running it (measured 1.7 ms vs 0.65 ms). A returning sign-in that changes nothing
-    /// on the identity writes no identity or account row (the `quiet` path): it only opens the
-    /// session, and the session is the record of the sign-in (`last_sign_in_at` and
-    /// `last_seen_at` are read from the sessions; decision 0013).
     /// What a sign-in writes on its stored identity `i` from what it brings (`EXCLUDED`): an
     /// email replaces the stored one (with its flags), names fill only what is empty, empty
     /// values never blank anything, attributes are merged.
@@ -181,6 +174,13 @@ public struct AccountRepository: Sendable {
         status = 'active', disabled_reason = NULL, last_seen_at = now(), updated_at = now()
         """
 
+    /// The sign-in statement, prepared once per connection (decision 0014 on its plan: every
+    /// account row is reached through (tenant_id, id) with both bound, the joined `account_id`
+    /// repeated as a scalar subquery so that the generic plan cannot scan a tenant's accounts): parsing and planning it cost more
+    /// than running it (measured 1.7 ms vs 0.65 ms). A returning sign-in that changes nothing
+    /// on the identity writes no identity or account row (the `quiet` path): it only opens the
+    /// session, and the session is the record of the sign-in (`last_sign_in_at` and
+    /// `last_seen_at` are read from the sessions; decision 0013).
     struct SignInStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
