@@ -58,6 +58,9 @@ public struct BrokerServices: Sendable {
         bufferingPolicy: .bufferingNewest(1))
     /// Apple notification routes: primary App ID → tenants and teams.
     package let appleNotificationRoutes = ExpiringCache<String, [AppleNotificationRepository.Route]>(ttl: .seconds(5))
+    /// Set once the cache-invalidation listener first listens, after it dropped every cache:
+    /// from then on a read is cached unless a change notice overtakes it (decision 0062).
+    package let invalidationsListening = OneShot<Void>()
     /// The credential-check worker's settings; nil: `broker serve` did not ask for it (tests).
     package let credentialChecks: AppleCredentialChecks?
     /// `BROKER_WEBHOOK_ALLOW_INSECURE`: webhooks may be http:// to loopback or private addresses.
@@ -194,7 +197,11 @@ public struct BrokerServices: Sendable {
             group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
             if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run() } }
             group.addTask { await webhookDeliveries.run() }
-            group.addTask { await database.listenForInvalidations { topic, tenantID in await invalidate(topic, tenantID: tenantID) } }
+            group.addTask {
+                await database.listenForInvalidations(listening: { invalidationsListening.fulfil(.success(())) }) { topic, tenantID in
+                    await invalidate(topic, tenantID: tenantID)
+                }
+            }
         }
     }
 

@@ -26,7 +26,10 @@ extension Database {
     /// Calls `handler` for every invalidation any broker process commits, until cancelled.
     /// Listens on a connection of its own, outside the request pool (a pool of one still
     /// serves requests: decision 0015); reconnects after a failure, with backoff up to 5 s.
-    public func listenForInvalidations(_ handler: @escaping @Sendable (CacheTopic, UUID?) async -> Void) async {
+    /// `listening` is called each time it listens, after it dropped everything.
+    public func listenForInvalidations(
+        listening: @escaping @Sendable () -> Void = {}, _ handler: @escaping @Sendable (CacheTopic, UUID?) async -> Void
+    ) async {
         var delay: Duration = .milliseconds(250)
         while !Task.isCancelled {
             var opened: PostgresConnection?
@@ -38,6 +41,7 @@ extension Database {
                 try await connection.listen(on: Self.invalidationChannel) { notifications in
                     // Anything may have changed while we were not listening.
                     for topic in CacheTopic.allCases { await handler(topic, nil) }
+                    listening()
                     for try await notification in notifications {
                         let parts = notification.payload.split(separator: ":", maxSplits: 1)
                         guard let topic = parts.first.flatMap({ CacheTopic(rawValue: String($0)) }) else { continue }

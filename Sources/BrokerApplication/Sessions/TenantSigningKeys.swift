@@ -3,7 +3,6 @@ import Crypto
 import Foundation
 import JWTKit
 import Storage
-import Synchronization
 
 /// Each tenant's signing keys, decrypted once and held in memory as a jwt-kit key collection
 /// (published keys only: `next`, `active`, recently retired). Reloaded from PostgreSQL after
@@ -15,7 +14,6 @@ package actor TenantSigningKeys {
     package struct Entry: Sendable {
         package let ring: SigningKeyRing
         package let collection: JWTKeyCollection
-        package let loadedAt: ContinuousClock.Instant
     }
 
     package let database: Database
@@ -23,9 +21,9 @@ package actor TenantSigningKeys {
     package let ttl: Duration
     package let now: @Sendable () -> Date
     package let clock: @Sendable () -> ContinuousClock.Instant
-    /// Fresh entries, read without entering the actor (every sign-in signs a token), and how
-    /// many invalidations came: a load that an invalidation overtook is used once, not stored.
-    private nonisolated let cache = Mutex<(entries: [UUID: Entry], generation: UInt64)>(([:], 0))
+    /// Fresh entries, read without entering the actor (every sign-in signs a token); a load
+    /// that an invalidation overtook is used once, not stored (``ExpiringCache``'s generation).
+    private nonisolated let cache: ExpiringCache<UUID, Entry>
     /// Loads under way, each with the generation it started in: a request after an
     /// invalidation starts its own rather than wait for one that may predate the change.
     private var loading: [UUID: (generation: UInt64, task: Task<Entry, any Error>)] = [:]
@@ -39,6 +37,7 @@ package actor TenantSigningKeys {
         self.ttl = ttl
         self.now = now
         self.clock = clock
+        self.cache = ExpiringCache(ttl: ttl, capacity: 100_000, now: clock)
     }
 
     /// The collection and the kid of the key that signs now.
@@ -53,44 +52,25 @@ package actor TenantSigningKeys {
         try await entry(for: tenant).collection
     }
 
-    package nonisolated func invalidate(_ tenantID: UUID) {
-        cache.withLock { state in
-            state.generation &+= 1
-            state.entries[tenantID] = nil
-        }
-    }
+    package nonisolated func invalidate(_ tenantID: UUID) { cache.removeAll { key, _ in key == tenantID } }
 
-    package nonisolated func invalidateAll() {
-        cache.withLock { state in
-            state.generation &+= 1
-            state.entries.removeAll()
-        }
-    }
-
-    private nonisolated func fresh(_ tenantID: UUID) -> Entry? {
-        let instant = clock()
-        return cache.withLock { state in
-            state.entries[tenantID].flatMap { instant - $0.loadedAt < ttl ? $0 : nil }
-        }
-    }
+    package nonisolated func invalidateAll() { cache.removeAll() }
 
     private nonisolated func entry(for tenant: Tenant) async throws -> Entry {
-        if let entry = fresh(tenant.id) { return entry }
+        if let entry = cache.value(for: tenant.id) { return entry }
         return try await reload(tenant)
     }
 
     /// Loads the tenant's keys once however many requests ask at the same time.
     private func reload(_ tenant: Tenant) async throws -> Entry {
-        if let entry = fresh(tenant.id) { return entry }
-        let generation = cache.withLock { $0.generation }
+        if let entry = cache.value(for: tenant.id) { return entry }
+        let generation = cache.generation
         if let underway = loading[tenant.id], underway.generation == generation { return try await underway.task.value }
         let task = Task { try await TenantScope.tenant(tenant.id) { try await load(tenant) } }
         loading[tenant.id] = (generation, task)
         defer { if loading[tenant.id]?.generation == generation { loading[tenant.id] = nil } }
         let entry = try await task.value
-        cache.withLock { state in
-            if state.generation == generation { state.entries[tenant.id] = entry }
-        }
+        cache.set(entry, for: tenant.id, unlessClearedSince: generation)
         return entry
     }
 
@@ -106,6 +86,6 @@ package actor TenantSigningKeys {
             let key = try ES256PrivateKey(backing: try P256.Signing.PrivateKey(rawRepresentation: raw))
             await collection.add(ecdsa: key, kid: JWKIdentifier(string: record.kid), serializer: serializer)
         }
-        return Entry(ring: ring, collection: collection, loadedAt: clock())
+        return Entry(ring: ring, collection: collection)
     }
 }
