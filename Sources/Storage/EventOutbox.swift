@@ -65,14 +65,16 @@ public struct EventRepository: Sendable {
         public let data: String
     }
 
-    /// Up to `limit` events of the tenant after `cursor`, oldest first.
+    /// Up to `limit` events of the tenant after `cursor`, oldest first. The order is the
+    /// numeric `(tx, id)` of the table's columns, qualified: a bare `ORDER BY tx` would bind to
+    /// the output column `tx::text` and sort `10000` before `9999` (issue 39 A1).
     public func page(tenantID: UUID, after cursor: Cursor, limit: Int) async throws -> [Event] {
         let rows = try await client.rows(
             """
-            SELECT id, tx::text, event_type, account_id, created_at, payload::text FROM events_outbox
-            WHERE tenant_id = \(tenantID) AND (tx, id) > (\(String(cursor.transaction))::xid8, \(cursor.id))
-                AND tx < pg_snapshot_xmin(pg_current_snapshot())
-            ORDER BY tx, id LIMIT \(limit)
+            SELECT e.id, e.tx::text AS tx_text, e.event_type, e.account_id, e.created_at, e.payload::text FROM events_outbox e
+            WHERE e.tenant_id = \(tenantID) AND (e.tx, e.id) > (\(String(cursor.transaction))::xid8, \(cursor.id))
+                AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY e.tx, e.id LIMIT \(limit)
             """, logger: logger)
         return try rows.map { row in
             let (id, tx, type, accountID, createdAt, data) = try row.decode((Int64, String, String, UUID?, Date, String).self)

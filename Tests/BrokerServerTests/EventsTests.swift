@@ -97,4 +97,81 @@ import Testing
             #expect((both["events"] as? [[String: Any]])?.compactMap { $0["type"] as? String } == ["test.slow", "test.fast"])
         }
     }
+
+    /// Transaction ids gain a digit now and then (9,999 → 10,000): the feed pages by the
+    /// numeric `(tx, id)`, so every event comes back once, in order, whatever the page size,
+    /// and a poll after the last is empty (issue 39 A1: ordered by `tx::text`, 8 of 40 events
+    /// were skipped for good and the last ones came back again). The events are written with
+    /// chosen transaction ids below the cluster's own, around 10, 100 and 1,000, two in some.
+    @Test(arguments: [1, 2, 3, 7, 1000])
+    func everyEventComesBackOnceAcrossAPowerOfTen(limit: Int) async throws {
+        try await AppleTestSetup.run { setup in
+            let database = setup.app.database
+            let tenant = setup.tenant.id
+            try await Self.burnTransactionIDs(past: 1_100, database: database)
+            let written = try await Self.writeEvents(
+                tenant: tenant, transactions: [5, 8, 9, 9, 10, 11, 12, 98, 99, 100, 100, 101, 997, 999, 999, 1_000, 1_001, 1_010],
+                database: database)
+            var cursor: String? = nil
+            var read: [String] = []
+            for _ in 0..<100 {
+                let query = "?limit=\(limit)" + (cursor.map { "&after=\($0)" } ?? "")
+                let page = try await Self.page(setup, query).json()
+                let events = page["events"] as? [[String: Any]] ?? []
+                #expect(events.count <= limit)
+                read += events.compactMap { $0["type"] as? String }
+                cursor = page["next_cursor"] as? String
+                if events.isEmpty { break }
+            }
+            #expect(read == written, "limit \(limit)")
+            let again = try await Self.page(setup, "?after=\(try #require(cursor))").json()
+            #expect((again["events"] as? [Any])?.isEmpty == true, "a poll after the last event is empty")
+        }
+    }
+
+    /// The webhook dispatcher reads the same order in pages of `limit`: one delivery per event
+    /// across the same powers of ten.
+    @Test(arguments: [1, 2, 3])
+    func theDispatcherTakesEveryEventOnceAcrossAPowerOfTen(limit: Int) async throws {
+        try await AppleTestSetup.run { setup in
+            let database = setup.app.database
+            let tenant = setup.tenant.id
+            try await Self.burnTransactionIDs(past: 1_100, database: database)
+            _ = try await database.webhooks.set(
+                tenantID: tenant, url: "https://hooks.example.com/in", eventTypes: nil, sealedSecret: Data([1, 2, 3]), actor: "test")
+            try await database.client.query("UPDATE webhooks SET cursor_tx = '0'::xid8, cursor_id = 0 WHERE tenant_id = \(tenant)")
+            let written = try await Self.writeEvents(
+                tenant: tenant, transactions: [8, 9, 9, 10, 11, 99, 100, 999, 1_000, 1_001], database: database)
+            for _ in 0..<50 where try await database.webhooks.dispatch(limit: limit) > 0 {}
+            let rows = try await database.client.query(
+                """
+                SELECT e.event_type FROM webhook_deliveries d JOIN events_outbox e ON e.id = d.event_id
+                WHERE d.tenant_id = \(tenant) ORDER BY e.tx, e.id
+                """
+            ).collect()
+            #expect(try rows.map { try $0.decode(String.self) } == written)
+        }
+    }
+
+    /// Moves the cluster's transaction counter past `past` (a fresh cluster may not be there
+    /// yet), so that events written with smaller transaction ids are below every snapshot.
+    static func burnTransactionIDs(past: UInt64, database: Database) async throws {
+        for _ in 0..<Int(past) {
+            let rows = try await database.client.query("SELECT pg_current_xact_id()::text").collect()
+            guard let text = try rows.first?.decode(String.self), let current = UInt64(text), current <= past else { return }
+        }
+    }
+
+    /// Writes an event for each transaction id (in that order, so ids follow), typed
+    /// `test.<n>`; returns the types in the order the feed must give them.
+    static func writeEvents(tenant: UUID, transactions: [UInt64], database: Database) async throws -> [String] {
+        for (n, tx) in transactions.enumerated() {
+            try await database.client.query(
+                """
+                INSERT INTO events_outbox (tenant_id, event_type, payload, tx)
+                VALUES (\(tenant), \("test.\(n)"), '{}', \(String(tx))::xid8)
+                """)
+        }
+        return transactions.indices.map { "test.\($0)" }
+    }
 }
