@@ -101,7 +101,7 @@ struct ImportBatchWriter: Sendable {
             if let scope, let subject {
                 classifier.owners[ImportIdentityKey(provider: key, providerScope: scope, subject: subject)] = id
             } else {
-                classifier.accounts[key] = .init(id: id, status: status.flatMap(AccountStatus.init(rawValue:)) ?? .disabled)
+                classifier.accounts[ExactText(key)] = .init(id: id, status: status.flatMap(AccountStatus.init(rawValue:)) ?? .disabled)
             }
         }
         return classifier

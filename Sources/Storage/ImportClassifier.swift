@@ -18,13 +18,14 @@ struct ImportClassifier {
         var identities: [(accountID: UUID, identity: ImportRowIdentity, createdAt: Date?)] = []
     }
 
-    var accounts: [String: ExistingAccount]
+    /// By external id, compared byte for byte as the accounts' unique index compares it.
+    var accounts: [ExactText: ExistingAccount]
     var owners: [ImportIdentityKey: UUID]
 
     mutating func plan(_ rows: [ImportRow], newAccountID: () -> UUID) -> Plan {
         var plan = Plan()
         for row in rows {
-            let existing = accounts[row.externalID]
+            let existing = accounts[ExactText(row.externalID)]
             if let existing, existing.status == .deleted {
                 plan.outcomes.append(.conflict(accountID: existing.id, reason: "the account of external id \(row.externalID) was deleted"))
                 continue
@@ -46,7 +47,7 @@ struct ImportClassifier {
                     missing.isEmpty ? .unchanged(accountID: accountID) : .updated(accountID: accountID, addedIdentities: missing.count))
             } else {
                 accountID = newAccountID()
-                accounts[row.externalID] = ExistingAccount(id: accountID, status: row.status)
+                accounts[ExactText(row.externalID)] = ExistingAccount(id: accountID, status: row.status)
                 plan.accounts.append((accountID, row))
                 plan.outcomes.append(.created(accountID: accountID))
             }

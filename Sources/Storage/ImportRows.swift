@@ -58,10 +58,18 @@ public struct ImportRowIdentity: Sendable, Equatable {
     var key: ImportIdentityKey { ImportIdentityKey(provider: provider, providerScope: providerScope, subject: subject) }
 }
 
+/// An identity's unique key, compared byte for byte as its unique index compares it
+/// (``ExactText``).
 struct ImportIdentityKey: Hashable, Sendable {
-    let provider: String
-    let providerScope: String
-    let subject: String
+    let provider: ExactText
+    let providerScope: ExactText
+    let subject: ExactText
+
+    init(provider: String, providerScope: String, subject: String) {
+        self.provider = ExactText(provider)
+        self.providerScope = ExactText(providerScope)
+        self.subject = ExactText(subject)
+    }
 }
 
 /// What an import did with a record.

@@ -107,7 +107,7 @@ public final class ImportSession: Sendable {
 
 /// The unique keys a batch may insert: its external ids and identity keys.
 struct BatchKeys: Sendable {
-    private var externalIDs: Set<String> = []
+    private var externalIDs: Set<ExactText> = []
     private var identities: Set<ImportIdentityKey> = []
 
     init() {}
@@ -116,14 +116,14 @@ struct BatchKeys: Sendable {
         externalIDs.reserveCapacity(rows.count)
         identities.reserveCapacity(rows.count * 2)
         for row in rows {
-            externalIDs.insert(row.externalID)
+            externalIDs.insert(ExactText(row.externalID))
             for identity in row.identities { identities.insert(identity.key) }
         }
     }
 
     /// Whether any of `rows` has one of these keys.
     func shares(with rows: [ImportRow]) -> Bool {
-        rows.contains { row in externalIDs.contains(row.externalID) || row.identities.contains { identities.contains($0.key) } }
+        rows.contains { row in externalIDs.contains(ExactText(row.externalID)) || row.identities.contains { identities.contains($0.key) } }
     }
 }
 

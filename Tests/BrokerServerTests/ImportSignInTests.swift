@@ -125,4 +125,59 @@ import Testing
             }
         }
     }
+
+    /// `josé` written composed (NFC) and decomposed (NFD) are two external ids to the database,
+    /// which compares bytes; Swift's `String` equality takes them as one. The import keeps them
+    /// two people, each found by its own id and each signing in to its own account (issue 39 A2:
+    /// the second was "updated" into the first account). The same holds for two subjects of one
+    /// record, which are not a repeated identity.
+    @Test func externalIDsAndSubjectsInTwoNormalizationFormsAreTwo() async throws {
+        try await L.run { setup in
+            let composed = "jos\u{E9}", decomposed = "jose\u{301}"
+            #expect(composed == decomposed, "Swift's equality is canonical equivalence")
+            let response = try await Self.postImport(
+                setup,
+                [
+                    "records": [
+                        ["external_id": composed, "identities": [["provider": "google", "subject": "g-nfc"]]],
+                        ["external_id": decomposed, "identities": [["provider": "google", "subject": "g-nfd"]]],
+                        ["external_id": "two-forms", "identities": [["provider": "google", "subject": "s-\(composed)"], ["provider": "google", "subject": "s-\(decomposed)"]]],
+                    ]
+                ])
+            let results = try #require(try response.json()["results"] as? [[String: Any]])
+            #expect(results.map { $0["status"] as? String } == ["created", "created", "created"], "\(results)")
+            let ids = results.compactMap { $0["account_id"] as? String }
+            #expect(Set(ids).count == 3)
+            for (externalID, expected) in [(composed, ids.first), (decomposed, ids.dropFirst().first)] {
+                let query = "?external_id=" + (externalID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+                let found = try #require(try await Self.find(setup, query).json()["accounts"] as? [[String: Any]])
+                #expect(found.count == 1 && found.first?[path: "account.id"] as? String == expected, "\(Array(externalID.unicodeScalars))")
+            }
+            let second = try await L.signIn(setup, "google", L.google(setup, subject: "g-nfd"))
+            #expect(second.accountID == ids.dropFirst().first)
+            #expect(try await setup.count("identities WHERE subject LIKE 's-jos%'") == 2)
+            // The same records again are unchanged, each in its own account.
+            let again = try #require(try await Self.postImport(setup, ["records": [
+                ["external_id": decomposed, "identities": [["provider": "google", "subject": "g-nfd"]]],
+                ["external_id": composed, "identities": [["provider": "google", "subject": "g-nfc"]]],
+            ]]).json()["results"] as? [[String: Any]])
+            #expect(again.map { $0["status"] as? String } == ["unchanged", "unchanged"])
+            #expect(again.compactMap { $0["account_id"] as? String } == [ids[1], ids[0]])
+        }
+    }
+
+    /// An imported address on either relay domain is private, on the account and the
+    /// identity, whatever the file says (issue 39 A3).
+    @Test(arguments: ProviderIdentity.builtInAppleRelayDomains)
+    func importedRelayAddressesArePrivate(domain: String) async throws {
+        try await L.run { setup in
+            let response = try await Self.postImport(setup, ["records": [
+                ["external_id": "relay-1", "email": "r1@\(domain)", "email_verified": true,
+                 "identities": [["provider": "apple", "subject": "001.relay-import", "email": "r1@\(domain.uppercased())"]]],
+            ]])
+            #expect(try response.json()["results"].map { "\($0)" }?.contains("created") == true, "\(String(buffer: response.body))")
+            #expect(try await setup.count("accounts WHERE is_private_email") == 1)
+            #expect(try await setup.count("identities WHERE is_private_email") == 1)
+        }
+    }
 }

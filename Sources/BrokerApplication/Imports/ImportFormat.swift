@@ -294,9 +294,9 @@ extension ImportRecord {
     /// `orElse` when it had nothing), else the record, with ``hadPasswordOrPhone`` set from
     /// `otherLogins`.
     func importItem(otherLogins: OtherLogins, orElse nothing: String? = nil) throws(ImportRejection) -> ImportItem {
-        var seen = Set<String>()
+        var seen = Set<ExactText>()
         for identity in identities {
-            guard seen.insert(identity.provider + "\u{0}" + identity.subject).inserted else {
+            guard seen.insert(ExactText(identity.provider + "\u{0}" + identity.subject)).inserted else {
                 let subject = FreeText.escaped(String(identity.subject.prefix(64)))
                 throw ImportRejection("two identities have provider \(identity.provider) and subject \"\(subject)\"")
             }

@@ -159,8 +159,8 @@ package struct ImportProviderResolver: Sendable {
     }
 
     private static func firstDuplicate(_ identities: [ImportRowIdentity]) -> ImportRowIdentity? {
-        var seen = Set<String>()
-        for identity in identities where !seen.insert("\(identity.provider)\u{0}\(identity.providerScope)\u{0}\(identity.subject)").inserted {
+        var seen = Set<ExactText>()
+        for identity in identities where !seen.insert(ExactText("\(identity.provider)\u{0}\(identity.providerScope)\u{0}\(identity.subject)")).inserted {
             return identity
         }
         return nil

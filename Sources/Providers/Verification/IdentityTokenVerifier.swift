@@ -173,12 +173,12 @@ public struct IdentityTokenVerifier: Sendable {
         let issuer = payload["iss"]?.string
         if let template = policy.issuerTemplate {
             switch template.expectedIssuer(for: payload) {
-            case .success(let expected) where issuer == expected: report.pass("iss", expected)
+            case .success(let expected) where issuer.map({ [expected].containsExactly($0) }) == true: report.pass("iss", expected)
             case .success(let expected):
                 report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(expected.prefix(120))."))
             case .failure(let error): report.fail("iss", error)
             }
-        } else if let issuer, policy.issuers.contains(issuer) {
+        } else if let issuer, policy.issuers.containsExactly(issuer) {
             report.pass("iss", issuer)
         } else {
             report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(policy.issuers.sorted().joined(separator: " or "))."))
@@ -190,10 +190,12 @@ public struct IdentityTokenVerifier: Sendable {
             case .array(let many): many.compactMap(\.string).count == many.count ? many.compactMap(\.string) : nil
             default: nil
             }
+        // Claims are compared byte for byte (``ExactText``): Swift's `==` would take a
+        // canonically equivalent spelling of a client id or issuer as the same.
         if let trusted = policy.audiences {
-            if let audiences, !audiences.isEmpty, audiences.allSatisfy(trusted.contains) {
+            if let audiences, !audiences.isEmpty, audiences.allSatisfy(trusted.containsExactly) {
                 report.pass("aud", audiences.joined(separator: ", "))
-            } else if let audiences, audiences.contains(where: trusted.contains) {
+            } else if let audiences, audiences.contains(where: trusted.containsExactly) {
                 report.fail("aud", .init("audience_mismatch", "The token's audience includes an untrusted extra audience."))
             } else {
                 let shown = audiences.map { "(\($0.joined(separator: ", ").prefix(120)))" } ?? "is missing"
@@ -215,27 +217,28 @@ public struct IdentityTokenVerifier: Sendable {
             report.fail("sub", .invalid("The token has no usable subject (sub)."))
         }
 
-        let issuedAt = payload["iat"]?.number.map { Date(timeIntervalSince1970: $0) }
+        // Times outside years 0001 to 9999 are no times (``UnixTime``): refused, never converted.
+        let issuedAt = payload["iat"]?.number.flatMap(UnixTime.date(seconds:))
         if let issuedAt, issuedAt <= now.addingTimeInterval(skew) {
             report.pass("iat", Self.describe(issuedAt))
         } else if let issuedAt {
             report.fail("iat", .init("token_not_yet_valid", "The token was issued in the future (\(Self.describe(issuedAt)))."))
         } else {
-            report.fail("iat", .invalid("The token has no issued-at time (iat)."))
+            report.fail("iat", .invalid("The token has no usable issued-at time (iat)."))
         }
 
-        let expiresAt = payload["exp"]?.number.map { Date(timeIntervalSince1970: $0) }
+        let expiresAt = payload["exp"]?.number.flatMap(UnixTime.date(seconds:))
         if let expiresAt, expiresAt.addingTimeInterval(skew) > now {
             report.pass("exp", Self.describe(expiresAt))
         } else if let expiresAt {
             report.fail("exp", .init("token_expired", "The token expired at \(Self.describe(expiresAt))."))
         } else {
-            report.fail("exp", .invalid("The token has no expiry (exp)."))
+            report.fail("exp", .invalid("The token has no usable expiry (exp)."))
         }
 
         if let notBefore = payload["nbf"] {
-            if let value = notBefore.number, Date(timeIntervalSince1970: value) <= now.addingTimeInterval(skew) {
-                report.pass("nbf", Self.describe(Date(timeIntervalSince1970: value)))
+            if let value = notBefore.number.flatMap(UnixTime.date(seconds:)), value <= now.addingTimeInterval(skew) {
+                report.pass("nbf", Self.describe(value))
             } else {
                 report.fail("nbf", .init("token_not_yet_valid", "The token is not valid yet (nbf)."))
             }

@@ -76,7 +76,7 @@ extension ClaimCheck {
             guard let value = payload["azp"] else { return .success("absent") }
             guard let party = value.string else { return .failure(.init("audience_mismatch", "The token's azp is not a string.")) }
             guard let trusted else { return .success("\(party) (not compared: no audience given)") }
-            return trusted.contains(party)
+            return trusted.containsExactly(party)
                 ? .success(party)
                 : .failure(.init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client of this tenant."))
         }
