@@ -68,6 +68,9 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_WEBHOOK_ALLOW_INSECURE=1`: webhooks may be `http://` and point at loopback or
     /// private addresses (tests and demos).
     public var webhookAllowInsecure: Bool
+    /// `BROKER_APPLE_RELAY_DOMAINS`: relay domains Apple announces after this release, added to
+    /// the built-in ones (``ProviderIdentity/builtInAppleRelayDomains``); lowercased.
+    public var appleRelayDomains: [String]
 
     public static let variables: [(name: String, meaning: String)] = [
         ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
@@ -82,12 +85,13 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_DB_SIGN_IN_BATCHES", "returning sign-ins arriving together are written in one statement; at most this many such statements at once (default 2; 0 = one statement per sign-in)"),
         ("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", "seconds between two checks of one stored Apple refresh token through the refresh grant (default 86400; 0 = no checks)"),
         ("BROKER_APPLE_MAX_CALLS_PER_SECOND", "calls a second to Apple for credential checks, all instances together (default 10)"),
+        ("BROKER_APPLE_RELAY_DOMAINS", "comma-separated email domains Apple announces for private-relay addresses, added to privaterelay.appleid.com and private.icloud.com (default none)"),
         ("BROKER_WEBHOOK_ALLOW_INSECURE", "1: webhooks may be http:// and point at loopback or private addresses (tests, demos only; default 0)"),
         ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
         ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
         ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
         ("BROKER_METRICS_PORT", "serve /metrics on this port of BROKER_HOST only, not on the API's port (default: on the API's port)"),
-        ("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", "connections one client address may hold open; more are closed at once (default 64; trusted proxies are not capped)"),
+        ("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", "connections one client address may hold open; a request on one more is answered 503 connection_limit with Retry-After and the connection closed (default 512, above a busy backend's pool; trusted proxies are not capped)"),
         ("BROKER_HTTP_HEADER_TIMEOUT", "seconds within which a connection must send a whole request head once it started one, or as its first request (default 10)"),
         ("BROKER_API_KEY_RATE_LIMIT", "requests a second per API key and instance unless its tenant sets its own (default 200)"),
         ("BROKER_API_KEY_RATE_BURST", "requests at once per API key and instance (default 400)"),
@@ -150,7 +154,7 @@ public struct BrokerConfiguration: Sendable {
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),
             idleTimeout: .seconds(try integer("BROKER_HTTP_IDLE_TIMEOUT", default: 60, range: 1...3_600)),
             maxConnections: try integer("BROKER_HTTP_MAX_CONNECTIONS", default: 1_024, range: 1...100_000),
-            maxConnectionsPerAddress: try integer("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", default: 64, range: 1...100_000),
+            maxConnectionsPerAddress: try integer("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", default: 512, range: 1...100_000),
             headerTimeout: .seconds(try integer("BROKER_HTTP_HEADER_TIMEOUT", default: 10, range: 1...600)))
         metricsPort = value("BROKER_METRICS_PORT") == nil ? nil : try integer("BROKER_METRICS_PORT", default: 0, range: 1...65535)
         if let metricsPort, metricsPort == port {
@@ -205,8 +209,36 @@ public struct BrokerConfiguration: Sendable {
         case "1": webhookAllowInsecure = true
         default: throw .invalidArgument("BROKER_WEBHOOK_ALLOW_INSECURE must be 1 (tests and demos) or 0.")
         }
+        appleRelayDomains = []
+        for entry in (value("BROKER_APPLE_RELAY_DOMAINS")?.split(separator: ",", omittingEmptySubsequences: false) ?? []) {
+            let domain = entry.trimmingCharacters(in: .whitespaces).lowercased()
+            guard Self.isDomainName(domain) else {
+                throw .invalidArgument(
+                    "BROKER_APPLE_RELAY_DOMAINS must be comma-separated domain names such as relay.example.com; '\(FreeText.escaped(String(domain.prefix(80))))' is not one.")
+            }
+            appleRelayDomains.append(domain)
+        }
         appleCredentialChecks = AppleCredentialChecks(
             interval: TimeInterval(try integer("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", default: 86_400, range: 0...31_536_000)),
             maxCallsPerSecond: try integer("BROKER_APPLE_MAX_CALLS_PER_SECOND", default: 10, range: 1...1_000))
     }
 }
+
+extension BrokerConfiguration {
+    /// Lowercase letters, digits and hyphens in labels of 1 to 63 characters, at least two
+    /// labels, none starting or ending with a hyphen, 253 characters at most.
+    static func isDomainName(_ text: String) -> Bool {
+        let labels = text.split(separator: ".", omittingEmptySubsequences: false)
+        return text.utf8.count <= 253 && labels.count >= 2
+            && labels.allSatisfy { label in
+                (1...63).contains(label.utf8.count) && label.first != "-" && label.last != "-"
+                    && label.utf8.allSatisfy { ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "-") }
+            }
+    }
+
+    /// Puts this configuration's process-wide settings in force: the added relay domains.
+    public func applyProcessSettings() {
+        ProviderIdentity.addAppleRelayDomains(appleRelayDomains)
+    }
+}
+

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 public enum AccountStatus: String, Sendable, Codable {
     case active, disabled, deleted
@@ -191,7 +192,9 @@ public struct ProviderIdentity: Sendable, Equatable {
         // An empty email is no email: it never blanks a stored one.
         self.email = email.flatMap { $0.isEmpty ? nil : $0 }
         self.emailVerified = emailVerified
-        self.isPrivateEmail = isPrivateEmail
+        // A relay address is private whoever brings it (Apple without `is_private_email`, or a
+        // Google account made with Hide My Email): it never joins accounts by email.
+        self.isPrivateEmail = isPrivateEmail || Self.isAppleRelay(self.email)
         // Names as people typed them at the provider: trimmed, at most 200 characters, none when blank.
         self.name = PersonName(givenName: Self.clean(name.givenName), familyName: Self.clean(name.familyName))
         self.realUserStatus = realUserStatus
@@ -206,19 +209,45 @@ public struct ProviderIdentity: Sendable, Equatable {
         return !Self.isAppleRelay(email)
     }
 
-    /// The domain of Apple's private-relay addresses ("Hide My Email").
-    public static let appleRelayDomain = "privaterelay.appleid.com"
-    private static let appleRelaySuffix = Array(("@" + appleRelayDomain).utf8)
+    /// The domains of Apple's private-relay addresses ("Hide My Email"): the first one, and
+    /// `private.icloud.com`, on which Apple issues new Sign in with Apple and Hide My Email
+    /// addresses since 2026. An operator adds a domain Apple announces later with
+    /// `BROKER_APPLE_RELAY_DOMAINS` (``addAppleRelayDomains(_:)``), without a release.
+    public static let builtInAppleRelayDomains = ["privaterelay.appleid.com", "private.icloud.com"]
+    /// `@domain` in lowercase bytes, for every domain in force.
+    private static let appleRelaySuffixes = Mutex<[[UInt8]]>(builtInAppleRelayDomains.map { Array(("@" + $0).utf8) })
 
-    /// Whether `email` is an Apple private-relay address (the domain's case ignored). Compares
-    /// the last bytes in place: an import checks every email of a file, and lowercasing a copy
-    /// of each was a tenth of its CPU.
+    /// The relay domains in force: the built-in ones and those added.
+    public static var appleRelayDomains: [String] {
+        appleRelaySuffixes.withLock { $0.map { String(decoding: $0.dropFirst(), as: UTF8.self) } }
+    }
+
+    /// Adds relay domains for this process (lowercased; those already known are skipped). The
+    /// process reads `BROKER_APPLE_RELAY_DOMAINS` once at start and calls this; every place the
+    /// relay rule applies (sign-in with any provider, web sign-in, imports, linking) asks
+    /// ``isAppleRelay(_:)``.
+    public static func addAppleRelayDomains(_ domains: [String]) {
+        appleRelaySuffixes.withLock { suffixes in
+            for domain in domains {
+                let suffix = Array(("@" + domain.lowercased()).utf8)
+                if !suffixes.contains(suffix) { suffixes.append(suffix) }
+            }
+        }
+    }
+
+    /// Whether `email` is an Apple private-relay address, on any relay domain in force (the
+    /// domain's case ignored). Compares the last bytes in place: an import checks every email of
+    /// a file, and lowercasing a copy of each was a tenth of its CPU.
     public static func isAppleRelay(_ email: String?) -> Bool {
         guard let email else { return false }
         let bytes = email.utf8
-        guard bytes.count >= appleRelaySuffix.count else { return false }
-        return zip(bytes.suffix(appleRelaySuffix.count), appleRelaySuffix).allSatisfy { byte, expected in
-            byte == expected || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") && byte | 0x20 == expected)
+        return appleRelaySuffixes.withLock { suffixes in
+            suffixes.contains { suffix in
+                bytes.count >= suffix.count
+                    && zip(bytes.suffix(suffix.count), suffix).allSatisfy { byte, expected in
+                        byte == expected || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") && byte | 0x20 == expected)
+                    }
+            }
         }
     }
 

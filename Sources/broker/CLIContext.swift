@@ -19,6 +19,7 @@ struct CLIContext {
 
     init(logLevel: Logger.Level = .warning, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         configuration = try BrokerConfiguration(environment: environment)
+        configuration.applyProcessSettings()
         logger = LogSetup.logger(label: "broker", configuration: configuration, defaultLevel: logLevel)
     }
 

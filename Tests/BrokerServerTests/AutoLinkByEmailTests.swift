@@ -79,9 +79,12 @@ import Testing
         }
     }
 
-    @Test func relayAddressesNeverLink() async throws {
+    /// Both of Apple's relay domains (issue 39 A3: `private.icloud.com`, Apple's since 2026, was
+    /// taken for an ordinary address and linked).
+    @Test(arguments: ProviderIdentity.builtInAppleRelayDomains)
+    func relayAddressesNeverLink(domain: String) async throws {
         try await Self.run(autoLink: true) { setup in
-            let relay = "abc123@privaterelay.appleid.com"
+            let relay = "abc123@" + domain
             // An account whose verified email happens to be the relay address (through Google).
             let google = try await Self.googleSignIn(setup, subject: "g-relay", email: relay)
             let token = try L.appleToken(setup, subject: "001.relay", email: relay, isPrivateEmail: true)
@@ -93,6 +96,16 @@ import Testing
             let unflagged = try L.appleToken(setup, subject: "001.relay-2", email: relay.uppercased(), isPrivateEmail: false)
             let second = try await L.signIn(setup, "apple", ["client_id": "com.acme.app", "identity_token": unflagged])
             #expect(second.body["is_new_account"] as? Bool == true)
+            #expect(second.body[path: "account.is_private_email"] as? Bool == true, "\(second.body)")
+            #expect(second.body[path: "identity.is_private_email"] as? Bool == true)
+            #expect(google[path: "account.is_private_email"] as? Bool == true, "any provider's relay address is private")
+            // The other way round: Apple first, unflagged, then a verified Google email.
+            let other = "xyz789@" + domain.uppercased()
+            let first = try await L.signIn(
+                setup, "apple", ["client_id": "com.acme.app", "identity_token": try L.appleToken(setup, subject: "001.relay-3", email: other)])
+            let then = try await Self.googleSignIn(setup, subject: "g-relay-3", email: other.lowercased())
+            #expect(then[path: "account.id"] as? String != first.accountID)
+            #expect(then["linked_by"] is NSNull)
         }
     }
 
@@ -150,6 +163,10 @@ import Testing
         #expect(!ProviderIdentity.isAppleRelay("x@privaterelay.appleid.co") && !ProviderIdentity.isAppleRelay("xprivaterelay.appleid.com"))
         #expect(!ProviderIdentity.isAppleRelay("x@privaterelay.appleid.com.evil") && !ProviderIdentity.isAppleRelay("x@éprivaterelay.appleid.com"))
         #expect(!ProviderIdentity.isAppleRelay("relay.appleid.com") && !ProviderIdentity.isAppleRelay(nil))
+        #expect(ProviderIdentity.isAppleRelay("x@private.icloud.com") && ProviderIdentity.isAppleRelay("x@Private.iCloud.com"))
+        #expect(!ProviderIdentity.isAppleRelay("x@icloud.com") && !ProviderIdentity.isAppleRelay("x@private.icloud.com.evil"))
+        #expect(!identity(.google, "x@private.icloud.com").mayAutoLinkByEmail)
+        #expect(identity(.google, "x@private.icloud.com").isPrivateEmail, "a relay address is private whoever brings it")
         #expect(!identity(.facebook, "a@example.com").mayAutoLinkByEmail)
         #expect(!identity(.google, nil).mayAutoLinkByEmail)
         #expect(!identity(.google, "").mayAutoLinkByEmail)

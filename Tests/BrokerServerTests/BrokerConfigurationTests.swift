@@ -4,6 +4,23 @@ import BrokerServer
 import Testing
 
 @Suite struct BrokerConfigurationTests {
+    /// A relay domain Apple announces later is added without a release (issue 39 A3); the
+    /// built-in two always apply. The domain here is this test's own: the setting is
+    /// process-wide.
+    @Test func appleRelayDomainsAreAddedByTheOperator() throws {
+        #expect(try BrokerConfiguration(environment: [:]).appleRelayDomains.isEmpty)
+        let configuration = try BrokerConfiguration(environment: ["BROKER_APPLE_RELAY_DOMAINS": " Relay.Config-Test.example ,relay2.config-test.example"])
+        #expect(configuration.appleRelayDomains == ["relay.config-test.example", "relay2.config-test.example"])
+        #expect(!ProviderIdentity.isAppleRelay("a@relay.config-test.example"))
+        configuration.applyProcessSettings()
+        #expect(ProviderIdentity.isAppleRelay("a@RELAY.config-test.example") && ProviderIdentity.isAppleRelay("b@relay2.config-test.example"))
+        #expect(ProviderIdentity.isAppleRelay("x@private.icloud.com") && ProviderIdentity.isAppleRelay("x@privaterelay.appleid.com"))
+        #expect(ProviderIdentity.appleRelayDomains.starts(with: ProviderIdentity.builtInAppleRelayDomains))
+        for bad in ["localhost", "-x.example", "a..example", "@relay.example", "relay.example/x", "rélay.example", "x.example,", "x.example,,y.example"] {
+            #expect(throws: BrokerError.self, "\(bad)") { try BrokerConfiguration(environment: ["BROKER_APPLE_RELAY_DOMAINS": bad]) }
+        }
+    }
+
     @Test func signInBatchesDefaultToTwoAndTakeZeroToSixtyFour() throws {
         #expect(try BrokerConfiguration(environment: [:]).databaseSignInBatches == 2)
         #expect(try BrokerConfiguration(environment: ["BROKER_DB_SIGN_IN_BATCHES": "0"]).databaseSignInBatches == 0)
@@ -28,7 +45,7 @@ import Testing
         #expect(defaults.abuseLimits.publicRoutes == RateLimit(perSecond: 50, burst: 100))
         #expect(defaults.abuseLimits.failedAuthentication == RateLimit(perSecond: 5, burst: 20))
         #expect(defaults.abuseLimits.clientAddresses.trustedProxies.isEmpty)
-        #expect(defaults.httpLimits.maxConnectionsPerAddress == 64)
+        #expect(defaults.httpLimits.maxConnectionsPerAddress == 512)
         #expect(defaults.httpLimits.headerTimeout == .seconds(10))
         let set = try BrokerConfiguration(environment: [
             "BROKER_API_KEY_RATE_LIMIT": "500", "BROKER_PUBLIC_RATE_LIMIT": "20", "BROKER_PUBLIC_RATE_BURST": "30",
