@@ -8,7 +8,8 @@ import PostgresNIO
 /// identity's sessions ended, the identity deleted with its remembered consent revocation, and
 /// when the account has no identity left, the account made a tombstone (its other sessions ended,
 /// nothing personal kept, its consent revocations forgotten; `account.deleted` audited and
-/// announced); then the `apple.account_deleted` audit row and event and `identity.unlinked`.
+/// announced), or when it keeps other identities, its email and name cleared where they came
+/// only from Apple; then the `apple.account_deleted` audit row and event and `identity.unlinked`.
 /// A second delivery of a `jti` finds its receipt taken and writes nothing.
 struct AccountDeleteNotificationStatement: UnlinkingNotificationStatement {
     typealias Row = PostgresRow
@@ -61,6 +62,39 @@ struct AccountDeleteNotificationStatement: UnlinkingNotificationStatement {
                     is_private_email = false, updated_at = now()
                 FROM going g
                 WHERE a.tenant_id = g.t AND a.id = g.account_id
+            ),
+            scrubbed AS (
+                -- An account that keeps other identities loses what came only from Apple: its
+                -- email and name where they are the deleted identity's and no identity it keeps
+                -- has them (issue 39 A4). Its rows are not the tombstone's (left_over > 0).
+                UPDATE accounts a SET
+                    email = CASE WHEN s.drop_email THEN NULL ELSE a.email END,
+                    email_verified = CASE WHEN s.drop_email THEN false ELSE a.email_verified END,
+                    is_private_email = CASE WHEN s.drop_email THEN false ELSE a.is_private_email END,
+                    given_name = CASE WHEN s.drop_given THEN NULL ELSE a.given_name END,
+                    family_name = CASE WHEN s.drop_family THEN NULL ELSE a.family_name END,
+                    display_name = CASE WHEN s.drop_display THEN NULL ELSE a.display_name END,
+                    updated_at = now()
+                FROM (
+                    SELECT x.t, x.account_id,
+                        c.email_key = lower(i.email) AND NOT EXISTS (
+                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
+                                AND lower(o.email) = c.email_key) AS drop_email,
+                        c.given_name = i.given_name AND NOT EXISTS (
+                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
+                                AND o.given_name = c.given_name) AS drop_given,
+                        c.family_name = i.family_name AND NOT EXISTS (
+                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
+                                AND o.family_name = c.family_name) AS drop_family,
+                        c.display_name = nullif(trim(concat_ws(' ', i.given_name, i.family_name)), '') AND NOT EXISTS (
+                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
+                                AND nullif(trim(concat_ws(' ', o.given_name, o.family_name)), '') = c.display_name) AS drop_display
+                    FROM target x
+                    JOIN remaining rm ON rm.n = x.n AND rm.left_over > 0
+                    JOIN accounts c ON c.tenant_id = x.t AND c.id = x.account_id
+                    JOIN identities i ON i.account_id = x.account_id AND i.id = x.identity_id
+                ) s
+                WHERE a.tenant_id = s.t AND a.id = s.account_id AND (s.drop_email OR s.drop_given OR s.drop_family OR s.drop_display)
             ),
             details AS MATERIALIZED (
                 SELECT x.n, x.t, x.identity_id, x.account_id, g.n IS NOT NULL AS gone,
