@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // Traces over OTLP/HTTP only: the gRPC exporter (and its build) is left out.
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
+        // Property-based tests (parsers, number conversions, comparisons); tests only.
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         // Domain types and rules: no HTTP, no SQL.
@@ -198,7 +200,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrokerCoreTests",
+            dependencies: [
+                "BrokerCore", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport", "BrokerCore", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrokerServerTests",

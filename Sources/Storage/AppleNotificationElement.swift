@@ -40,7 +40,7 @@ struct AppleNotificationElement: Sendable {
         writer.member("t", route.tenantID.lowercasedString)
         writer.member("j", event.id)
         writer.member("ty", event.type)
-        writer.member("et", event.eventTime.map { Int(($0.timeIntervalSince1970 * 1_000_000).rounded(.towardZero)) })
+        writer.member("et", event.eventTime.map(UnixTime.microseconds))
         writer.member("etx", event.eventTime?.iso8601String)
         writer.member("sc", route.teamID)
         writer.member("u", subject)

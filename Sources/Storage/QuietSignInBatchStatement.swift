@@ -155,9 +155,7 @@ extension AccountRepository {
             writer.member("k", request.maxOpenSessions)
         }
 
-        private static func microseconds(_ date: Date) -> Int {
-            Int((date.timeIntervalSince1970 * 1_000_000).rounded(.towardZero))
-        }
+        private static func microseconds(_ date: Date) -> Int { UnixTime.microseconds(date) }
     }
 }
 

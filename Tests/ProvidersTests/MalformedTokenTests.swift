@@ -185,4 +185,25 @@ import Testing
         // A well-formed token meets the key lookup, and an empty set is no usable key set.
         #expect(await verifier.failureCode(try apple.mint(F.claims(apple))) == "provider_unavailable")
     }
+
+    /// `iat`, `exp` and `nbf` outside years 0001 to 9999 are no times: refused as invalid, never
+    /// converted (issue 39 C9: no number from outside may trap, and PostgresNIO traps binding a
+    /// date whose microseconds do not fit an `Int64`).
+    @Test(arguments: ["1e300", "-1e300", "1.8e18", "253402300800"])
+    func timesNoInstantCanBeAreRefused(_ time: String) async throws {
+        let apple = try F.apple()
+        let verifier = try F.verifier(for: apple)
+        let good = try F.json(F.claims(apple))
+        for claim in ["iat", "exp"] {
+            let payload = try #require(good.range(of: #""\#(claim)":[0-9.e+]+"#, options: .regularExpression).map {
+                good.replacingCharacters(in: $0, with: #""\#(claim)":\#(time)"#)
+            })
+            let failed = await verifier.failedCheck(try rawToken(apple, payload: payload))
+            #expect(failed == claim, "\(claim) \(time): \(String(describing: failed)) \(payload)")
+        }
+        let notBefore = good.replacingOccurrences(of: "{", with: #"{"nbf":\#(time),"#, options: .anchored)
+        if time.hasPrefix("-") {
+            #expect(await verifier.failedCheck(try rawToken(apple, payload: notBefore)) == "nbf", "nbf \(time)")
+        }
+    }
 }

@@ -71,11 +71,17 @@ package struct AppleNotificationService: Sendable {
         return found
     }
 
+    /// The receipt key of a `jti`: itself up to 128 bytes, else its SHA-256. Cut to a prefix,
+    /// two different long ids sharing one would be taken as one delivery (issue 39 F20).
+    static func receiptID(_ jti: String) -> String {
+        jti.utf8.count <= 128 && !jti.hasPrefix("sha256:") ? jti : "sha256:" + Hex.encode(SHA256.hash(data: Data(jti.utf8)))
+    }
+
     /// The event of a verified notification. `events` is a JSON string (Apple's format); an
     /// object is taken too. What cannot be read becomes an event of type `unreadable`, recorded
     /// and ignored: the notification was Apple's, and Apple should not deliver it again.
     static func event(of claims: IdentityClaims, payload: String) -> AppleNotificationRepository.Event {
-        let id = claims.tokenID.map { String($0.prefix(128)) } ?? "sha256:" + Hex.encode(SHA256.hash(data: Data(payload.utf8)))
+        let id = claims.tokenID.map(Self.receiptID) ?? "sha256:" + Hex.encode(SHA256.hash(data: Data(payload.utf8)))
         let events: [String: JSONValue]?
         switch claims.payload["events"] {
         case .string(let text)?: events = (try? JSONValue.parse(Array(text.utf8)))?.object
@@ -85,7 +91,9 @@ package struct AppleNotificationService: Sendable {
         guard let events, let type = events["type"]?.string(maxBytes: 64) else {
             return .init(id: id, type: "unreadable", subject: nil, eventTime: nil)
         }
-        let time = events["event_time"]?.number.map { Date(timeIntervalSince1970: $0 / 1_000) }
+        // A time outside years 0001 to 9999 (nanoseconds, say) is no time: the event is kept
+        // without one (``UnixTime``).
+        let time = events["event_time"]?.number.flatMap(UnixTime.date(milliseconds:))
         return .init(id: id, type: type, subject: events["sub"]?.string(maxBytes: 255), eventTime: time)
     }
 }
