@@ -3,6 +3,7 @@ import BrokerCore
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import JWTKit
 import MockIdP
 import NIOCore
 import PostgresNIO
@@ -209,6 +210,97 @@ import Testing
             #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 0)
             #expect(try await Self.post(setup, body).status == .ok, "Apple's next delivery applies it")
             #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 1)
+        }
+    }
+
+    /// Posts `type` for `subject` with the `events` member's `event_time` replaced by `time`
+    /// (any JSON number text) and the given `jti`.
+    static func notify(_ setup: AppleTestSetup, _ type: String, subject: String, eventTimeText time: String, jti: String) async throws -> TestResponse {
+        var claims = try setup.apple.notificationClaims(audience: primaryAppID, type: type, subject: subject, jti: jti)
+        var email = ""
+        if type.hasPrefix("email-") { email = #","email":"x@privaterelay.appleid.com","is_private_email":"true""# }
+        claims["events"] = .string(#"{"type":"\#(type)","sub":"\#(subject)","event_time":\#(time)\#(email)}"#)
+        return try await post(setup, try JSONSerialization.data(withJSONObject: ["payload": try setup.apple.mint(claims)]))
+    }
+
+    /// An `event_time` no instant can be (nanoseconds instead of milliseconds, 1e300, a
+    /// negative 1e300) is answered 200 and applied with no time, on every batched type, and the
+    /// process goes on (issue 39 C9: `Int(Double)` trapped and stopped `serve`). A fraction of a
+    /// millisecond is a time.
+    @Test(arguments: ["email-disabled", "consent-revoked", "account-delete"])
+    func anEventTimeNoInstantCanBeIsAppliedWithoutATime(type: String) async throws {
+        try await AppleTestSetup.run { setup in
+            let times = ["1800000000000000000", "1e300", "-1e300", "253402300800000", "1764633600000.5"]
+            for (n, time) in times.enumerated() {
+                _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "odd-\(n)")])
+                let response = try await Self.notify(setup, type, subject: "odd-\(n)", eventTimeText: time, jti: "odd-time-\(n)")
+                #expect(response.status == .ok, "\(time): \(String(buffer: response.body))")
+            }
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == times.count)
+            let timed = try await setup.app.database.client.query(
+                "SELECT jti, coalesce(event_time::text, 'none') FROM notification_receipts ORDER BY jti").collect()
+            let stored: [(String, String)] = try timed.map { try $0.decode((String, String).self) }
+            let untimed: [String] = stored.filter { $0.1 == "none" }.map(\.0)
+            let expected: [String] = (0..<4).map { "odd-time-\($0)" }
+            #expect(untimed == expected, "\(stored)")
+            // Still serving.
+            _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "after")])
+        }
+    }
+
+    /// Two `jti`s longer than 128 bytes that share their first 128 are two deliveries, not one
+    /// (issue 39 F20: the id was cut to a prefix).
+    @Test func longJTIsSharingAPrefixAreTwoDeliveries() async throws {
+        try await AppleTestSetup.run { setup in
+            let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "long")])
+            let id = try #require(body[path: "account.id"] as? String)
+            let prefix = String(repeating: "j", count: 128)
+            #expect(try await Self.notify(setup, "email-disabled", subject: "long", jti: prefix + "-one").status == .ok)
+            #expect(try await Self.notify(setup, "email-enabled", subject: "long", jti: prefix + "-two").status == .ok)
+            #expect(try await Self.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
+            let identities = try await Self.account(setup, id)["identities"] as? [[String: Any]] ?? []
+            #expect(identities.first?["relay_email_deliverable"] as? Bool == true)
+            // The same long id again is the same delivery.
+            #expect(try await Self.notify(setup, "email-disabled", subject: "long", jti: prefix + "-one").status == .ok)
+            #expect(try await Self.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
+        }
+    }
+
+    /// `account-delete` on an account that keeps another identity takes away what came only
+    /// from Apple: the relay email and the name Apple gave (issue 39 A4). What the identity it
+    /// keeps also has stays.
+    @Test(arguments: [false, true])
+    func accountDeleteTakesAppleDataFromAnAccountThatStays(otherHasTheSame: Bool) async throws {
+        try await AppleTestSetup.run { setup in
+            let relay = "kept-\(otherHasTheSame)@privaterelay.appleid.com"
+            let body = try await setup.signIn([
+                "client_id": "com.acme.app", "identity_token": try setup.token(subject: "stays", email: relay, isPrivateEmail: true),
+                "user": ["name": ["firstName": "Ada", "lastName": "Lovelace"]],
+            ])
+            let id = try #require(body[path: "account.id"] as? String)
+            #expect(body[path: "account.email"] as? String == relay)
+            // Another identity of the account (LINE's, as an operator's OpenID Connect provider).
+            try await setup.app.database.client.query(
+                """
+                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified, given_name, family_name)
+                VALUES (gen_random_uuid(), \(setup.tenant.id), \(UUID(uuidString: id)), 'line', '', 'U-stays',
+                    \(otherHasTheSame ? relay.uppercased() : nil), false, \(otherHasTheSame ? "Ada" : nil), NULL)
+                """)
+            #expect(try await Self.notify(setup, "account-delete", subject: "stays").status == .ok)
+            let details = try await Self.account(setup, id)
+            let account = try #require(details["account"] as? [String: Any])
+            #expect(account["status"] as? String == "active")
+            #expect((details["identities"] as? [[String: Any]])?.map { $0["provider"] as? String } == ["line"])
+            if otherHasTheSame {
+                #expect(account["email"] as? String == relay, "LINE's identity has the same address")
+                #expect(account[path: "name.given_name"] as? String == "Ada")
+            } else {
+                #expect(account["email"] == nil || account["email"] is NSNull, "\(account)")
+                #expect(account["email_verified"] as? Bool == false && account["is_private_email"] as? Bool == false)
+                #expect(account[path: "name.given_name"] == nil || account[path: "name.given_name"] is NSNull)
+            }
+            #expect(account[path: "name.family_name"] == nil || account[path: "name.family_name"] is NSNull, "\(account)")
+            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM accounts WHERE display_name IS NOT NULL") == 0)
         }
     }
 }
