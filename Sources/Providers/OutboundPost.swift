@@ -31,12 +31,23 @@ extension HTTPClient {
     /// The client deliveries go out on: it follows no redirect (a redirect could lead a signed
     /// delivery to an address the destination check never saw) and makes no spans of its own
     /// (``OutboundSpan`` makes one without the URL's query).
-    public static let webhooks: HTTPClient = {
+    public static let webhooks: HTTPClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: webhookConfiguration)
+
+    static var webhookConfiguration: HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration()
         configuration.redirectConfiguration = .disallow
         configuration.timeout.connect = .seconds(5)
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
         configuration.tracing.tracer = nil
+        return configuration
+    }
+
+    /// A client like ``webhooks`` whose connections to `host` go to `address` (the one the
+    /// destination check saw), with TLS still naming and verifying `host`: the client does not
+    /// look the name up again (AsyncHTTPClient's `dnsOverride`). The caller shuts it down.
+    public static func webhook(pinning host: String, to address: String) -> HTTPClient {
+        var configuration = webhookConfiguration
+        configuration.dnsOverride = [host: address]
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+    }
 }

@@ -1,9 +1,12 @@
+import AsyncHTTPClient
 import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
+import Synchronization
+import Providers
 import Storage
 import TestSupport
 import Testing
@@ -257,6 +260,63 @@ import Testing
         }
     }
 
+    /// The issue's literals are refused by `set` too, as written.
+    @Test func theSpecialPurposeLiteralsAreRefused() async throws {
+        try await AppleTestSetup.run { setup in
+            let admin = WebhookAdmin(database: setup.app.database, actor: "test")
+            for literal in ["[64:ff9b:1::7f00:1]", "[2002:7f00:1::1]", "[2001::7f00:1]", "[fec0::1]", "[::ffff:0:7f00:1]", "192.88.99.1"] {
+                #expect(await Self.refusal(admin, setup.app.secrets, "https://\(literal)/x", events: []) == "webhook_address_not_public", "\(literal)")
+            }
+        }
+    }
+
+    /// A delivery looks the host up once and connects to the address it checked (issue 39 B5:
+    /// checked with one lookup and connected with another, a name answered first with a public
+    /// address and then with 127.0.0.1 reached loopback). Here the policy's resolver is the only
+    /// one that knows the name, and it permits only the first address it answers: the sink gets
+    /// the delivery only if the connection went to that address, not to a second lookup's.
+    @Test func aDeliveryConnectsToTheAddressItChecked() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { sink in
+                let port = try #require(URLComponents(string: sink.url)?.port)
+                _ = try await WebhookAdmin(database: setup.app.database, actor: "test").set(
+                    tenant: "acme", url: "http://Rebind.TEST:\(port)/hooks/identity", events: [], rotateSecret: false,
+                    secrets: setup.app.secrets, allowInsecure: true)
+                let lookups = Mutex<[String]>([])
+                let addresses = WebhookAddressPolicy(
+                    allowsHTTP: true,
+                    resolve: { host in
+                        let count = lookups.withLock { $0.append(host); return $0.count }
+                        return count == 1 ? [[127, 0, 0, 1]] : [[127, 0, 0, 2]]
+                    },
+                    permits: { $0 == [127, 0, 0, 1] })
+                let worker = WebhookDeliveryWorker(
+                    database: setup.app.database, secrets: setup.app.secrets, allowInsecure: false, addresses: addresses,
+                    timeout: .seconds(5), logger: setup.app.database.logger)
+                _ = try await Self.signIn(setup, "rebound")
+                let delivered = try await eventuallyValue(timeout: .seconds(20)) {
+                    try await worker.runDue(now: { Date().addingTimeInterval(7_200) })
+                    return try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first
+                } until: { (delivery: WebhookRepository.Delivery?) in
+                    delivery?.status == .delivered || lookups.withLock { $0.count } > 0
+                }
+                #expect(delivered?.status == .delivered, "\(String(describing: delivered?.lastError))")
+                #expect(sink.deliveries.count == 1)
+                #expect(lookups.withLock { $0 } == ["Rebind.TEST"], "one lookup per delivery")
+            }
+        }
+    }
+
+    /// A receiver that answers after the timeout is recorded as a timeout, whichever deadline
+    /// fires first (issue 39 F20: it was `unreachable`).
+    @Test func aLateAnswerIsATimeout() {
+        #expect(WebhookDeliveryWorker.isTimeout(DeadlineExceeded(timeout: .seconds(1))))
+        #expect(WebhookDeliveryWorker.isTimeout(HTTPClientError.deadlineExceeded))
+        #expect(WebhookDeliveryWorker.isTimeout(HTTPClientError.readTimeout))
+        #expect(!WebhookDeliveryWorker.isTimeout(HTTPClientError.connectTimeout))
+        #expect(!WebhookDeliveryWorker.isTimeout(CancellationError()))
+    }
+
     /// The code `set` refuses `url` with; nil when it takes it.
     static func refusal(_ admin: WebhookAdmin, _ secrets: SecretBox, _ url: String, events: [String]) async -> String? {
         do {
@@ -300,11 +360,26 @@ import Testing
             Array(repeating: 0, count: 15) + [1], [0xfd] + Array(repeating: 0, count: 14) + [1], [0xfe, 0x80] + Array(repeating: 0, count: 14),
             Array(repeating: 0, count: 10) + [0xff, 0xff, 10, 0, 0, 1], [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 12),
             Array(repeating: 0, count: 12) + [127, 0, 0, 1],
+            // Issue 39 B5: the literals that were taken, after IANA's special-purpose registries.
+            [0x00, 0x64, 0xff, 0x9b, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 1],  // 64:ff9b:1::7f00:1, local-use NAT64
+            [0x20, 0x02, 0x7f, 0x00, 0x00, 0x01] + Array(repeating: 0, count: 9) + [1],  // 2002:7f00:1::1, 6to4
+            [0x20, 0x01, 0, 0] + Array(repeating: 0, count: 8) + [0x7f, 0, 0, 1],  // 2001::7f00:1, Teredo
+            [0xfe, 0xc0] + Array(repeating: 0, count: 13) + [1],  // fec0::1, site-local
+            Array(repeating: 0, count: 8) + [0xff, 0xff, 0, 0, 0x7f, 0, 0, 1],  // ::ffff:0:7f00:1, IPv4-translated
+            [192, 88, 99, 1],  // 6to4 relay anycast
+            [0x20, 0x01, 0x00, 0x02] + Array(repeating: 0, count: 12),  // 2001:2::, benchmarking
+            [0x3f, 0xff] + Array(repeating: 0, count: 13) + [1],  // 3fff::1, documentation
+            [0x01, 0x00] + Array(repeating: 0, count: 14),  // 100::, discard-only
+            [0x5f, 0x00] + Array(repeating: 0, count: 14),  // 5f00::, SRv6
+            [0x00, 0x64, 0xff, 0x9b] + Array(repeating: 0, count: 8) + [10, 0, 0, 1],  // 64:ff9b::10.0.0.1
+            [240, 0, 0, 1], [198, 51, 100, 7], [203, 0, 113, 9], [192, 0, 0, 8],
         ]
         for address in inside { #expect(!WebhookDestination.isPublic(address), "\(address)") }
         let outside: [[UInt8]] = [
             [93, 184, 215, 14], [8, 8, 8, 8], [172, 32, 0, 1], [100, 128, 0, 1], [192, 169, 0, 1],
             [0x26, 0x06, 0x28, 0x00] + Array(repeating: 0, count: 11) + [1], Array(repeating: 0, count: 10) + [0xff, 0xff, 8, 8, 8, 8],
+            [0x00, 0x64, 0xff, 0x9b] + Array(repeating: 0, count: 8) + [8, 8, 8, 8],  // 64:ff9b::8.8.8.8
+            [0x2a, 0x00, 0x14, 0x50] + Array(repeating: 0, count: 11) + [1], [0x20, 0x01, 0x02, 0x00] + Array(repeating: 0, count: 12),
         ]
         for address in outside { #expect(WebhookDestination.isPublic(address), "\(address)") }
     }

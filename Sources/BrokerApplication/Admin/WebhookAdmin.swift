@@ -26,7 +26,9 @@ public struct WebhookAdmin: Sendable {
         let destination = try WebhookDestination(url, allowInsecure: allowInsecure)
         let types = try Self.eventTypes(events)
         let tenant = try await TenantAdmin.find(slug, in: database)
-        try await destination.checkAddresses(allowInsecure: allowInsecure)
+        // Each delivery looks the host up again and connects to what it checked; with
+        // insecure destinations allowed a name need not resolve yet.
+        if !allowInsecure { try await destination.checkedAddress(.secure) }
         let existing = try await database.webhooks.find(tenantID: tenant.id)
         let secret = existing == nil || rotateSecret ? WebhookSignature.newSecret() : nil
         let sealed = try secret.map { try secrets.seal(Data($0.utf8), context: WebhookRepository.sealingContext(tenantID: tenant.id)) }

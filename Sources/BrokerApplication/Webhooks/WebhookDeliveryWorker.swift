@@ -15,8 +15,7 @@ import Storage
 package struct WebhookDeliveryWorker: Sendable {
     let database: Database
     let secrets: SecretBox
-    let httpClient: HTTPClient
-    let allowInsecure: Bool
+    let addresses: WebhookAddressPolicy
     let timeout: Duration
     let policy: RetryBackoff
     let logger: Logger
@@ -24,13 +23,12 @@ package struct WebhookDeliveryWorker: Sendable {
     let lanes: Int
 
     package init(
-        database: Database, secrets: SecretBox, httpClient: HTTPClient = .webhooks, allowInsecure: Bool, timeout: Duration = .seconds(10),
-        policy: RetryBackoff = RetryBackoff(), lanes: Int = 4, logger: Logger
+        database: Database, secrets: SecretBox, allowInsecure: Bool, addresses: WebhookAddressPolicy? = nil,
+        timeout: Duration = .seconds(10), policy: RetryBackoff = RetryBackoff(), lanes: Int = 4, logger: Logger
     ) {
         self.database = database
         self.secrets = secrets
-        self.httpClient = httpClient
-        self.allowInsecure = allowInsecure
+        self.addresses = addresses ?? .of(allowInsecure: allowInsecure)
         self.timeout = timeout
         self.policy = policy
         self.lanes = max(1, lanes)
@@ -87,6 +85,15 @@ package struct WebhookDeliveryWorker: Sendable {
         }
     }
 
+    /// Whether sending ended because time ran out: the worker's own deadline or the client's,
+    /// whichever came first (issue 39 F20: a backend answering after the timeout was recorded
+    /// as unreachable when the client's deadline fired first).
+    package static func isTimeout(_ error: any Error) -> Bool {
+        if error is DeadlineExceeded { return true }
+        guard let error = error as? HTTPClientError else { return false }
+        return error == .deadlineExceeded || error == .readTimeout || error == .writeTimeout
+    }
+
     /// One signed POST of `due` to its webhook.
     func send(_ due: WebhookRepository.Due, now: Date) async -> WebhookRepository.Result {
         let attempts = due.attempts + 1
@@ -102,9 +109,10 @@ package struct WebhookDeliveryWorker: Sendable {
             return .failed(status: status, error: error, retryAt: retryAt)
         }
         let destination: WebhookDestination
+        let address: String
         do {
-            destination = try WebhookDestination(due.url, allowInsecure: allowInsecure)
-            try await destination.checkAddresses(allowInsecure: allowInsecure)
+            destination = try WebhookDestination(due.url, policy: addresses)
+            address = try await destination.checkedAddress(addresses)
         } catch let error as BrokerError {
             return failed(nil, "\(error.code): \(error.detail)")
         } catch {
@@ -128,13 +136,21 @@ package struct WebhookDeliveryWorker: Sendable {
             ("webhook-timestamp", String(timestamp)), ("webhook-signature", signer.signature(id: id, timestamp: timestamp, body: body)),
         ]
         let status: Int
+        // A client of its own that connects to the checked address (TLS still names and
+        // verifies the host): the shared client would look the name up again.
+        let client = HTTPClient.webhook(pinning: destination.host, to: address)
+        let sent: Swift.Result<Int, any Error>
         do {
-            status = try await OutboundPost.send(
-                url: destination.url.absoluteString, headers: headers, body: body, with: httpClient, timeout: timeout)
-        } catch is DeadlineExceeded {
-            return failed(nil, "timeout: no answer within \(timeout)")
+            sent = .success(
+                try await OutboundPost.send(url: destination.url.absoluteString, headers: headers, body: body, with: client, timeout: timeout))
         } catch {
-            return failed(nil, "unreachable: \(String(describing: type(of: error)))")
+            sent = .failure(error)
+        }
+        try? await client.shutdown()
+        switch sent {
+        case .success(let code): status = code
+        case .failure(let error) where Self.isTimeout(error): return failed(nil, "timeout: no answer within \(timeout)")
+        case .failure: return failed(nil, "unreachable: no connection to the webhook host")
         }
         guard (200..<300).contains(status) else { return failed(status, "http_\(status)") }
         logger.info("webhook delivered", metadata: ["tenant_id": "\(due.tenantID.lowercasedString)", "webhook_id": "\(id)"])
