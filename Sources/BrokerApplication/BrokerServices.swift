@@ -41,6 +41,11 @@ public struct BrokerServices: Sendable {
     package let callers: ExpiringCache<Data, AuthenticatedCaller>
     /// Well-formed API keys the database did not know (decision 0048).
     package let unknownKeys: ExpiringCache<Data, Bool>
+    /// Hashes of API keys this instance found valid within the hour: such a key is looked up
+    /// again when its ``callers`` entry expires without meeting its address's refused-key
+    /// budget, which someone else's junk keys may have spent (issue 39 B6). Never cleared by a
+    /// revocation: the lookup still decides, and a revoked key is refused.
+    package let seenValidKeys: ExpiringCache<Data, Bool>
     /// API keys whose `last_used_at` this instance stamped within the minute.
     package let recentlyUsedKeys = ExpiringCache<UUID, Bool>(ttl: .seconds(60), capacity: 100_000)
     /// Rate limits and the buckets that enforce them (decision 0048).
@@ -83,6 +88,7 @@ public struct BrokerServices: Sendable {
         let keyCacheNow: @Sendable () -> ContinuousClock.Instant = { start + .seconds(rateLimitClock() - startSeconds) }
         self.callers = ExpiringCache(ttl: .seconds(5), now: keyCacheNow)
         self.unknownKeys = ExpiringCache(ttl: .seconds(5), capacity: 50_000, now: keyCacheNow)
+        self.seenValidKeys = ExpiringCache(ttl: .seconds(3_600), capacity: 100_000, now: keyCacheNow)
         self.credentialChecks = appleCredentialChecks
         self.webhookAllowInsecure = webhookAllowInsecure
         var endpoints = endpoints

@@ -99,6 +99,14 @@ import Testing
             #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: [:]).status == .tooManyRequests)
             // The key this instance knows still works from that address.
             #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
+            // Also once its cache entry expired, while junk keys keep the budget spent (issue
+            // 39 B6: its re-check met the budget and was answered 429).
+            clock.advance(6)
+            #expect(app.services.callers.value(for: try #require(APIKeyToken(parsing: key)).hash) == nil, "the entry expired")
+            for _ in 0..<5 { _ = try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(unknown.value)) }
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(unknown.value)).status == .tooManyRequests)
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
+            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(unknown.value)).status == .tooManyRequests)
             clock.advance(1)
             #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: [:]).status == .unauthorized)
         }
@@ -162,13 +170,17 @@ import Testing
         let limits = HTTPLimits(maxConnectionsPerAddress: 4, headerTimeout: .seconds(1))
         try await TestApp.run(mode: .live, httpLimits: limits) { _, client in
             let port = try #require(client.port)
-            // Four connections from 127.0.0.2 that send half a head; the fifth is closed as it
-            // is accepted, before the header timeout could close anything.
+            // Four connections from 127.0.0.2 that send half a head; the fifth's request is
+            // answered 503 with Retry-After and the connection closed (issue 39 F18: it was
+            // closed unanswered), before the header timeout could close anything.
             let held = try (0..<4).map { _ in try RawConnection(port: port, from: "127.0.0.2") }
             for connection in held { connection.send("GET /healthz HTTP/1.1\r\nHo") }
             let fifth = try RawConnection(port: port, from: "127.0.0.2")
+            fifth.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let refused = fifth.readUntilClosed(timeoutSeconds: 30)
-            #expect(refused.closed && refused.answer.isEmpty)
+            #expect(refused.closed && refused.answer.hasPrefix("HTTP/1.1 503"), "\(refused.answer.prefix(300))")
+            #expect(refused.answer.lowercased().contains("retry-after: 1") && refused.answer.lowercased().contains("connection: close"))
+            #expect(refused.answer.contains("\"code\":\"connection_limit\""))
             // Another address is served meanwhile (on a connection of its own: the test client's,
             // opened before and idle for longer than the header timeout, is closed by now).
             let other = try RawConnection(port: port, from: "127.0.0.1")

@@ -26,13 +26,17 @@ package struct APIKeyAuthenticator: Sendable {
     package let limiter: RequestLimiter?
     /// Keys whose `last_used_at` this instance stamped within the minute; nil: never stamped.
     package let recentlyUsed: ExpiringCache<UUID, Bool>?
+    /// Hashes of keys this instance found valid lately: looked up again without meeting the
+    /// address's refused-key budget (issue 39 B6).
+    package let seenValid: ExpiringCache<Data, Bool>?
 
     package init(
         database: Database, cache: ExpiringCache<Data, AuthenticatedCaller>, events: SecurityEventRecorder? = nil,
         unknownKeys: ExpiringCache<Data, Bool>? = nil, limiter: RequestLimiter? = nil,
-        recentlyUsed: ExpiringCache<UUID, Bool>? = nil
+        recentlyUsed: ExpiringCache<UUID, Bool>? = nil, seenValid: ExpiringCache<Data, Bool>? = nil
     ) {
         self.recentlyUsed = recentlyUsed
+        self.seenValid = seenValid
         self.database = database
         self.cache = cache
         self.events = events
@@ -90,9 +94,12 @@ package struct APIKeyAuthenticator: Sendable {
         let token = header.flatMap { Self.bearerToken($0).flatMap(APIKeyToken.init(parsing:)) }
         let hash = token?.hash
         let cached = hash.flatMap { cache.value(for: $0) }
-        // An address that ran out of refusals may still use a key this instance knows; anything
-        // else waits, without a lookup: guessing keys from one address is slowed to the budget.
-        if cached == nil, let limiter, !limiter.mayTryUnknownKeys(client: client) {
+        // An address that ran out of refusals may still use a key this instance knows or has
+        // found valid (its cache entry may have expired meanwhile: a backend behind the same
+        // address as a junk-key sender is not locked out); anything else waits, without a
+        // lookup: guessing keys from one address is slowed to the budget.
+        let known = cached != nil || hash.flatMap { seenValid?.value(for: $0) } != nil
+        if !known, let limiter, !limiter.mayTryUnknownKeys(client: client) {
             throw limiter.authenticationRefused(client: client) ?? BrokerError.rateLimited(retryAfter: 1, limit: "failed_authentication")
         }
         guard header != nil else { throw BrokerError.missingAPIKey }
@@ -119,6 +126,7 @@ package struct APIKeyAuthenticator: Sendable {
         refusal.reason = .revoked
         // A revoked key answers as an unknown one; only the audit log tells them apart.
         guard key.revokedAt == nil else { throw BrokerError.invalidAPIKey }
+        if cached == nil { seenValid?.set(true, for: hash) }
         refusal.reason = .tenantDisabled
         guard tenant.status == .active else { throw BrokerError.tenantDisabled }
         refusal.reason = .insufficientScope

@@ -16,7 +16,7 @@ public struct HTTPLimits: Sendable {
 
     public init(
         requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60), maxConnections: Int = 1_024,
-        maxConnectionsPerAddress: Int = 64, headerTimeout: Duration = .seconds(10)
+        maxConnectionsPerAddress: Int = 512, headerTimeout: Duration = .seconds(10)
     ) {
         self.requestTimeout = requestTimeout
         self.idleTimeout = idleTimeout

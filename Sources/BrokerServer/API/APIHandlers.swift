@@ -13,7 +13,7 @@ struct APIHandlers: APIProtocol {
         self.services = services
         self.authenticator = APIKeyAuthenticator(
             database: services.database, cache: services.callers, events: services.securityEvents, unknownKeys: services.unknownKeys,
-            limiter: services.limiter, recentlyUsed: services.recentlyUsedKeys)
+            limiter: services.limiter, recentlyUsed: services.recentlyUsedKeys, seenValid: services.seenValidKeys)
     }
 
     /// The caller of the generated operation running now (see ``HTTPCaller``).

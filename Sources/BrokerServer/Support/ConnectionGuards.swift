@@ -37,8 +37,14 @@ final class ConnectionCounts: Sendable {
     func held(by address: IPAddress) -> Int { counts.withLock { $0[address, default: 0] } }
 }
 
-/// First in every connection's pipeline: closes a connection whose address already holds
-/// `BROKER_HTTP_MAX_CONNECTIONS_PER_IP` others, before it reads a byte.
+/// Told down a connection's pipeline when its address already holds
+/// `BROKER_HTTP_MAX_CONNECTIONS_PER_IP` others.
+struct ConnectionOverCap: Sendable {}
+
+/// First in every connection's pipeline: a connection whose address already holds
+/// `BROKER_HTTP_MAX_CONNECTIONS_PER_IP` others is not counted, and is marked over the cap
+/// (``ConnectionOverCap``): ``OverCapAnswerHandler`` answers its request 503 and closes it.
+/// Closed unanswered, a client's pool saw a dead connection and no reason (issue 39 F18).
 final class ConnectionCapHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     let counts: ConnectionCounts
@@ -53,7 +59,8 @@ final class ConnectionCapHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         guard counts.open(address) else {
             RateLimitMetrics.connectionRefused()
-            context.close(promise: nil)
+            context.fireChannelActive()
+            context.fireUserInboundEventTriggered(ConnectionOverCap())
             return
         }
         counted = address

@@ -19,6 +19,7 @@ struct EventLoopPinnedChannel<Inner: ServerChildChannel>: ServerChildChannel {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+            try pipeline.addHandler(OverCapAnswerHandler(), position: .after(codec))
             try pipeline.addHandler(HTTP1KeepAliveHandler(), position: .before(codec))
             try pipeline.addHandler(RequestHeadSignalHandler(), position: .before(codec))
             try pipeline.addHandler(HeaderTimeoutHandler(timeout: headerTimeout), position: .first)
