@@ -13,7 +13,9 @@ struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Run the broker with a demo tenant wired to an in-process MockIdP, and print a curl per provider that signs in.",
         discussion: """
-            Uses the embedded default (or DATABASE_URL) like 'broker serve', plus a MockIdP playing Apple, Google and \
+            Runs on an embedded PostgreSQL of its own (in BROKER_DEMO_DATA_DIR, default ./.broker-demo; never \
+            DATABASE_URL nor the embedded default of 'broker serve', whose tenants the mock could otherwise sign in to), \
+            plus a MockIdP playing Apple, Google and \
             Facebook on 127.0.0.1 (a free port unless --idp-port names one). The demo tenant 'demo' gets team DEMO000001, \
             app group com.example.demo, Google client demo-web.apps.googleusercontent.com, Facebook app 1000000000001 \
             (Limited Login on) and a fresh API key on every start. Only 'broker demo' trusts the mock; 'broker serve' never does.
@@ -21,8 +23,20 @@ struct DemoCommand: AsyncParsableCommand {
 
     @Option(help: "Port of the in-process MockIdP on 127.0.0.1 (default 0: a free port).") var idpPort: Int = 0
 
+    /// The demo's own data folder: `BROKER_DEMO_DATA_DIR`, default `./.broker-demo`.
+    static func dataDirectory(_ environment: [String: String]) -> String {
+        environment["BROKER_DEMO_DATA_DIR"].flatMap { $0.isEmpty ? nil : $0 } ?? ".broker-demo"
+    }
+
     func run() async throws {
         try await runReporting(json: false) {
+            // The mock plays Apple, Google and Facebook for every tenant of the database it runs
+            // on: only the demo's own embedded one (issue 39 B7).
+            if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
+                throw BrokerError.invalidArgument(
+                    "broker demo runs only on its own embedded PostgreSQL, not on DATABASE_URL: its MockIdP would sign people in to every tenant of that database.",
+                    hint: "Unset DATABASE_URL for the demo (env -u DATABASE_URL broker demo); use 'broker serve' with DATABASE_URL.")
+            }
             let mocks = try DemoTenant.Mocks()
             // The mock first: the broker is configured with its address, which a free port
             // makes known only once it listens.
@@ -50,7 +64,11 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     private func runBroker(mocks: DemoTenant.Mocks, idpURL: String) async throws {
-        let environment = ProcessInfo.processInfo.environment.merging(DemoTenant.environment(mockBaseURL: idpURL)) { $1 }
+        let own = ProcessInfo.processInfo.environment
+        var environment = own.merging(DemoTenant.environment(mockBaseURL: idpURL)) { $1 }
+        environment["BROKER_DATA_DIR"] = Self.dataDirectory(own)
+        // Its embedded PostgreSQL's generated key, never a master key meant for a real database.
+        environment["BROKER_MASTER_KEY"] = nil
         let context = try CLIContext(logLevel: .info, environment: environment)
         let configuration = context.configuration
         let secrets = SecretBox(masterKey: try context.masterKey())
