@@ -20,10 +20,10 @@ struct ProviderCommand: AsyncParsableCommand {
     )
 
     static func provider(_ name: String) throws -> ProviderID {
-        guard let provider = ProviderID(rawValue: name.lowercased()) else {
+        guard let provider = ProviderID(rawValue: name) else {
             throw BrokerError.invalidArgument(
                 "'\(name.prefix(40))' is not a provider id.",
-                hint: "Use apple, google, facebook or the tenant's own id (see 'broker provider list --tenant <slug>').")
+                hint: "Use apple, google, facebook or the tenant's own id, as it is written: 2-32 lowercase letters, digits and dashes starting with a letter (see 'broker provider list --tenant <slug>').")
         }
         return provider
     }

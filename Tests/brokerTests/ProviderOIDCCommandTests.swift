@@ -78,6 +78,20 @@ import Testing
                 let table = try await Self.run(cli, "provider", "list", "--tenant", "acme")
                 #expect(table.output.split(separator: "\n").contains { $0.hasPrefix("line") }, "\(table.output)")
 
+                // Ids are written as they are: capitals are refused, not folded into `line`
+                // (issue 39 F13), and the LINE provider keeps its issuer and client ids.
+                for id in ["Line", "LINE", "lIne", "line_2", "l", "1line"] {
+                    let folded = try await Self.run(
+                        cli, "provider", "enable", id, "--tenant", "acme", "--type", "oidc", "--issuer", yahoo.issuer(base: base),
+                        "--client-id", "other", "--platforms", "web")
+                    #expect(folded.status != 0, "\(id): \(folded.output)")
+                    #expect(folded.output.contains("not a provider id"), "\(folded.output)")
+                }
+                let kept = try await Self.run(cli, "provider", "show", "line", "--tenant", "acme", "--json").object()
+                #expect(kept["client_ids"] as? [String] == ["1657000001"])
+                #expect((kept["settings"] as? [String: Any])?["issuer"] as? String == issuer)
+                #expect(yahoo.discoveryFetches == 0)
+
                 // Discovery names another issuer: refused, nothing stored.
                 yahoo.discoveryFault = .wrongIssuer
                 let wrong = try await Self.run(

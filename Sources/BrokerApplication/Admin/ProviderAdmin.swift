@@ -285,7 +285,7 @@ public struct ProviderAdmin: Sendable {
 
     /// A provider id as the operator typed it: a slug.
     package static func providerID(_ raw: String) throws -> ProviderID {
-        guard let id = ProviderID(rawValue: raw.lowercased()) else {
+        guard let id = ProviderID(rawValue: raw) else {
             throw BrokerError.invalidArgument(
                 "'\(raw.prefix(40))' is not a provider id.",
                 hint: "Use 2-32 lowercase letters, digits and dashes starting with a letter, e.g. line or entra.")
