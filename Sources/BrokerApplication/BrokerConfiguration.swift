@@ -112,7 +112,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_GOOGLE_DISCOVERY_URL", "Google's discovery document, for its web flow (default \(Google.defaultDiscoveryURL))"),
         ("BROKER_FACEBOOK_GRAPH_URL", "Facebook Graph API base URL, versioned (default \(Facebook.defaultGraphURL))"),
         ("BROKER_FACEBOOK_JWKS_URL", "Facebook Limited Login signing keys (default \(Facebook.defaultKeysURL))"),
-        ("BROKER_PROVIDER_TIMEOUT", "seconds an outbound call to a provider may take; longer is 503 provider_unavailable (default 10)"),
+        ("BROKER_PROVIDER_TIMEOUT", "seconds an outbound call to a provider may take; longer is 503 provider_unavailable (default 10); a call a request waits on is also cut to what the request has left, less 0.75 s, so that the outage is answered before BROKER_REQUEST_TIMEOUT"),
         ("BROKER_REFRESH_REUSE_INTERVAL", "seconds a just-rotated refresh token still returns its successor (retries, races) before reuse revokes the session (default 10; 0 = off)"),
     ]
 

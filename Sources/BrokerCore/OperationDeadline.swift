@@ -129,3 +129,24 @@ final class ResumeOnce<T: Sendable>: Sendable {
         return won
     }
 }
+
+/// The deadline of the request the current task works for (`BROKER_REQUEST_TIMEOUT`), so that
+/// an outbound call the request waits on ends, as its provider's outage, before the request
+/// runs out (issue 39 F14: with a provider timeout equal to the request's, a code sign-in while
+/// Apple hung was answered `request_timeout`, not `apple_unavailable`). Set by the HTTP edge;
+/// nil outside a request (workers, the CLI), where only the call's own timeout applies.
+public enum RequestBudget {
+    @TaskLocal public static var deadline: ContinuousClock.Instant?
+
+    /// What a request keeps after its last outbound call, to answer the outage (a statement,
+    /// the problem) before its own deadline.
+    public static let reserve: Duration = .milliseconds(750)
+
+    /// `timeout`, shortened to what the current request has left less ``reserve`` (never
+    /// below zero: a call with nothing left fails at once, as a timeout).
+    public static func bound(_ timeout: Duration, now: ContinuousClock.Instant = .now) -> Duration {
+        guard let deadline else { return timeout }
+        let left = now.duration(to: deadline) - reserve
+        return max(.zero, min(timeout, left))
+    }
+}

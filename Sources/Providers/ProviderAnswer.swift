@@ -21,6 +21,9 @@ struct ProviderAnswer: Sendable {
     ) async throws -> ProviderAnswer {
         let endpoint = ProviderCircuits.endpoint(of: request.url)
         if let circuits, !circuits.permit(endpoint) { throw ProviderCircuitOpen(endpoint: endpoint) }
+        // Within the request's own deadline, less what it needs to answer the outage.
+        let timeout = RequestBudget.bound(timeout)
+        guard timeout > .zero else { throw DeadlineExceeded(timeout: timeout) }
         let headDeadline = NIODeadline.now() + timeAmount(timeout)
         do {
             let answer = try await OutboundSpan.around(request, status: { Int($0.status) }) {

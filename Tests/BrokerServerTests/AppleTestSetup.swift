@@ -30,14 +30,15 @@ struct AppleTestSetup {
     /// `providerTimeoutSeconds`: `BROKER_PROVIDER_TIMEOUT`.
     static func run(
         prepare: @Sendable (MockAppleIdP) -> Void = { _ in }, securityEvents: SecurityEventSampling = SecurityEventSampling(),
-        providerTimeoutSeconds: Int = 10, abuseLimits: AbuseLimits = AbuseLimits(),
+        providerTimeoutSeconds: Int = 10, abuseLimits: AbuseLimits = AbuseLimits(), httpLimits: HTTPLimits = HTTPLimits(),
         _ test: @Sendable @escaping (AppleTestSetup) async throws -> Void
     ) async throws {
         try await MockAppleServer.with { apple, baseURL in
             prepare(apple)
             let timeout = providerTimeoutSeconds
             try await TestApp.run(
-                appleBaseURL: baseURL, providerTimeoutSeconds: timeout, securityEvents: securityEvents, abuseLimits: abuseLimits
+                appleBaseURL: baseURL, providerTimeoutSeconds: timeout, securityEvents: securityEvents, abuseLimits: abuseLimits,
+                httpLimits: httpLimits
             ) { app, client in
                 let tenant = try await app.createTenant("acme")
                 let apiKey = try await app.createKey("acme")

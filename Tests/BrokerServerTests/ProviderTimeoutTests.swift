@@ -1,3 +1,4 @@
+import BrokerApplication
 import BrokerCore
 import Foundation
 import HTTPTypes
@@ -55,6 +56,37 @@ import Testing
             #expect(setup.apple.codeExchanges == 1)
             #expect(took < Self.bound, "answered in \(took)")
             #expect(took >= .seconds(Self.timeout), "answered in \(took): the limit is the provider timeout")
+        }
+    }
+
+    /// A provider timeout as long as the request's deadline (both 10 s by default, 2 s here):
+    /// the call is cut to what the request has left, so Apple's outage is answered as one,
+    /// `apple_unavailable`, not `request_timeout` (issue 39 F14: up to 12 of 12 were).
+    @Test func aProviderTimeoutAsLongAsTheRequestsIsAnsweredAsTheProvidersOutage() async throws {
+        let limits = HTTPLimits(requestTimeout: .seconds(2))
+        try await AppleTestSetup.run(providerTimeoutSeconds: 2, httpLimits: limits) { setup in
+            _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "warm")])
+            setup.apple.tokenFault = .slowBody
+            for attempt in 0..<3 {
+                let code = setup.apple.issueCode(clientID: "com.acme.app", subject: "equal-\(attempt)")
+                let body: [String: Any] = [
+                    "client_id": "com.acme.app", "identity_token": try setup.token(subject: "equal-\(attempt)"), "authorization_code": code,
+                ]
+                let response = try await setup.post("/v1/sign-in/apple", json: body)
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.problemCode == "apple_unavailable", "attempt \(attempt): \(response.problemCode ?? "")")
+            }
+        }
+    }
+
+    @Test func theRequestBudgetCutsACallToWhatTheRequestHasLeft() {
+        let now = ContinuousClock.now
+        #expect(RequestBudget.bound(.seconds(10), now: now) == .seconds(10), "outside a request: the call's own timeout")
+        RequestBudget.$deadline.withValue(now.advanced(by: .seconds(10))) {
+            #expect(RequestBudget.bound(.seconds(10), now: now) == .seconds(10) - RequestBudget.reserve)
+            #expect(RequestBudget.bound(.seconds(3), now: now) == .seconds(3))
+            #expect(RequestBudget.bound(.seconds(3), now: now.advanced(by: .seconds(9))) == .seconds(1) - RequestBudget.reserve)
+            #expect(RequestBudget.bound(.seconds(3), now: now.advanced(by: .seconds(11))) == .zero)
         }
     }
 

@@ -23,8 +23,11 @@ struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner
         let inner = inner
         let started = ContinuousClock.now
         do {
-            return try await withDeadline(timeout, executorPreference: EventLoopTaskExecutor.executor(for: context.eventLoop)) {
-                try await inner.respond(to: request, context: context)
+            // Outbound calls the request waits on end before its deadline (RequestBudget).
+            return try await RequestBudget.$deadline.withValue(started.advanced(by: timeout)) {
+                try await withDeadline(timeout, executorPreference: EventLoopTaskExecutor.executor(for: context.eventLoop)) {
+                    try await inner.respond(to: request, context: context)
+                }
             }
         } catch is DeadlineExceeded {
             let databaseUp = await database.ping(timeout: .milliseconds(300)) && !database.health.wasUnavailable(since: started)
