@@ -207,7 +207,7 @@ public struct EmbeddedPostgres: Sendable {
         let result = try ProcessRunner.run(
             binDirectory + "/initdb",
             ["-D", clusterDirectory, "-U", Self.superuser, "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-instructions"],
-            as: runAs)
+            as: runAs, environment: Self.programEnvironment())
         guard result.status == 0 else {
             try? FileManager.default.removeItem(atPath: clusterDirectory)
             throw StorageError.embeddedPostgres("initdb failed (exit \(result.status)): \(result.output.suffix(800))")
@@ -225,6 +225,7 @@ public struct EmbeddedPostgres: Sendable {
         let settings = """
             # Written by the broker on every start; edit postgresql.conf for your own settings.
             listen_addresses = ''
+            port = 5432
             unix_socket_directories = '\(socketDirectory.replacingOccurrences(of: "'", with: "''"))'
             unix_socket_permissions = 0700
             max_connections = 200
@@ -235,7 +236,15 @@ public struct EmbeddedPostgres: Sendable {
     }
 
     private func pgCtl(_ arguments: [String], newSession: Bool = false) throws -> ProcessRunner.Result {
-        try ProcessRunner.run(binDirectory + "/pg_ctl", arguments, as: runAs, newSession: newSession)
+        try ProcessRunner.run(binDirectory + "/pg_ctl", arguments, as: runAs, newSession: newSession, environment: Self.programEnvironment())
+    }
+
+    /// The caller's environment without PostgreSQL's own variables (`PGPORT`, `PGHOST`,
+    /// `PGDATA`, …): the server and its programs read them as defaults, and the embedded cluster
+    /// is the broker's, on its own socket and port (issue 39 F20: with `PGPORT=6543` the server
+    /// listened on `.s.PGSQL.6543` while the broker dialled 5432).
+    static func programEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> [String: String] {
+        environment.filter { !$0.key.hasPrefix("PG") }
     }
 
     private func chown(_ path: String) throws {

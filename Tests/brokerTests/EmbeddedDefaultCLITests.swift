@@ -35,6 +35,21 @@ import Testing
         #expect(try listed.array().map { $0["slug"] as? String } == ["demo"])
     }
 
+    /// PostgreSQL's own variables in the caller's environment do not move the embedded
+    /// cluster (issue 39 F20: with PGPORT=6543 it listened on `.s.PGSQL.6543` and the broker
+    /// dialled 5432).
+    @Test func postgresVariablesOfTheCallerDoNotMoveTheEmbeddedCluster() throws {
+        let directory = try dataDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cli = BrokerCLI(
+            databaseURL: nil, dataDirectory: directory,
+            extra: ["PGPORT": "6543", "PGHOST": "/nonexistent", "PGDATA": "/nonexistent", "PGUSER": "nobody", "PGDATABASE": "nowhere"])
+        let created = try cli.run("tenant", "create", "pgvars")
+        #expect(created.status == 0, "\(created.output)")
+        let listed = try cli.run("tenant", "list", "--json")
+        #expect(try listed.array().map { $0["slug"] as? String } == ["pgvars"], "\(listed.output)")
+    }
+
     @Test func serveAndAdminCommandsShareTheClusterAtOnce() async throws {
         let directory = try dataDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
