@@ -253,10 +253,11 @@ public struct ProviderIdentity: Sendable, Equatable {
 
     /// Control characters, line breaks and bidirectional overrides are dropped rather than
     /// refused (``FreeText/sanitized(_:)``): the name comes from the person's device or provider.
-    static func clean(_ value: String?) -> String? {
+    public static func clean(_ value: String?) -> String? {
         guard let trimmed = value.map(FreeText.sanitized)?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty
         else { return nil }
-        return String(trimmed.prefix(200))
+        let bounded = FreeText.prefix(trimmed, characters: 200)
+        return bounded.isEmpty ? nil : bounded
     }
 }
 

@@ -10,6 +10,29 @@
 /// the person out for what their device sent. Output escapes (``escaped(_:)``) what it prints, so
 /// rows stored before the rule cannot forge output either.
 public enum FreeText {
+    /// The longest prefix of `text` of at most `characters` characters and `3 × characters`
+    /// Unicode scalars, cut between characters. Counted in characters alone, one letter with
+    /// 5,000 combining marks was one character and was stored whole (issue 39 F20).
+    public static func prefix(_ text: String, characters: Int) -> String {
+        let maxScalars = characters * 3
+        var scalars = 0
+        var end = text.startIndex
+        var count = 0
+        for character in text {
+            let size = character.unicodeScalars.count
+            guard count < characters, scalars + size <= maxScalars else { break }
+            scalars += size
+            count += 1
+            end = text.index(after: end)
+        }
+        return String(text[..<end])
+    }
+
+    /// Whether `text` is at most `characters` characters and `3 × characters` Unicode scalars.
+    public static func fits(_ text: String, characters: Int) -> Bool {
+        text.unicodeScalars.count <= characters * 3 && text.count <= characters
+    }
+
     /// Whether `scalar` may not appear in free text.
     @inlinable
     public static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {

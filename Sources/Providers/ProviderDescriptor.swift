@@ -91,7 +91,7 @@ public struct ProviderSettingsInput: Sendable {
         for value in list(name) {
             let id = value.trimmingCharacters(in: .whitespaces)
             try FreeText.require(id, option: "--\(name)")
-            guard !id.isEmpty, id.count <= 255, !id.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            guard !id.isEmpty, id.utf8.count <= 255, !id.contains(where: { $0.isWhitespace || $0.isNewline }) else {
                 throw BrokerError.invalidArgument(
                     "--\(name) '\(value.prefix(80))' is not a client id.", hint: "Pass the OAuth client id as the console shows it.")
             }

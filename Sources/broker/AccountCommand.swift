@@ -201,7 +201,7 @@ struct AccountCommand: AsyncParsableCommand {
             try await runReporting(json: options.json) {
                 let context = try CLIContext()
                 let (actor, tenant, id, reason) = (context.actor, tenant, id, reason)
-                guard !reason.isEmpty, reason.count <= 200 else {
+                guard !reason.isEmpty, FreeText.fits(reason, characters: 200) else {
                     throw BrokerError.invalidArgument(
                         "--reason must be one line of 1 to 200 characters.", hint: "For example: --reason \"user request by email\".")
                 }

@@ -56,4 +56,22 @@ import Testing
         #expect(UnixTime.date(milliseconds: 1_764_633_600_000) == Date(timeIntervalSince1970: 1_764_633_600))
         #expect(UnixTime.microseconds(Date(timeIntervalSince1970: 1e300)) == Int((UnixTime.latest * 1_000_000).rounded(.towardZero)))
     }
+
+    /// Text bounded by characters is bounded in scalars too: one letter with 5,000 combining
+    /// marks is cut, not stored whole (issue 39 F20); what fits is kept as it is.
+    @Test func boundedTextIsBoundedInScalarsAndCutBetweenCharacters() async {
+        let pieces = ["a", "\u{301}", "\u{302}\u{303}", "\u{E9}", "\u{1F468}\u{200D}\u{1F469}", " "]
+        let text = Gen.int(in: 0...(pieces.count - 1)).array(of: 0...400).map { $0.map { pieces[$0] }.joined() }
+        await propertyCheck(count: 500, input: text, Gen.int(in: 1...50)) { text, limit in
+            let cut = FreeText.prefix(text, characters: limit)
+            #expect(text.unicodeScalars.starts(with: cut.unicodeScalars))
+            #expect(cut.count <= limit && cut.unicodeScalars.count <= limit * 3)
+            #expect(FreeText.fits(cut, characters: limit))
+            if FreeText.fits(text, characters: limit) { #expect(cut == text) }
+        }
+        let marked = "a" + String(repeating: "\u{301}", count: 5_000)
+        #expect(FreeText.prefix(marked, characters: 200).unicodeScalars.count <= 600)
+        #expect(ProviderIdentity.clean(marked).map { $0.unicodeScalars.count <= 600 } ?? true)
+        #expect(!FreeText.fits(marked, characters: 200))
+    }
 }

@@ -27,7 +27,7 @@ public struct PolicyAdmin: Sendable {
     public func exempt(tenant slug: String, reason: LoginPolicyExemptionReason, note: String) async throws -> Tenant {
         let tenant = try await TenantAdmin.find(slug, in: database)
         let note = note.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !note.isEmpty, note.count <= 1_000 else {
+        guard !note.isEmpty, FreeText.fits(note, characters: 1_000) else {
             throw BrokerError.invalidArgument(
                 note.isEmpty ? "An exemption needs a --note saying why it applies." : "--note is longer than 1000 characters.",
                 hint: "For example: broker policy exempt --tenant \(slug) --reason \(reason.rawValue) --note \"Staff app; sign-in with existing company accounts only\"")

@@ -17,8 +17,8 @@ public struct TenantAdmin: Sendable {
         let slug = try TenantSlug(slug)
         let displayName = (name?.trimmingCharacters(in: .whitespacesAndNewlines)).flatMap { $0.isEmpty ? nil : $0 }
             ?? slug.rawValue
-        guard displayName.count <= 200 else {
-            throw BrokerError.invalidArgument("The tenant name is longer than 200 characters.")
+        guard FreeText.fits(displayName, characters: 200) else {
+            throw BrokerError.invalidArgument("The tenant name is longer than 200 characters (or 600 Unicode code points).")
         }
         try FreeText.require(displayName, option: "--name")
         let tenant = Tenant(

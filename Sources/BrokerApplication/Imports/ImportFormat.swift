@@ -252,11 +252,7 @@ enum ImportCheck {
 /// People's names read from a source, cleaned as sign-in cleans them: control characters,
 /// line breaks and bidirectional overrides dropped, trimmed, at most 200 characters, none when blank.
 enum ImportName {
-    static func clean(_ value: String?) -> String? {
-        guard let trimmed = value.map(FreeText.sanitized)?.trimmingCharacters(in: .whitespacesAndNewlines), !trimmed.isEmpty
-        else { return nil }
-        return String(trimmed.prefix(200))
-    }
+    static func clean(_ value: String?) -> String? { ProviderIdentity.clean(value) }
 
     /// A display name split on its first space: `Ada King Lovelace` → `Ada` / `King Lovelace`;
     /// a single word is the given name only.

@@ -113,7 +113,7 @@ extension OIDCProvider {
         if let displayName = try input.value("display-name") {
             try FreeText.require(displayName, option: "--display-name")
             let trimmed = displayName.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.isEmpty, trimmed.count <= 60 else {
+            guard !trimmed.isEmpty, FreeText.fits(trimmed, characters: 60) else {
                 throw BrokerError.invalidArgument("--display-name must be 1 to 60 characters.")
             }
             settings.displayName = trimmed

@@ -208,7 +208,7 @@ public struct IdentityTokenVerifier: Sendable {
         }
 
         var subject = payload["sub"]?.string
-        if let present = subject, !present.isEmpty, present.count <= 255 {
+        if let present = subject, !present.isEmpty, present.utf8.count <= 255 {
             report.pass("sub", present)
         } else if !policy.subjectRequired, subject == nil {
             report.pass("sub", "none (not required)")
