@@ -97,6 +97,14 @@ struct CLIContext {
                         hint: "Run 'broker db migrate' first.")
                 }
             }
+            // A master key that is not the one the database's secrets are sealed with is refused
+            // before anything is served or written (issue 39 B8). Commands that have no key
+            // (DATABASE_URL without BROKER_MASTER_KEY) need none and are not checked.
+            if migrate != .never, let key = try? masterKey() {
+                try await TenantScope.acrossTenants(because: "the master key check is no tenant's") {
+                    try await MasterKeyCheck.verify(SecretBox(masterKey: key), database: database)
+                }
+            }
             guard serving else {
                 return try await TenantScope.acrossTenants(because: "an operator's command names its tenant itself") {
                     try await body(database)

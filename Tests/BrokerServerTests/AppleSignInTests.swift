@@ -253,3 +253,31 @@ import Testing
 enum P256SigningKeyPEM {
     static func make() -> String { P256.Signing.PrivateKey().pemRepresentation }
 }
+
+extension AppleSignInTests {
+    /// A signing key that cannot be opened fails the sign-in before anything is committed: the
+    /// identity token is not spent and no account is created, so the retry after the fix is
+    /// the person's first sign-in (issue 39 B8: 500 after the commit, then `is_new_account`
+    /// false on the retry).
+    @Test func anUnreadableSigningKeyFailsTheSignInBeforeItCommits() async throws {
+        try await AppleTestSetup.run { setup in
+            let database = setup.app.database
+            let rows = try await database.client.query(
+                "SELECT private_key_sealed FROM signing_keys WHERE tenant_id = \(setup.tenant.id)").collect()
+            let sealed = try #require(try rows.first?.decode(Data.self))
+            try await database.client.query(
+                "UPDATE signing_keys SET private_key_sealed = \(Data([1] + Array(repeating: 0, count: 60))) WHERE tenant_id = \(setup.tenant.id)")
+            let token = try setup.token(subject: "unsigned")
+            let failed = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
+            #expect(failed.status == .internalServerError)
+            #expect(failed.problemCode == "secret_unreadable")
+            let accounts = try await database.client.query("SELECT count(*)::int FROM accounts").collect()
+            #expect(try accounts.first?.decode(Int.self) == 0, "nothing was committed")
+            // The key is mended (and the cache told): the same token signs the person in, new.
+            try await database.client.query("UPDATE signing_keys SET private_key_sealed = \(sealed) WHERE tenant_id = \(setup.tenant.id)")
+            setup.app.services.signingKeys.invalidate(setup.tenant.id)
+            let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": token])
+            #expect(body["is_new_account"] as? Bool == true)
+        }
+    }
+}

@@ -8,6 +8,11 @@ public struct BrokerCLI: Sendable {
         public let status: Int32
         /// stdout and stderr, interleaved.
         public let output: String
+
+        public init(status: Int32, output: String) {
+            self.status = status
+            self.output = output
+        }
     }
 
     public var environment: [String: String]

@@ -44,6 +44,7 @@ package struct SessionService: Sendable {
         // The successor is derived from the presented token, so a retry within the reuse
         // interval is answered with the same one (decision 0017).
         let successor = presented.successor(key: successorKey)
+        let signer = try await tokens.signer(for: tenant)
         let outcome = try await database.sessions.refresh(
             tenantID: tenant.id, tokenHash: presented.hash, sessionID: presented.sessionID, successorHash: successor.hash,
             idleLifetime: TimeInterval(tenant.session.refreshTokenIdleTTL), reuseInterval: refreshReuseInterval)
@@ -59,7 +60,7 @@ package struct SessionService: Sendable {
         }
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: session.accountID, sessionID: session.sessionID, idp: session.idp,
-            clientID: session.clientID)
+            clientID: session.clientID, signer: signer)
         return IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor)
     }
 

@@ -1,5 +1,6 @@
 import BrokerCore
 import Foundation
+import JWTKit
 import Logging
 import Providers
 import Storage
@@ -74,6 +75,13 @@ package struct SignInService: Sendable {
             giveBack("the sign-in did not complete")
             throw error
         }
+        let signer: (collection: JWTKeyCollection, kid: String)
+        do {
+            signer = try await tokens.signer(for: tenant, now: now)
+        } catch {
+            giveBack("the sign-in did not complete")
+            throw error
+        }
         var newSession = tokens.newSession(for: tenant, now: now)
         if let replayKey = verified.replayKey {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
@@ -103,7 +111,7 @@ package struct SignInService: Sendable {
         }
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: identity.provider.rawValue,
-            clientID: verified.clientID, now: now)
+            clientID: verified.clientID, now: now, signer: signer)
         await loginCatalogs?.noteSignIn(tenant: tenant, provider: name, platform: platform, logger: context.logger)
         return SignInOutcome(
             account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,

@@ -19,8 +19,17 @@ package struct SessionTokens: Sendable {
         return NewSession(id: .timeOrdered(at: now), refreshTokenHash: Data(), expiresAt: absolute, refreshTokenExpiresAt: idle)
     }
 
+    /// The tenant's current signing key, opened. A request that commits and then signs takes it
+    /// before it commits: a key that cannot be opened then fails the request with nothing
+    /// written, never after its answer was committed (issue 39 B8).
+    package func signer(for tenant: Tenant, now: Date = Date()) async throws -> (collection: JWTKeyCollection, kid: String) {
+        let (collection, kid) = try await keys.signer(for: tenant, now: now)
+        return (collection, kid)
+    }
+
     package func accessToken(
-        tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, now: Date = Date()
+        tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, now: Date = Date(),
+        signer: (collection: JWTKeyCollection, kid: String)? = nil
     ) async throws -> (token: String, expiresIn: Int) {
         let ttl = tenant.session.accessTokenTTL
         // NumericDates in whole seconds: stock libraries compare `iat` with integer time and
@@ -31,7 +40,8 @@ package struct SessionTokens: Sendable {
             aud: .init(value: tenant.effectiveAudiences), exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(ttl))),
             iat: .init(value: issuedAt), jti: .init(value: UUID.random().lowercasedString),
             sid: sessionID.lowercasedString, idp: idp, amr: [idp], clientID: clientID)
-        let (collection, kid) = try await keys.signer(for: tenant, now: now)
+        let (collection, kid): (JWTKeyCollection, String)
+        if let signer { (collection, kid) = signer } else { (collection, kid) = try await self.signer(for: tenant, now: now) }
         var header = JWTHeader()
         header.typ = "at+jwt"
         return (try await collection.sign(claims, kid: JWKIdentifier(string: kid), header: header), ttl)
