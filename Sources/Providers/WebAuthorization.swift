@@ -66,8 +66,10 @@ public struct WebClient: Sendable {
     /// The provider's authorize URL for this request.
     public let authorizationURL: @Sendable (AuthorizationRequest) -> String
     /// Redeems the callback: verifies what came back against the request, calls
-    /// `beforeRedeeming` with the identity before anything irreversible happens at the provider
-    /// (Apple's code), and returns the verified identity. Throws ``ProviderFailure``s.
+    /// `beforeRedeeming` with the identity as soon as it is known (before anything irreversible
+    /// happens at the provider where the callback carries it, as Apple's does; after the token
+    /// endpoint's answer for an OpenID Connect code), and returns the verified identity. Throws
+    /// ``ProviderFailure``s and whatever `beforeRedeeming` throws.
     public let complete:
         @Sendable (
             _ response: AuthorizationResponse, _ request: AuthorizationRequest, _ tenantID: UUID,

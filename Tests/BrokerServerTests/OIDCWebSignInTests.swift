@@ -29,8 +29,10 @@ import Testing
         WebBrowser(broker: setup.client, brokerOrigins: [TestApp.publicURL])
     }
 
-    static func start(_ setup: OIDCTestSetup, provider: String = "line", state: String = "st") async throws -> String {
-        let response = try await setup.post("/v1/sign-in/\(provider)/web/start", json: ["return_url": returnURL, "state": state])
+    static func start(_ setup: OIDCTestSetup, provider: String = "line", state: String = "st", intent: String? = nil) async throws -> String {
+        var body: [String: Any] = ["return_url": returnURL, "state": state]
+        body["intent"] = intent
+        let response = try await setup.post("/v1/sign-in/\(provider)/web/start", json: body)
         #expect(response.status == .ok, "\(String(buffer: response.body))")
         return try #require(try response.json()["authorize_url"] as? String)
     }
@@ -74,6 +76,29 @@ import Testing
             #expect(setup.line.webTokenRequests == 1)
             let replay = try await setup.post("/v1/sign-in/line/web/exchange", json: ["code": code])
             #expect(try replay.json()["code"] as? String == "invalid_grant")
+        }
+    }
+
+    /// The callback refuses what the exchange would refuse, as Apple's does: `intent`
+    /// `sign_in` for a person with no account, and a disabled account, come back as
+    /// `error=account_not_found` / `account_disabled` with no code (issue 39 F15: the callback
+    /// answered with a code and only the exchange refused).
+    @Test func theCallbackRefusesAnUnknownPersonWithIntentSignInAndADisabledAccount() async throws {
+        try await Self.run { setup in
+            let unknown = WebBrowser.query(
+                try await Self.browser(setup).follow(try await Self.start(setup, state: "s1", intent: "sign_in"), until: Self.returnURL))
+            #expect(unknown["error"] == "account_not_found", "\(unknown)")
+            #expect(unknown["code"] == nil && unknown["state"] == "s1")
+            #expect(try await Self.identityCount(setup) == 0)
+
+            let first = try await Self.signInOnTheWeb(setup)
+            let code = try #require(first["code"])
+            #expect(try await setup.post("/v1/sign-in/line/web/exchange", json: ["code": code]).status == .ok)
+            _ = try await setup.app.database.client.query("UPDATE accounts SET status = 'disabled'")
+            let disabled = WebBrowser.query(
+                try await Self.browser(setup).follow(try await Self.start(setup, state: "s2"), until: Self.returnURL))
+            #expect(disabled["error"] == "account_disabled", "\(disabled)")
+            #expect(disabled["code"] == nil && disabled["state"] == "s2")
         }
     }
 

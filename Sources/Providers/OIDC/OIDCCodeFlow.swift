@@ -40,7 +40,7 @@ struct OIDCCodeFlow: Sendable {
                         ("code_challenge_method", "S256"),
                     ])
             },
-            complete: { response, request, _, _, now in
+            complete: { response, request, _, checkIdentity, now in
                 guard let code = response.code, !code.isEmpty, code.utf8.count <= 4_096 else {
                     throw ProviderFailure.malformedProof("the callback carries no code")
                 }
@@ -51,6 +51,10 @@ struct OIDCCodeFlow: Sendable {
                     code: code, provider: provider, web: web, redirectURI: redirectURI, secret: String(decoding: secret, as: UTF8.self),
                     verifier: request.codeVerifier)
                 let verified = try await verify(idToken, request.nonce, web.acceptsHS256 ? SymmetricKey(data: secret) : nil, tenantID, now)
+                // The identity is known only from the token endpoint's answer: the intent and the
+                // account's status are checked then, before the callback hands out a code (issue
+                // 39 F15: account_not_found and account_disabled surfaced only at the exchange).
+                try await checkIdentity(verified.identity)
                 return WebVerification(verified: verified, kept: nil)
             })
     }
