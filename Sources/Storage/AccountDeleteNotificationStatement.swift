@@ -66,7 +66,8 @@ struct AccountDeleteNotificationStatement: UnlinkingNotificationStatement {
             scrubbed AS (
                 -- An account that keeps other identities loses what came only from Apple: its
                 -- email and name where they are the deleted identity's and no identity it keeps
-                -- has them (issue 39 A4). Its rows are not the tombstone's (left_over > 0).
+                -- has them (issue 39 A4). Its rows are not the tombstone's (left_over > 0); every
+                -- identity is reached by its account, as in the head.
                 UPDATE accounts a SET
                     email = CASE WHEN s.drop_email THEN NULL ELSE a.email END,
                     email_verified = CASE WHEN s.drop_email THEN false ELSE a.email_verified END,
@@ -77,22 +78,22 @@ struct AccountDeleteNotificationStatement: UnlinkingNotificationStatement {
                     updated_at = now()
                 FROM (
                     SELECT x.t, x.account_id,
-                        c.email_key = lower(i.email) AND NOT EXISTS (
-                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
-                                AND lower(o.email) = c.email_key) AS drop_email,
-                        c.given_name = i.given_name AND NOT EXISTS (
-                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
-                                AND o.given_name = c.given_name) AS drop_given,
-                        c.family_name = i.family_name AND NOT EXISTS (
-                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
-                                AND o.family_name = c.family_name) AS drop_family,
-                        c.display_name = nullif(trim(concat_ws(' ', i.given_name, i.family_name)), '') AND NOT EXISTS (
-                            SELECT 1 FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id
-                                AND nullif(trim(concat_ws(' ', o.given_name, o.family_name)), '') = c.display_name) AS drop_display
+                        c.email_key = lower(i.email) AND NOT coalesce(k.email, false) AS drop_email,
+                        c.given_name = i.given_name AND NOT coalesce(k.given, false) AS drop_given,
+                        c.family_name = i.family_name AND NOT coalesce(k.family, false) AS drop_family,
+                        c.display_name = i.display AND NOT coalesce(k.display, false) AS drop_display
                     FROM target x
                     JOIN remaining rm ON rm.n = x.n AND rm.left_over > 0
                     JOIN accounts c ON c.tenant_id = x.t AND c.id = x.account_id
-                    JOIN identities i ON i.account_id = x.account_id AND i.id = x.identity_id
+                    CROSS JOIN LATERAL (
+                        SELECT d.email, d.given_name, d.family_name,
+                            nullif(trim(concat_ws(' ', d.given_name, d.family_name)), '') AS display
+                        FROM identities d WHERE d.account_id = x.account_id AND d.id = x.identity_id) i
+                    CROSS JOIN LATERAL (
+                        SELECT bool_or(lower(o.email) = lower(i.email)) AS email, bool_or(o.given_name = i.given_name) AS given,
+                            bool_or(o.family_name = i.family_name) AS family,
+                            bool_or(nullif(trim(concat_ws(' ', o.given_name, o.family_name)), '') = i.display) AS display
+                        FROM identities o WHERE o.account_id = x.account_id AND o.id <> x.identity_id) k
                 ) s
                 WHERE a.tenant_id = s.t AND a.id = s.account_id AND (s.drop_email OR s.drop_given OR s.drop_family OR s.drop_display)
             ),
