@@ -44,7 +44,13 @@ public struct AccountDeletionRepository: Sendable {
         tenantID: UUID, accountID: UUID, reason: String, actor: String,
         queue: @Sendable (StoredProviderToken) throws -> AppleRevocationRepository.NewRevocation?
     ) async throws -> Outcome {
-        try await client.transaction(logger: logger) { connection in
+        try await RaceRetry.run("account deletion", logger: logger) { try await client.transaction(logger: logger) { connection in
+            // One lock order for every statement that touches an account (issue 39 C10): its
+            // identities first, in id order, then the account row, as a sign-in takes them.
+            _ = try await connection.query(
+                "SELECT id FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID) ORDER BY id FOR UPDATE",
+                logger: logger
+            ).collect()
             let status = try await connection.query(
                 "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
             ).collect().first?.decode(String.self)
@@ -80,7 +86,7 @@ public struct AccountDeletionRepository: Sendable {
                 tenantID: tenantID, accountID: accountID, type: "account.deleted",
                 payload: ["account_id": account, "reason": .string(reason)], on: connection, logger: logger)
             return .deleted(revokedSessions: revoked, deletedIdentities: identities.count, appleRevocationsQueued: queued)
-        }
+        } }
     }
 
     /// Ends every live session of the account (`account_deleted`); the number ended.

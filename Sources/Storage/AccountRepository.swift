@@ -50,9 +50,12 @@ public struct AccountRepository: Sendable {
     /// account could come of the sign-in, and otherwise writes nothing. A stored identity that
     /// was not quiet then gets the lean ``KnownSignInBatchStatement`` (decision 0063) unless a
     /// provider refresh token is posted; the full statement follows whatever did not apply.
+    /// A deletion, an account-delete or consent-revoked notification or another sign-in of the
+    /// account that aborts the statement (a deadlock, or a row it references gone) runs it again
+    /// (``RaceRetry``): the next attempt sees what the other committed.
     public func signIn(_ request: SignInRequest) async throws -> SignInResult? {
         do {
-            return try await signInOnceOrQuietly(request)
+            return try await RaceRetry.run("sign-in", logger: logger) { try await signInOnceOrQuietly(request) }
         } catch let error where error.postgresError?.violatedConstraint == "sessions_pkey" {
             // The session id is the identity token's replay key (decision 0018): this token
             // opened a session before, and the statement wrote nothing.

@@ -49,7 +49,11 @@ extension AccountRepository {
                         AND (p.fn IS NULL OR i.family_name IS NOT NULL)
                         AND (p.r IS NULL OR i.real_user_status = p.r)
                         AND (p.a IS NULL OR i.attributes @> p.a::jsonb)
-                    LIMIT 1) i
+                    LIMIT 1
+                    -- The identity before the account, as every statement that touches an
+                    -- account takes them (issue 39 C10): the session's foreign key would take
+                    -- this lock only after the account's, and deadlock with a deletion.
+                    FOR KEY SHARE) i
                 CROSS JOIN LATERAL (
                     SELECT \(quietAccountColumns)
                     FROM accounts a
@@ -183,9 +187,31 @@ extension AccountRepository {
         guard maxRunning > 0 else { return nil }
         return StatementBatcher(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
             try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
-                try await failingAlone(requests, run)
+                try await inLockOrder(requests) { try await failingAlone($0, run) }
             }
         }
+    }
+
+    /// Runs a batch with its elements in the order of their identities' keys, and gives the
+    /// outcomes back in the batch's order. A statement takes its rows' locks in its elements'
+    /// order: two batches holding sign-ins of the same accounts in opposite orders deadlocked
+    /// each other, again on every retry (issue 39 C10). In one order they wait instead. Sign-ins
+    /// of one identity keep their arrival order.
+    static func inLockOrder<Outcome>(
+        _ requests: [SignInRequest], _ run: ([SignInRequest]) async throws -> [Result<Outcome, any Error>]
+    ) async throws -> [Result<Outcome, any Error>] {
+        guard requests.count > 1 else { return try await run(requests) }
+        let keys = requests.map { request in
+            Array("\(request.tenantID.lowercasedString)\u{0}\(request.provider)\u{0}\(request.providerScope)\u{0}\(request.subject)".utf8)
+        }
+        let order = requests.indices.sorted { a, b in
+            keys[a] == keys[b] ? a < b : keys[a].lexicographicallyPrecedes(keys[b])
+        }
+        let results = try await run(order.map { requests[$0] })
+        guard results.count == requests.count else { throw BatchMismatch() }
+        var restored = results
+        for (position, index) in order.enumerated() { restored[index] = results[position] }
+        return restored
     }
 
     /// A batch whose failure one element caused (a value PostgreSQL cannot store, a row deleted

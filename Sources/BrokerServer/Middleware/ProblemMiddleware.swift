@@ -102,7 +102,10 @@ struct ProblemMiddleware: RouterMiddleware {
                 }
             return Problem(status: error.status, code: code, title: title, detail: nil)
         default:
-            logger.error("request failed", metadata: ["error": "\(String(describing: type(of: error)))"])
+            var metadata: Logger.Metadata = ["error": "\(String(describing: type(of: error)))"]
+            // Which failure of the database, without a query's values.
+            if let database = DatabaseFailureSummary.of(error) { metadata["database"] = "\(database)" }
+            logger.error("request failed", metadata: metadata)
             return Problem(status: .internalServerError, code: "internal_error", title: "Internal error", detail: nil)
         }
     }
