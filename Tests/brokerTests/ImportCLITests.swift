@@ -339,4 +339,62 @@ import Testing
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 60)
         }
     }
+
+    // MARK: Issue 39 F17
+
+    /// People sign in while their import runs (issue 39 F17 (a)): a sign-in commits an identity
+    /// of a batch after the batch looked its keys up and before it inserts them. A trigger of
+    /// this test makes exactly that happen, eight times, each on another connection (dblink) that
+    /// commits on its own: the batch's insert meets the committed identity, as it meets a real
+    /// sign-in's. The batches (of 4, on two connections) are tried again until they settle:
+    /// each record met that way is a conflict, the others are created, and the job completes.
+    /// Three tries were the limit before: the job stopped with import_interrupted (23505).
+    @Test func signInsOfTheSamePeopleBetweenABatchsLookupAndItsInsertEndAsConflicts() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "race.jsonl"
+            let total = 12, raced = 8
+            try ((0..<total).map { Self.line("s-\($0)", [Self.google("g-s-\($0)")]) }.joined(separator: "\n") + "\n")
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            try await database.client.query("CREATE EXTENSION IF NOT EXISTS dblink")
+            try await database.client.query("CREATE TABLE test_race (remaining int NOT NULL)")
+            try await database.client.query("INSERT INTO test_race VALUES (\(raced))")
+            // Before an imported identity row goes in: while the test still owes sign-ins, one
+            // commits, on a connection of its own, a new account with that very identity. The
+            // count goes down in the same remote transaction, so each sign-in happens once.
+            try await database.client.query(
+                """
+                CREATE FUNCTION test_race_sign_in() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF (SELECT remaining FROM test_race) > 0 THEN
+                        PERFORM dblink_exec(
+                            format('dbname=%s host=%s user=postgres', current_database(),
+                                split_part(current_setting('unix_socket_directories'), ',', 1)),
+                            format($q$
+                                WITH turn AS (UPDATE test_race SET remaining = remaining - 1 WHERE remaining > 0 RETURNING 1),
+                                account AS (INSERT INTO accounts (id, tenant_id) SELECT gen_random_uuid(), %L::uuid FROM turn RETURNING id)
+                                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject)
+                                SELECT gen_random_uuid(), %L::uuid, account.id, %L, %L, %L FROM account
+                                $q$, NEW.tenant_id, NEW.tenant_id, NEW.provider, NEW.provider_scope, NEW.subject));
+                    END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            try await database.client.query(
+                """
+                CREATE TRIGGER test_race_sign_in BEFORE INSERT ON identities FOR EACH ROW
+                WHEN (NEW.import_job_id IS NOT NULL) EXECUTE FUNCTION test_race_sign_in()
+                """)
+            let result = try await Self.importJSON(cli, file, ["--batch-size", "4"])
+            #expect(result.status == 0, "\(result.output)")
+            #expect(result.job["status"] as? String == "completed", "\(result.output)")
+            #expect(try await Self.count(database, "SELECT remaining::int8 FROM test_race") == 0, "every sign-in of the test happened")
+            #expect(result.job["records"] as? Int == total, "\(result.job)")
+            #expect(result.job["conflicts"] as? Int == raced && result.job["created"] as? Int == total - raced, "\(result.job)")
+            // Each identity once, with the account of whoever wrote it first.
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities WHERE subject LIKE 'g-s-%'") == total)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id LIKE 's-%'") == total - raced)
+            let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
+            #expect(reported.count == raced && reported.allSatisfy { $0.contains("\"kind\":\"conflict\"") }, "\(reported)")
+        }
+    }
 }
