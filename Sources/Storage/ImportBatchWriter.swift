@@ -17,6 +17,8 @@ struct ImportBatchWriter: Sendable {
     /// hanging the import; the job then resumes after its last commit.
     let statementTimeout: Duration
     let logger: Logger
+    /// A dry run's memory of what its earlier batches would have written (nil otherwise).
+    var dryRunMemory: ImportDryRunMemory? = nil
 
     /// Runs one batch in a transaction on `connection`; `finish` runs in it last, with the
     /// outcomes and the number of identities written. `beforeInserts` runs once the batch has
@@ -83,12 +85,17 @@ struct ImportBatchWriter: Sendable {
         _ rows: [ImportRow], on connection: PostgresConnection, beforeInserts: () async throws -> Void,
         checkFound: (ImportClassifier.Found) throws -> ImportClassifier.Found
     ) async throws -> ImportClassifier.Plan {
+        // A dry run writes nothing a later batch could find: it decides after the batch before
+        // it has decided, with what that one and the ones before would have written.
+        if dryRunMemory != nil { try await beforeInserts() }
         var classifier = try await existing(rows, on: connection)
         let found = try checkFound(classifier.found)
+        dryRunMemory?.recall(rows, into: &classifier)
         let plan = classifier.plan(rows) { UUID.timeOrdered() }
+        dryRunMemory?.remember(plan)
         let accounts = dryRun || plan.accounts.isEmpty ? nil : accountRows(plan.accounts)
         let identities = dryRun || plan.identities.isEmpty ? nil : identityRows(plan.identities)
-        try await beforeInserts()
+        if dryRunMemory == nil { try await beforeInserts() }
         do {
             if let accounts { try await insert(accounts, into: "accounts", on: connection) }
             if let identities { try await insert(identities, into: "identities", on: connection) }

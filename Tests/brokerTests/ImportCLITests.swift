@@ -397,4 +397,39 @@ import Testing
             #expect(reported.count == raced && reported.allSatisfy { $0.contains("\"kind\":\"conflict\"") }, "\(reported)")
         }
     }
+
+    /// A dry run decides as the real run does across batches (issue 39 F17 (b)): an external id
+    /// or an identity that an earlier batch would have written is met by a later one, although
+    /// the dry run wrote nothing. Before, the same person twice in two batches was created twice.
+    @Test func aDryRunDecidesAcrossBatchesAsTheRealRunDoes() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "overlap.jsonl"
+            var lines: [String] = []
+            for n in 0..<30 {
+                lines.append(Self.line("r-\(n)", [Self.google("g-\(n)")]))
+                if n % 2 == 1 { lines.append(Self.line("r-\(n - 1)", [Self.google("g-\(n - 1)"), Self.google("h-\(n - 1)")])) }
+                if n % 3 == 0 { lines.append(Self.line("c-\(n)", [Self.google("g-\(n)")])) }
+            }
+            // The first person again at the end, far from the first batch: unchanged, and with
+            // another's identity, a conflict.
+            lines.append(Self.line("r-0", [Self.google("g-0")]))
+            lines.append(Self.line("late", [Self.google("g-5")]))
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let keys = ["records", "created", "updated", "unchanged", "conflicts", "errors"]
+            var dryRuns: [[Int]] = []
+            for size in ["2", "3", "5", "2000"] {
+                let dry = try await Self.importJSON(cli, file, ["--dry-run", "--batch-size", size])
+                #expect(dry.status == 0, "\(dry.output)")
+                dryRuns.append(keys.map { dry.job[$0] as? Int ?? -1 })
+            }
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 0, "a dry run writes no account")
+            let real = try await Self.importJSON(cli, file, ["--batch-size", "2"])
+            #expect(real.status == 0, "\(real.output)")
+            let counts = keys.map { real.job[$0] as? Int ?? -1 }
+            #expect(counts == [lines.count, 30, 15, 1, 11, 0], "\(real.job)")
+            for (dry, size) in zip(dryRuns, ["2", "3", "5", "2000"]) {
+                #expect(dry == counts, "dry run with batches of \(size): \(dry), the real run: \(counts)")
+            }
+        }
+    }
 }
