@@ -17,11 +17,8 @@ struct ImportBatchWriter: Sendable {
     /// hanging the import; the job then resumes after its last commit.
     let statementTimeout: Duration
     let logger: Logger
-
-    /// How often a batch is tried again when a sign-in or another import wrote one of its keys
-    /// between the batch's reads and its writes (a unique violation rolls the whole batch back;
-    /// the next try reads the new rows and reports the record as a conflict or unchanged).
-    static let attempts = 3
+    /// A dry run's memory of what its earlier batches would have written (nil otherwise).
+    var dryRunMemory: ImportDryRunMemory? = nil
 
     /// Runs one batch in a transaction on `connection`; `finish` runs in it last, with the
     /// outcomes and the number of identities written. `beforeInserts` runs once the batch has
@@ -29,11 +26,22 @@ struct ImportBatchWriter: Sendable {
     /// they succeeded (a job's batches on two connections take turns there, see
     /// ``ImportSession``). A unique violation can only come from the inserts, so a batch past
     /// `afterInserts` is never tried again.
+    ///
+    /// A unique violation means a sign-in or another import committed one of the batch's keys
+    /// between the batch's lookup and its insert: the batch is rolled back and tried again,
+    /// and the next try's lookup sees that key, so its record comes out a conflict (or updated,
+    /// or unchanged), as if the write had come first. It is tried again as long as each try
+    /// finds a key the one before did not (issue 39 F17: three tries were not enough while the
+    /// same people signed in at 300 a second); a violation the lookup cannot explain is thrown
+    /// after one more try, and no batch is tried more often than it has keys.
     func write<Extra>(
         _ rows: [ImportRow], on connection: PostgresConnection, beforeInserts: () async throws -> Void = {},
         afterInserts: () -> Void = {}, finish: ([ImportOutcome], Int, PostgresConnection) async throws -> Extra
     ) async throws -> (outcomes: [ImportOutcome], counts: Extra) {
         var attempt = 1
+        let maxAttempts = 2 + rows.reduce(0) { $0 + 1 + $1.identities.count }
+        // What the last try found, and the violation that ended it.
+        var previous: (found: ImportClassifier.Found, violation: any Error)?
         while true {
             do {
                 try await statement("BEGIN", on: connection)
@@ -42,7 +50,13 @@ struct ImportBatchWriter: Sendable {
                     // transaction mode, the session's may be another connection's.
                     let logger = logger
                     try await withDatabaseDeadline(statementTimeout) { try await connection.setTransactionTenantScope(logger: logger) }
-                    let plan = try await writeBatch(rows, on: connection, beforeInserts: beforeInserts)
+                    let plan = try await writeBatch(rows, on: connection, beforeInserts: beforeInserts) { found in
+                        // The key that was in the way is committed now: a try that finds no key
+                        // the last one missed would meet the same violation again.
+                        if let previous, found.isSubset(of: previous.found) { throw previous.violation }
+                        previous = nil
+                        return found
+                    }
                     afterInserts()
                     let extra = try await finish(plan.outcomes, plan.identities.count, connection)
                     try await statement("COMMIT", on: connection)
@@ -51,23 +65,43 @@ struct ImportBatchWriter: Sendable {
                     _ = try? await statement("ROLLBACK", on: connection)
                     throw error
                 }
-            } catch let error where attempt < Self.attempts && error.postgresError?.isUniqueViolation == true {
+            } catch let error as TriedAgain where attempt < maxAttempts {
                 logger.debug("import batch met a concurrent write; reading again", metadata: ["attempt": "\(attempt)"])
+                previous = (error.found, error.violation)
                 attempt += 1
+            } catch let error as TriedAgain {
+                throw error.violation
             }
         }
     }
 
+    /// A unique violation of a try that found `found`.
+    private struct TriedAgain: Error {
+        let found: ImportClassifier.Found
+        let violation: any Error
+    }
+
     private func writeBatch(
-        _ rows: [ImportRow], on connection: PostgresConnection, beforeInserts: () async throws -> Void
+        _ rows: [ImportRow], on connection: PostgresConnection, beforeInserts: () async throws -> Void,
+        checkFound: (ImportClassifier.Found) throws -> ImportClassifier.Found
     ) async throws -> ImportClassifier.Plan {
+        // A dry run writes nothing a later batch could find: it decides after the batch before
+        // it has decided, with what that one and the ones before would have written.
+        if dryRunMemory != nil { try await beforeInserts() }
         var classifier = try await existing(rows, on: connection)
+        let found = try checkFound(classifier.found)
+        dryRunMemory?.recall(rows, into: &classifier)
         let plan = classifier.plan(rows) { UUID.timeOrdered() }
+        dryRunMemory?.remember(plan)
         let accounts = dryRun || plan.accounts.isEmpty ? nil : accountRows(plan.accounts)
         let identities = dryRun || plan.identities.isEmpty ? nil : identityRows(plan.identities)
-        try await beforeInserts()
-        if let accounts { try await insert(accounts, into: "accounts", on: connection) }
-        if let identities { try await insert(identities, into: "identities", on: connection) }
+        if dryRunMemory == nil { try await beforeInserts() }
+        do {
+            if let accounts { try await insert(accounts, into: "accounts", on: connection) }
+            if let identities { try await insert(identities, into: "identities", on: connection) }
+        } catch let error where error.postgresError?.isUniqueViolation == true {
+            throw TriedAgain(found: found, violation: error)
+        }
         return plan
     }
 

@@ -22,6 +22,18 @@ struct ImportClassifier {
     var accounts: [ExactText: ExistingAccount]
     var owners: [ImportIdentityKey: UUID]
 
+    /// The keys a lookup found in the database.
+    struct Found: Sendable {
+        var externalIDs: Set<ExactText>
+        var identities: Set<ImportIdentityKey>
+
+        func isSubset(of other: Found) -> Bool {
+            externalIDs.isSubset(of: other.externalIDs) && identities.isSubset(of: other.identities)
+        }
+    }
+
+    var found: Found { Found(externalIDs: Set(accounts.keys), identities: Set(owners.keys)) }
+
     mutating func plan(_ rows: [ImportRow], newAccountID: () -> UUID) -> Plan {
         var plan = Plan()
         for row in rows {

@@ -42,6 +42,10 @@ public struct ImportRepository: Sendable {
         /// The length of the error file when the last batch committed: a resume cuts it back to
         /// this, so a batch that did not commit leaves no lines in it.
         public var errorFileBytes: Int64
+        /// A stopped job's SHA-256 (hex) of its file's bytes before `cursorOffset` (and of their
+        /// count): a resume takes a file whose part the job has read is the same, the rest fixed
+        /// (decision 0064). Nil while running, and for jobs that never stopped.
+        public var cursorDigest: String?
         public var counts: ImportCounts
         public var startedAt: Date
         public var updatedAt: Date
@@ -69,7 +73,7 @@ public struct ImportRepository: Sendable {
     static let jobColumns = """
         id, tenant_id, source, file_name, file_digest, file_bytes, dry_run, settings::text, status, stop_reason, cursor_offset,
         cursor_line, error_file_bytes, records, created, updated, unchanged, conflicts, skipped, errors, identities, started_at,
-        updated_at, finished_at
+        updated_at, finished_at, cursor_digest
         """
 
     public func createJob(
@@ -177,14 +181,14 @@ public struct ImportRepository: Sendable {
         }
     }
 
-    /// Ends a job: `completed`, or `stopped` with the reason (resumable). A real job that
-    /// completes writes one `import.completed` event with its counts (imported accounts emit no
-    /// event each).
-    public func finish(jobID: UUID, tenantID: UUID, status: String, reason: String?) async throws {
+    /// Ends a job: `completed`, or `stopped` with the reason (resumable) and the digest of the
+    /// bytes it has read (``Job/cursorDigest``). A real job that completes writes one
+    /// `import.completed` event with its counts (imported accounts emit no event each).
+    public func finish(jobID: UUID, tenantID: UUID, status: String, reason: String?, cursorDigest: String? = nil) async throws {
         _ = try await client.rows(
             """
             WITH done AS (
-                UPDATE import_jobs SET status = \(status), stop_reason = \(reason), updated_at = now(),
+                UPDATE import_jobs SET status = \(status), stop_reason = \(reason), cursor_digest = \(cursorDigest), updated_at = now(),
                     finished_at = CASE WHEN \(status) = 'completed' THEN now() ELSE finished_at END
                 WHERE tenant_id = \(tenantID) AND id = \(jobID)
                 RETURNING *
@@ -197,11 +201,14 @@ public struct ImportRepository: Sendable {
             """, logger: logger)
     }
 
-    /// Reopens a stopped job to run again, with its settings replaced when given.
-    public func resume(jobID: UUID, tenantID: UUID, settings: [String: JSONValue]?) async throws {
+    /// Reopens a stopped job to run again, with its settings replaced when given, and with the
+    /// digest and length of the file it continues with when that file was fixed after the part
+    /// the job has read.
+    public func resume(jobID: UUID, tenantID: UUID, settings: [String: JSONValue]?, file: (digest: String, bytes: Int64)? = nil) async throws {
         _ = try await client.rows(
             """
-            UPDATE import_jobs SET status = 'running', stop_reason = NULL, updated_at = now(),
+            UPDATE import_jobs SET status = 'running', stop_reason = NULL, cursor_digest = NULL, updated_at = now(),
+                file_digest = coalesce(\(file?.digest), file_digest), file_bytes = coalesce(\(file?.bytes), file_bytes),
                 settings = coalesce(\(settings.map(ProviderConfigRepository.settingsText))::jsonb, settings)
             WHERE tenant_id = \(tenantID) AND id = \(jobID) AND status IN ('running', 'stopped')
             """, logger: logger)
@@ -337,11 +344,13 @@ public struct ImportRepository: Sendable {
         counts.errors = Int(try reader.next(Int64.self))
         counts.identities = Int(try reader.next(Int64.self))
         let (startedAt, updatedAt, finishedAt): (Date, Date, Date?) = (try reader.next(), try reader.next(), try reader.next())
+        let cursorDigest: String? = try reader.next()
         let settings = (try? JSONValue.parse(Array(settingsText.utf8)))?.object ?? [:]
         return Job(
             id: id, tenantID: tenantID, source: source, fileName: fileName, fileDigest: fileDigest, fileBytes: fileBytes, dryRun: dryRun,
             settings: settings, status: status, stopReason: stopReason, cursorOffset: cursorOffset, cursorLine: cursorLine,
-            errorFileBytes: errorFileBytes, counts: counts, startedAt: startedAt, updatedAt: updatedAt, finishedAt: finishedAt)
+            errorFileBytes: errorFileBytes, cursorDigest: cursorDigest, counts: counts, startedAt: startedAt, updatedAt: updatedAt,
+            finishedAt: finishedAt)
     }
 }
 

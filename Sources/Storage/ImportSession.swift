@@ -24,6 +24,8 @@ public final class ImportSession: Sendable {
     public let job: ImportRepository.Job
     let statementTimeout: Duration
     let logger: Logger
+    /// A dry run's memory of what its batches would have written (``ImportDryRunMemory``).
+    let dryRunMemory: ImportDryRunMemory?
 
     private struct State {
         var next = 0
@@ -41,11 +43,14 @@ public final class ImportSession: Sendable {
         self.job = job
         self.statementTimeout = statementTimeout
         self.logger = logger
+        dryRunMemory = job.dryRun ? ImportDryRunMemory() : nil
         state = Mutex(State(running: Array(repeating: nil, count: lanes.count)))
     }
 
     var writer: ImportBatchWriter {
-        ImportBatchWriter(tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, statementTimeout: statementTimeout, logger: logger)
+        ImportBatchWriter(
+            tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, statementTimeout: statementTimeout, logger: logger,
+            dryRunMemory: dryRunMemory)
     }
 
     /// Abandons every batch not yet committed and waits until all have ended: nothing runs on
@@ -69,7 +74,9 @@ public final class ImportSession: Sendable {
                 state.lastKeys = keys
                 state.running[lane] = batch
             }
-            return (lane, state.running[lane], state.lastKeys.shares(with: rows) ? state.last : nil)
+            // A dry run's batch decides after the one before it decided, whatever their keys
+            // (it remembers what that one would have written).
+            return (lane, state.running[lane], dryRunMemory != nil || state.lastKeys.shares(with: rows) ? state.last : nil)
         }
         let (connection, writer, tenantID, jobID) = (lanes[lane], writer, job.tenantID, job.id)
         batch.start {

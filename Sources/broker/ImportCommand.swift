@@ -99,7 +99,8 @@ struct ImportCommand: AsyncParsableCommand {
             abstract: "Import users from a file: one account per person under its external id, with its social identities.",
             discussion: """
                 Exit status: 0 when the file was read to the end (conflicts, skips and errors are reported, in FILE.errors.jsonl), \
-                1 when it stopped at --max-errors (continue with --resume JOB_ID after fixing the file's lines).
+                1 when it stopped at --max-errors or where the file breaks (continue with --resume JOB_ID after fixing the file's lines \
+                from the line it stopped at; the lines before it, already read, must stay as they are).
                 """)
         @Option(help: "The tenant slug.") var tenant: String
         @Option(help: "The file's format: firebase, auth0, supabase or jsonl.") var from: String
@@ -111,7 +112,7 @@ struct ImportCommand: AsyncParsableCommand {
             parsing: .singleValue,
             help: "Map a source's provider name to one of the tenant's provider ids, e.g. oidc.line=line (repeatable).")
         var mapProvider: [String] = []
-        @Option(help: "Stop after this many bad records (default 1000); the job can then be resumed.") var maxErrors: Int?
+        @Option(help: "Stop at the bad record after this many (default 1000), before it; the job can then be resumed.") var maxErrors: Int?
         @Option(help: "Records per transaction (1 to 20000).") var batchSize = 2_000
         @OptionGroup var options: CommonOptions
 
@@ -154,10 +155,19 @@ struct ImportCommand: AsyncParsableCommand {
                     if job.dryRun { print("Nothing was written: run again without --dry-run to import.") }
                 }
                 if let reason = report.stopReason {
+                    let id = job.id.lowercasedString
+                    let resume = "broker import users --tenant \(tenant) --from \(from) --file \(file) --resume \(id)"
+                    if report.stoppedOnFile {
+                        throw BrokerError(
+                            code: "import_file_invalid", kind: .invalidInput, title: "Import file broken",
+                            detail: "Job \(id) \(reason). The records before it are imported (the job read to line \(job.cursorLine)).",
+                            hint: "Get the whole file (export it again), then: \(resume) (it continues when the part already read is unchanged)")
+                    }
                     throw BrokerError(
                         code: "import_stopped", kind: .invalidInput, title: "Import stopped",
-                        detail: "Job \(job.id.lowercasedString) \(reason) at line \(job.cursorLine).",
-                        hint: "Fix the lines in \(report.errorFile), then: broker import users --tenant \(tenant) --from \(from) --file \(file) --resume \(job.id.lowercasedString) [--max-errors N]")
+                        detail: "Job \(id) \(reason); it continues from line \(job.cursorLine).",
+                        hint: "Fix that line and the bad lines after it, and keep the lines before it as they are (the bad ones "
+                            + "among them, in \(report.errorFile), stay errors of this job), then: \(resume) [--max-errors N]")
                 }
             }
         }

@@ -80,4 +80,52 @@ import Testing
         #expect(users.last?.line == count + 1)
         #expect(try JSONValue.parse(try #require(users.last).bytes).object?["localId"]?.string == "user-\(count - 1)")
     }
+
+    /// A line over 1 MiB comes back oversized, without its bytes, and the next line is read
+    /// (issue 39 F17 (c)); so does a last line over 1 MiB with no newline.
+    @Test func aLineOverOneMebibyteComesBackOversizedAndTheNextOneIsRead() throws {
+        let long = "{\"pad\":\"" + String(repeating: "x", count: ImportFileReader.maxUserBytes + 3 * 1_000_000) + "\"}"
+        let path = try Self.write("{\"a\":1}\n" + long + "\n{\"c\":3}\n" + long)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let users = try Self.readAll(path, .lines)
+        #expect(users.map(\.line) == [1, 2, 3, 4])
+        #expect(users.map(\.oversized) == [false, true, false, true])
+        #expect(users[1].bytes.isEmpty && String(decoding: users[2].bytes, as: UTF8.self) == "{\"c\":3}")
+        // A job that committed through the long line starts after it.
+        let rest = try Self.readAll(path, .lines, offset: users[1].endOffset, line: users[1].endLine)
+        #expect(rest.map(\.line) == [3, 4])
+    }
+
+    @Test func aFirebaseUserOverOneMebibyteComesBackOversizedAndTheNextOneIsRead() throws {
+        let long = "{\"localId\": \"big\", \"pad\": \"" + String(repeating: "}", count: ImportFileReader.maxUserBytes + 10) + "\", \"n\": [{}]}"
+        let path = try Self.write("{\"users\": [\n{\"localId\": \"u1\"},\n" + long + ",\n{\"localId\": \"u3\"}\n]}\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let users = try Self.readAll(path, .usersArray)
+        #expect(users.map(\.line) == [2, 3, 4])
+        #expect(users.map(\.oversized) == [false, true, false])
+        #expect(try JSONValue.parse(users[2].bytes).object?["localId"]?.string == "u3")
+    }
+
+    /// A Firebase export cut off, inside a user or between two: the users before the cut are
+    /// read, then the reader names the byte where the file ends (issue 39 F17 (c)).
+    @Test func aTruncatedFirebaseExportNamesTheByteWhereItEnds() throws {
+        let whole = "{\"users\": [\n{\"localId\": \"u1\"},\n{\"localId\": \"u2\", \"providerUserInfo\": [{\"rawId\": \"1\"}]}\n]}\n"
+        for (cut, userLine) in [(whole.count - 20, Optional(3)), (whole.count - 4, nil)] {
+            let text = String(whole.prefix(cut))
+            let path = try Self.write(text)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            var reader = try ImportFileReader(path: path, layout: .usersArray)
+            defer { reader.close() }
+            var ids: [String?] = []
+            do {
+                while let user = try reader.next() { ids.append(try JSONValue.parse(user.bytes).object?["localId"]?.string) }
+                Issue.record("no failure at \(cut)")
+            } catch let failure as ImportFileReader.Failure {
+                #expect(failure.offset == Int64(text.utf8.count))
+                #expect(failure == .truncated(line: 3, offset: Int64(text.utf8.count), userLine: userLine))
+                #expect(failure.description.contains("byte \(text.utf8.count)") && failure.description.contains("cut off"), "\(failure)")
+            }
+            #expect(ids == (userLine == nil ? ["u1", "u2"] : ["u1"]), "\(cut)")
+        }
+    }
 }

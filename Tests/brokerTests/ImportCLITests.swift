@@ -339,4 +339,224 @@ import Testing
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 60)
         }
     }
+
+    // MARK: Issue 39 F17
+
+    /// People sign in while their import runs (issue 39 F17 (a)): a sign-in commits an identity
+    /// of a batch after the batch looked its keys up and before it inserts them. A trigger of
+    /// this test makes exactly that happen, eight times, each on another connection (dblink) that
+    /// commits on its own: the batch's insert meets the committed identity, as it meets a real
+    /// sign-in's. The batches (of 4, on two connections) are tried again until they settle:
+    /// each record met that way is a conflict, the others are created, and the job completes.
+    /// Three tries were the limit before: the job stopped with import_interrupted (23505).
+    @Test func signInsOfTheSamePeopleBetweenABatchsLookupAndItsInsertEndAsConflicts() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "race.jsonl"
+            let total = 12, raced = 8
+            try ((0..<total).map { Self.line("s-\($0)", [Self.google("g-s-\($0)")]) }.joined(separator: "\n") + "\n")
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            try await database.client.query("CREATE EXTENSION IF NOT EXISTS dblink")
+            try await database.client.query("CREATE TABLE test_race (remaining int NOT NULL)")
+            try await database.client.query("INSERT INTO test_race VALUES (\(raced))")
+            // Before an imported identity row goes in: while the test still owes sign-ins, one
+            // commits, on a connection of its own, a new account with that very identity. The
+            // count goes down in the same remote transaction, so each sign-in happens once.
+            try await database.client.query(
+                """
+                CREATE FUNCTION test_race_sign_in() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF (SELECT remaining FROM test_race) > 0 THEN
+                        PERFORM dblink_exec(
+                            format('dbname=%s host=%s user=postgres', current_database(),
+                                split_part(current_setting('unix_socket_directories'), ',', 1)),
+                            format($q$
+                                WITH turn AS (UPDATE test_race SET remaining = remaining - 1 WHERE remaining > 0 RETURNING 1),
+                                account AS (INSERT INTO accounts (id, tenant_id) SELECT gen_random_uuid(), %L::uuid FROM turn RETURNING id)
+                                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject)
+                                SELECT gen_random_uuid(), %L::uuid, account.id, %L, %L, %L FROM account
+                                $q$, NEW.tenant_id, NEW.tenant_id, NEW.provider, NEW.provider_scope, NEW.subject));
+                    END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            try await database.client.query(
+                """
+                CREATE TRIGGER test_race_sign_in BEFORE INSERT ON identities FOR EACH ROW
+                WHEN (NEW.import_job_id IS NOT NULL) EXECUTE FUNCTION test_race_sign_in()
+                """)
+            let result = try await Self.importJSON(cli, file, ["--batch-size", "4"])
+            #expect(result.status == 0, "\(result.output)")
+            #expect(result.job["status"] as? String == "completed", "\(result.output)")
+            #expect(try await Self.count(database, "SELECT remaining::int8 FROM test_race") == 0, "every sign-in of the test happened")
+            #expect(result.job["records"] as? Int == total, "\(result.job)")
+            #expect(result.job["conflicts"] as? Int == raced && result.job["created"] as? Int == total - raced, "\(result.job)")
+            // Each identity once, with the account of whoever wrote it first.
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities WHERE subject LIKE 'g-s-%'") == total)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id LIKE 's-%'") == total - raced)
+            let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
+            #expect(reported.count == raced && reported.allSatisfy { $0.contains("\"kind\":\"conflict\"") }, "\(reported)")
+        }
+    }
+
+    /// A dry run decides as the real run does across batches (issue 39 F17 (b)): an external id
+    /// or an identity that an earlier batch would have written is met by a later one, although
+    /// the dry run wrote nothing. Before, the same person twice in two batches was created twice.
+    @Test func aDryRunDecidesAcrossBatchesAsTheRealRunDoes() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "overlap.jsonl"
+            var lines: [String] = []
+            for n in 0..<30 {
+                lines.append(Self.line("r-\(n)", [Self.google("g-\(n)")]))
+                if n % 2 == 1 { lines.append(Self.line("r-\(n - 1)", [Self.google("g-\(n - 1)"), Self.google("h-\(n - 1)")])) }
+                if n % 3 == 0 { lines.append(Self.line("c-\(n)", [Self.google("g-\(n)")])) }
+            }
+            // The first person again at the end, far from the first batch: unchanged, and with
+            // another's identity, a conflict.
+            lines.append(Self.line("r-0", [Self.google("g-0")]))
+            lines.append(Self.line("late", [Self.google("g-5")]))
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let keys = ["records", "created", "updated", "unchanged", "conflicts", "errors"]
+            var dryRuns: [[Int]] = []
+            for size in ["2", "3", "5", "2000"] {
+                let dry = try await Self.importJSON(cli, file, ["--dry-run", "--batch-size", size])
+                #expect(dry.status == 0, "\(dry.output)")
+                dryRuns.append(keys.map { dry.job[$0] as? Int ?? -1 })
+            }
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 0, "a dry run writes no account")
+            let real = try await Self.importJSON(cli, file, ["--batch-size", "2"])
+            #expect(real.status == 0, "\(real.output)")
+            let counts = keys.map { real.job[$0] as? Int ?? -1 }
+            #expect(counts == [lines.count, 30, 15, 1, 11, 0], "\(real.job)")
+            for (dry, size) in zip(dryRuns, ["2", "3", "5", "2000"]) {
+                #expect(dry == counts, "dry run with batches of \(size): \(dry), the real run: \(counts)")
+            }
+        }
+    }
+
+    /// A line over 1 MiB is an error of its own, with its line number, and the import goes on
+    /// (issue 39 F17 (c)); before, it interrupted the job and the lines before it in its batch
+    /// were never imported.
+    @Test func aLineOverOneMebibyteIsReportedAndTheImportGoesOn() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "long.jsonl"
+            let long = "{\"external_id\":\"big\",\"pad\":\"\(String(repeating: "x", count: 1 << 20))\",\"identities\":[\(Self.google("g-big"))]}"
+            let lines = [Self.line("l-1", [Self.google("g-l-1")]), long, Self.line("l-3", [Self.google("g-l-3")])]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let result = try await Self.importJSON(cli, file)
+            #expect(result.status == 0, "\(result.output.prefix(2000))")
+            #expect(result.job["status"] as? String == "completed" && result.job["created"] as? Int == 2 && result.job["errors"] as? Int == 1)
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id IN ('l-1', 'l-3')") == 2)
+            let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n").map {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+            }
+            #expect(reported.count == 1 && reported.first?["line"] as? Int == 2, "\(reported)")
+            #expect((reported.first?["reason"] as? String)?.contains("longer than 1 MiB") == true, "\(reported)")
+        }
+    }
+
+    static func firebaseUser(_ id: String) -> String {
+        "{\"localId\": \"\(id)\", \"providerUserInfo\": [{\"providerId\": \"google.com\", \"rawId\": \"g-\(id)\"}]}"
+    }
+
+    /// A Firebase export cut off in the middle (issue 39 F17 (c)): the users before the cut are
+    /// imported, the job stops (not left running) with an error naming the byte where the file
+    /// ends, running it again says the same, and the whole export continues the job.
+    @Test func aTruncatedFirebaseExportImportsWhatComesBeforeAndStopsAtTheByteWhereItEnds() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let whole = "{\"users\": [\n" + (1...5).map { Self.firebaseUser("fb-\($0)") }.joined(separator: ",\n") + "\n]}\n"
+            let cut = String(whole.prefix(whole.count - 40))  // inside the fifth user
+            let file = folder + "users.json"
+            try cut.write(toFile: file, atomically: true, encoding: .utf8)
+            let size = cut.utf8.count
+            let first = try await cli.run(["import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--batch-size", "2"])
+            #expect(first.status == 1, "\(first.output)")
+            #expect(first.output.contains("byte \(size)") && first.output.contains("cut off") && first.output.contains("--resume"), "\(first.output)")
+            let jobs = try await cli.run("import", "list", "--tenant", "acme", "--json").array()
+            let job = try #require(jobs.first)
+            #expect(job["status"] as? String == "stopped" && job["created"] as? Int == 4, "\(job)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 4)
+            let id = try #require(job["job_id"] as? String)
+
+            let again = try await cli.run(["import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--resume", id, "--json"])
+            #expect(again.status == 1 && again.output.contains("import_file_invalid") && again.output.contains("byte \(size)"), "\(again.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE status = 'running'") == 0)
+
+            try whole.write(toFile: file, atomically: true, encoding: .utf8)
+            let fixed = try await cli.run(["import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--resume", id, "--json"])
+            #expect(fixed.status == 0, "\(fixed.output)")
+            #expect(try fixed.object()["status"] as? String == "completed" && fixed.object()["created"] as? Int == 5, "\(fixed.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 5)
+        }
+    }
+
+    /// `--max-errors 5` on a file whose lines 6 to 25 are bad (issue 39 F17 (d)): the job takes
+    /// five bad records, stops before the sixth (line 11), writes nothing after it, and its
+    /// counts say so. Before, the whole batch of 300 lines was written and 280 records created.
+    @Test func maxErrorsStopsBeforeTheBadRecordItDoesNotAllow() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "bad.jsonl"
+            let lines = (1...300).map { n in (6...25).contains(n) ? "{oops \(n)" : Self.line("m-\(n)", [Self.google("g-m-\(n)")]) }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let stopped = try await Self.importJSON(cli, file, ["--max-errors", "5"])
+            #expect(stopped.status == 1, "\(stopped.output)")
+            // The output holds the job and the error: the job as `import list` shows it.
+            let job = try #require(try await cli.run("import", "list", "--tenant", "acme", "--json").array().first)
+            #expect(job["status"] as? String == "stopped" && job["line"] as? Int == 11, "\(job)")
+            #expect(job["records"] as? Int == 10 && job["created"] as? Int == 5 && job["errors"] as? Int == 5, "\(job)")
+            #expect(stopped.output.contains("line 11"), "\(stopped.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 5, "no record after the sixth error")
+            let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n").map {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+            }
+            #expect(reported.compactMap { $0["line"] as? Int } == [6, 7, 8, 9, 10])
+        }
+    }
+
+    /// The recovery path `broker import users --help` and the stop message describe (issue 39
+    /// F17 (e)): run with bad lines and --max-errors, fix the lines in the file, run the
+    /// printed command. A changed file was refused as "another file" before. The lines the job
+    /// has read may not change: that is refused, and changes nothing.
+    @Test func aStoppedJobContinuesWithItsFixedFileAsTheHelpSays() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let help = try await cli.run("import", "users", "--help")
+            let helpText = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            #expect(helpText.contains("--resume JOB_ID after fixing the file's lines"), "\(help.output)")
+            let file = folder + "fix.jsonl"
+            let good = (1...30).map { Self.line("x-\($0)", [Self.google("g-x-\($0)")]) }
+            var lines = good
+            for n in [4, 12, 20] { lines[n - 1] = "{\"external_id\":\"x-\(n)\",\"identities\":[{\"provider\":\"google\"}]}" }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let stopped = try await cli.run(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--max-errors", "1", "--batch-size", "5"])
+            #expect(stopped.status == 1, "\(stopped.output)")
+            let hint = try #require(stopped.output.split(separator: "\n").first { $0.hasPrefix("hint:") }, "\(stopped.output)")
+            let command = try #require(hint.range(of: "then: broker ").map { hint[$0.upperBound...] }, "\(hint)")
+            let words = command.split(separator: " ").map(String.init)
+            let printed = Array(words.prefix(through: try #require(words.firstIndex(of: "--resume")) + 1))
+            #expect(stopped.output.contains("line 12"), "\(stopped.output)")
+
+            // Line 4 was read already (an error of the job): changing it is refused.
+            var tampered = good
+            tampered[19] = lines[19]
+            try (tampered.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let refused = try await cli.run(printed)
+            #expect(refused.status == 1 && refused.output.contains("line 12"), "\(refused.output)")
+            let job = try #require(try await cli.run("import", "list", "--tenant", "acme", "--json").array().first)
+            #expect(job["status"] as? String == "stopped" && job["created"] as? Int == 10 && job["errors"] as? Int == 1, "\(job)")
+
+            // Lines 12 and 20 fixed, the lines before 12 as they were.
+            var fixed = lines
+            fixed[11] = good[11]
+            fixed[19] = good[19]
+            try (fixed.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let resumed = try await cli.run(printed)
+            #expect(resumed.status == 0, "\(resumed.output)")
+            #expect(resumed.output.contains("Continued") && resumed.output.contains("29 created"), "\(resumed.output)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 29)
+            let errorLines = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
+            #expect(errorLines.count == 1 && errorLines.first?.contains("\"line\":4") == true, "\(errorLines)")
+            // The job now describes the fixed file: running that file again finds it completed.
+            let after = try await Self.importJSON(cli, file)
+            #expect(after.job["job_id"] as? String != job["job_id"] as? String && after.job["unchanged"] as? Int == 29, "\(after.output)")
+        }
+    }
 }

@@ -4,7 +4,11 @@ import Foundation
 /// JSON lines (the broker's format, Auth0's NDJSON, Supabase's rows), or the elements of the
 /// `users` array of a Firebase export, found by tracking strings and nesting (each element is
 /// then parsed on its own). Each user comes with the line it starts on (1-based) and the byte
-/// offset just after it, which is where a resumed job starts reading.
+/// offset just after it, which is where a resumed job starts reading. A user longer than
+/// ``maxUserBytes`` is skipped, not kept, and comes back ``User/oversized`` (issue 39 F17): the
+/// import reports its line and goes on. A file whose structure breaks (a Firebase export cut
+/// off in the middle) throws a ``Failure`` naming the byte where it breaks; every user before
+/// it has been returned.
 package struct ImportFileReader: Sendable {
     package enum Layout: Sendable {
         /// One JSON value per line; blank lines are skipped.
@@ -21,26 +25,42 @@ package struct ImportFileReader: Sendable {
         /// resumed after this user opens the file at `endOffset` with this line.
         package var endLine: Int
         package let endOffset: Int64
+        /// The user is longer than ``maxUserBytes``: its bytes were skipped (``bytes`` is empty).
+        package let oversized: Bool
 
-        init(bytes: [UInt8], line: Int, endLine: Int? = nil, endOffset: Int64) {
+        init(bytes: [UInt8], line: Int, endLine: Int? = nil, endOffset: Int64, oversized: Bool = false) {
             self.bytes = bytes
             self.line = line
             self.endLine = endLine ?? line
             self.endOffset = endOffset
+            self.oversized = oversized
         }
     }
 
     package enum Failure: Error, Equatable, CustomStringConvertible {
-        /// The file is not a JSON object with a `users` array (Firebase).
-        case notAUsersDocument(line: Int)
-        /// One user is longer than ``maxUserBytes``.
-        case userTooLong(line: Int)
+        /// The file is not a JSON object with a `users` array (Firebase): at byte `offset`, on
+        /// line `line`.
+        case notAUsersDocument(line: Int, offset: Int64)
+        /// The file ends at byte `offset` (its length), on line `line`, before its `users` array
+        /// closes: inside the user that starts on `userLine`, or between users (nil). A Firebase
+        /// export cut off in the middle.
+        case truncated(line: Int, offset: Int64, userLine: Int?)
 
         package var description: String {
             switch self {
-            case .notAUsersDocument(let line):
-                "line \(line): the file is not a Firebase export: expected {\"users\": [ ... ]} (firebase auth:export --format=json)"
-            case .userTooLong(let line): "line \(line): a user is longer than 1 MiB"
+            case .notAUsersDocument(let line, let offset):
+                "byte \(offset) (line \(line)): the file is not a Firebase export: expected {\"users\": [ ... ]} (firebase auth:export --format=json)"
+            case .truncated(let line, let offset, let userLine?):
+                "the file ends at byte \(offset) (line \(line)) inside the user that starts on line \(userLine): it was cut off"
+            case .truncated(let line, let offset, nil):
+                "the file ends at byte \(offset) (line \(line)) before its users array is closed: it was cut off"
+            }
+        }
+
+        /// The byte where the file breaks.
+        package var offset: Int64 {
+            switch self {
+            case .notAUsersDocument(_, let offset), .truncated(_, let offset, _): offset
             }
         }
     }
@@ -76,6 +96,11 @@ package struct ImportFileReader: Sendable {
 
     package func close() { try? handle.close() }
 
+    /// Where the next user is read from: the byte after the last one returned (or the start
+    /// offset), and its line. A batch that stops before a user ends here.
+    package var offset: Int64 { bufferOffset + Int64(position) }
+    package var currentLine: Int { line }
+
     /// The next user, or nil at the end of the file.
     package mutating func next() throws -> User? {
         switch layout {
@@ -103,26 +128,46 @@ package struct ImportFileReader: Sendable {
         var searched = position
         while true {
             if let newline = buffer[searched...].firstIndex(of: UInt8(ascii: "\n")) {
-                let bytes = Array(buffer[position..<newline])
+                let oversized = newline - position > Self.maxUserBytes
+                let bytes = oversized ? [] : Array(buffer[position..<newline])
                 let startLine = line
                 line += 1
                 position = newline + 1
                 searched = position
-                if bytes.allSatisfy(Self.isWhitespace) { continue }
-                return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position))
+                if !oversized && bytes.allSatisfy(Self.isWhitespace) { continue }
+                return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position), oversized: oversized)
             }
-            guard buffer.count - position <= Self.maxUserBytes else { throw Failure.userTooLong(line: line) }
+            guard buffer.count - position <= Self.maxUserBytes else { return try skipLongLine() }
             let pending = buffer.count - position
             guard try fill() else {
                 // The last line has no newline.
-                let bytes = Array(buffer[position...])
+                let oversized = buffer.count - position > Self.maxUserBytes
+                let bytes = oversized ? [] : Array(buffer[position...])
                 position = buffer.count
-                if bytes.allSatisfy(Self.isWhitespace) { return nil }
+                if !oversized && bytes.allSatisfy(Self.isWhitespace) { return nil }
                 let startLine = line
                 line += 1
-                return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position))
+                return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position), oversized: oversized)
             }
             searched = position + pending
+        }
+    }
+
+    /// The rest of a line longer than ``maxUserBytes``, read and dropped chunk by chunk (memory
+    /// stays bounded): the line comes back ``User/oversized``.
+    private mutating func skipLongLine() throws -> User {
+        let startLine = line
+        while true {
+            if let newline = buffer[position...].firstIndex(of: UInt8(ascii: "\n")) {
+                position = newline + 1
+                line += 1
+                return User(bytes: [], line: startLine, endLine: line, endOffset: bufferOffset + Int64(position), oversized: true)
+            }
+            position = buffer.count
+            guard try fill() else {
+                line += 1
+                return User(bytes: [], line: startLine, endLine: line, endOffset: bufferOffset + Int64(position), oversized: true)
+            }
         }
     }
 
@@ -131,7 +176,7 @@ package struct ImportFileReader: Sendable {
         while true {
             guard let byte = try peek() else {
                 if arrayClosed { return nil }
-                throw Failure.notAUsersDocument(line: line)
+                throw Failure.truncated(line: line, offset: offset, userLine: nil)
             }
             switch byte {
             case UInt8(ascii: "\n"):
@@ -146,7 +191,7 @@ package struct ImportFileReader: Sendable {
             case UInt8(ascii: "{"):
                 return try element()
             default:
-                throw Failure.notAUsersDocument(line: line)
+                throw Failure.notAUsersDocument(line: line, offset: offset)
             }
         }
     }
@@ -171,7 +216,7 @@ package struct ImportFileReader: Sendable {
             if strings.take(byte) {
                 if !wasInString {
                     // A string outside the top-level object: not an export.
-                    guard depth > 0 else { throw Failure.notAUsersDocument(line: line) }
+                    guard depth > 0 else { throw Failure.notAUsersDocument(line: line, offset: offset - 1) }
                     key = []
                 } else if !strings.inside {
                     if depth == 1 { lastKey = key }
@@ -194,19 +239,21 @@ package struct ImportFileReader: Sendable {
             default: break
             }
             guard depth >= 0 && (depth > 0 || byte == UInt8(ascii: "{") || Self.isWhitespace(byte)) else {
-                throw Failure.notAUsersDocument(line: line)
+                throw Failure.notAUsersDocument(line: line, offset: offset - 1)
             }
         }
-        throw Failure.notAUsersDocument(line: line)
+        throw Failure.notAUsersDocument(line: line, offset: offset)
     }
 
-    /// One `{...}` element, from its opening brace.
+    /// One `{...}` element, from its opening brace. One longer than ``maxUserBytes`` is read
+    /// to its end and dropped as it goes (``User/oversized``).
     private mutating func element() throws -> User {
         let startLine = line
         var scan = position
         var depth = 0
         var strings = StringScan()
         var newlines = 0
+        var oversized = false
         while true {
             while scan < buffer.count {
                 let byte = buffer[scan]
@@ -217,18 +264,26 @@ package struct ImportFileReader: Sendable {
                 case UInt8(ascii: "}"), UInt8(ascii: "]"):
                     depth -= 1
                     if depth == 0 {
-                        let bytes = Array(buffer[position..<scan])
+                        oversized = oversized || scan - position > Self.maxUserBytes
+                        let bytes = oversized ? [] : Array(buffer[position..<scan])
                         position = scan
                         line += newlines
-                        return User(bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position))
+                        return User(
+                            bytes: bytes, line: startLine, endLine: line, endOffset: bufferOffset + Int64(position), oversized: oversized)
                     }
                 case UInt8(ascii: "\n"): newlines += 1
                 default: break
                 }
             }
-            guard scan - position <= Self.maxUserBytes else { throw Failure.userTooLong(line: startLine) }
+            if scan - position > Self.maxUserBytes || oversized {
+                // Too long to keep: what was scanned is dropped, the scan goes on to the end.
+                oversized = true
+                position = scan
+            }
             let consumed = scan - position
-            guard try fill() else { throw Failure.notAUsersDocument(line: line + newlines) }
+            guard try fill() else {
+                throw Failure.truncated(line: line + newlines, offset: bufferOffset + Int64(buffer.count), userLine: startLine)
+            }
             scan = position + consumed
         }
     }
