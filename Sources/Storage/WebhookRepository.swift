@@ -185,7 +185,9 @@ public struct WebhookRepository: Sendable {
     /// Takes the most overdue pending delivery (of any tenant whose webhook is enabled) due at
     /// `now` that no earlier pending delivery of its account holds back, by moving its due time
     /// one lease ahead; calls `send` with it and records the result. False when none was due.
-    public func processNext(now: Date, _ send: @Sendable (Due) async -> Result) async throws -> Bool {
+    /// `excluding`: tenants whose deliveries the worker is sending now, so that a slow or dead
+    /// receiver holds back its own tenant and not the others (issue 39 E12).
+    public func processNext(now: Date, excluding busy: [UUID] = [], _ send: @Sendable (Due) async -> Result) async throws -> Bool {
         let rows = try await client.rows(
             """
             UPDATE webhook_deliveries d SET next_attempt_at = \(now.addingTimeInterval(Self.lease)), updated_at = now()
@@ -193,6 +195,7 @@ public struct WebhookRepository: Sendable {
             WHERE d.event_id = (
                 SELECT p.event_id FROM webhook_deliveries p
                 WHERE p.status = 'pending' AND p.next_attempt_at <= \(now)
+                    AND p.tenant_id <> ALL (\(busy)::uuid[])
                     AND EXISTS (SELECT 1 FROM webhooks h WHERE h.tenant_id = p.tenant_id AND h.enabled)
                     AND NOT EXISTS (
                         SELECT 1 FROM webhook_deliveries q

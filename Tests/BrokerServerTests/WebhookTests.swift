@@ -317,6 +317,49 @@ import Testing
         #expect(!WebhookDeliveryWorker.isTimeout(CancellationError()))
     }
 
+    /// One tenant's receiver that never answers holds back its own tenant only: another
+    /// tenant's delivery goes out while the slow one's are still in flight (issue 39 E12: four
+    /// lanes all took the slow tenant's older deliveries, and the other tenant waited 78 s).
+    @Test func aSlowReceiverHoldsBackItsOwnTenantOnly() async throws {
+        try await AppleTestSetup.run { setup in
+            try await WebhookSink.with { slow in
+                try await WebhookSink.with { quick in
+                    let database = setup.app.database
+                    let globex = try await setup.app.createTenant("globex")
+                    let admin = WebhookAdmin(database: database, actor: "test")
+                    for (tenant, sink) in [("acme", slow), ("globex", quick)] {
+                        _ = try await admin.set(
+                            tenant: tenant, url: sink.url, events: [], rotateSecret: false, secrets: setup.app.secrets, allowInsecure: true)
+                    }
+                    slow.answer(.hang)
+                    // The slow tenant's deliveries are older: each a different account, so none
+                    // waits for another of its account.
+                    for n in 0..<6 {
+                        try await database.client.query(
+                            "INSERT INTO events_outbox (tenant_id, account_id, event_type, payload) VALUES (\(setup.tenant.id), \(UUID()), \("test.slow.\(n)"), '{}')")
+                    }
+                    try await database.client.query(
+                        "INSERT INTO events_outbox (tenant_id, account_id, event_type, payload) VALUES (\(globex.id), \(UUID()), 'test.quick', '{}')")
+                    let worker = WebhookDeliveryWorker(
+                        database: database, secrets: setup.app.secrets, allowInsecure: true, timeout: .seconds(30), lanes: 4,
+                        logger: database.logger)
+                    // Both tenants' events visible to the dispatcher (every older transaction ended).
+                    _ = try await eventuallyValue(timeout: .seconds(20)) {
+                        try await database.webhooks.dispatch()
+                        return try await database.webhooks.deliveries(tenantID: globex.id).count
+                    } until: { $0 == 1 }
+                    let running = Task { try await worker.runDue(now: { Date().addingTimeInterval(7_200) }) }
+                    await quick.waitForDeliveries(1)
+                    let slowOnes = try await database.webhooks.deliveries(tenantID: setup.tenant.id)
+                    #expect(slowOnes.allSatisfy { $0.lastError == nil && $0.status == .pending }, "the slow tenant's are still in flight")
+                    #expect(slow.deliveries.count <= 4)
+                    running.cancel()
+                    _ = try? await running.value
+                }
+            }
+        }
+    }
+
     /// The code `set` refuses `url` with; nil when it takes it.
     static func refusal(_ admin: WebhookAdmin, _ secrets: SecretBox, _ url: String, events: [String]) async -> String? {
         do {

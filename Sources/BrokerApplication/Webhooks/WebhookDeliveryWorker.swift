@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Providers
 import Storage
+import Synchronization
 
 /// Sends each tenant's events to its webhook (issue 23 §5; decision 0044): it dispatches the
 /// events committed since the webhook's cursor into deliveries, then sends the due ones, signed
@@ -45,25 +46,74 @@ package struct WebhookDeliveryWorker: Sendable {
             guard read > 0 else { break }
             dispatched += read
         }
-        // One delivery first: the lanes start only when there is work (an idle poll is two
-        // statements, not one per lane).
-        let first = now()
-        guard try await database.webhooks.processNext(now: first, { due in await send(due, now: first) }) else { return dispatched }
-        let sent = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<lanes {
-                group.addTask {
+        // Tenants whose deliveries are being sent: each lane takes another tenant's first
+        // (issue 39 E12: one tenant's receiver taking 11 s a delivery held another tenant's
+        // next delivery for 78 s).
+        let sending = Mutex<[UUID: Int]>([:])
+        // Once no other tenant had a delivery due, this round stops looking (one statement a
+        // delivery again); the next round looks anew.
+        let othersIdle = Mutex(false)
+        let busy: @Sendable () -> [UUID] = { othersIdle.withLock { $0 } ? [] : sending.withLock { Array($0.keys) } }
+        let takeNext: @Sendable (Date, @escaping @Sendable (WebhookRepository.Due) async -> WebhookRepository.Result) async throws -> Bool = {
+            at, work in
+            let avoid = busy()
+            if !avoid.isEmpty {
+                if try await database.webhooks.processNext(now: at, excluding: avoid, work) { return true }
+                othersIdle.withLock { $0 = true }
+            }
+            return try await database.webhooks.processNext(now: at, work)
+        }
+        let sendTracked: @Sendable (WebhookRepository.Due, Date) async -> WebhookRepository.Result = { due, at in
+            sending.withLock { $0[due.tenantID, default: 0] += 1 }
+            defer {
+                sending.withLock { counts in
+                    let left = counts[due.tenantID, default: 1] - 1
+                    counts[due.tenantID] = left > 0 ? left : nil
+                }
+            }
+            return await send(due, now: at)
+        }
+        // One lane first: the others start once it has taken a delivery (an idle poll is two
+        // statements, not one per lane), not once it has sent it.
+        let (taken, tell) = AsyncStream.makeStream(of: Void.self)
+        // A lane that fails (the database went away) stops taking deliveries but does not end
+        // the round: its siblings finish the deliveries they are sending and record them.
+        // Thrown out of the group, the failure cancelled them mid-delivery, and their outcomes
+        // were lost until their leases ran out (a delivery sent twice).
+        let failure = Mutex<(any Error)?>(nil)
+        let sent = await withTaskGroup(of: Int.self) { group in
+            func lane(first: Bool) -> @Sendable () async -> Int {
+                {
                     var sent = 0
-                    while sent < limit / lanes + 1 {
-                        let at = now()
-                        guard try await database.webhooks.processNext(now: at, { due in await send(due, now: at) }) else { break }
-                        sent += 1
+                    defer { if first { tell.finish() } }
+                    do {
+                        while sent < limit / lanes + 1 {
+                            let at = now()
+                            let tellOthers = first && sent == 0
+                            let took = try await takeNext(at) { due in
+                                if tellOthers { tell.yield() }
+                                return await sendTracked(due, at)
+                            }
+                            guard took else { break }
+                            sent += 1
+                        }
+                    } catch {
+                        failure.withLock { if $0 == nil { $0 = error } }
                     }
                     return sent
                 }
             }
-            return try await group.reduce(0, +)
+            group.addTask(operation: lane(first: true))
+            var started = false
+            for await _ in taken {
+                started = true
+                break
+            }
+            if started { for _ in 1..<lanes { group.addTask(operation: lane(first: false)) } }
+            return await group.reduce(0, +)
         }
-        return dispatched + 1 + sent
+        if let error = failure.withLock({ $0 }) { throw error }
+        return dispatched + sent
     }
 
     /// Runs until cancelled: every `pollInterval` while there is work, backing off to
