@@ -45,21 +45,27 @@ final class HTTPParseErrorHandler: ChannelDuplexHandler, RemovableChannelHandler
             return
         }
         let problem = Self.problem(for: parseError)
-        var buffer = context.channel.allocator.buffer(capacity: problem.body.count)
-        buffer.writeBytes(problem.body)
-        let head = HTTPResponse(
-            status: problem.status,
-            headerFields: [
-                .contentType: "application/problem+json", .contentLength: "\(buffer.readableBytes)",
-                .cacheControl: "no-store", .connection: "close",
-            ])
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(buffer)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         answered = true
+        Self.answerAndClose(context, status: problem.status, body: problem.body)
+    }
+
+    /// Writes a problem answer with `Connection: close` below the server's request loop, closes
+    /// the output, and closes the connection once the client has read it (or `lingerTime`
+    /// passed): closing at once could reset the connection before the client read the answer.
+    static func answerAndClose(_ context: ChannelHandlerContext, status: HTTPResponse.Status, body: Data, retryAfter: String? = nil) {
+        var buffer = context.channel.allocator.buffer(capacity: body.count)
+        buffer.writeBytes(body)
+        var fields: HTTPFields = [
+            .contentType: "application/problem+json", .contentLength: "\(buffer.readableBytes)", .cacheControl: "no-store",
+            .connection: "close",
+        ]
+        if let retryAfter { fields[.retryAfter] = retryAfter }
+        context.write(NIOAny(HTTPResponsePart.head(HTTPResponse(status: status, headerFields: fields))), promise: nil)
+        context.write(NIOAny(HTTPResponsePart.body(buffer)), promise: nil)
+        context.writeAndFlush(NIOAny(HTTPResponsePart.end(nil)), promise: nil)
         context.close(mode: .output, promise: nil)
         let channel = context.channel
-        channel.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
+        channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
     }
 
     static func problem(for error: HTTPParserError) -> (status: HTTPResponse.Status, body: Data) {

@@ -38,20 +38,7 @@ final class OverCapAnswerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         guard !answered, case .end = unwrapInboundIn(data) else { return }
         answered = true
-        var buffer = context.channel.allocator.buffer(capacity: Self.body.count)
-        buffer.writeBytes(Self.body)
-        let head = HTTPResponse(
-            status: .serviceUnavailable,
-            headerFields: [
-                .contentType: "application/problem+json", .contentLength: "\(buffer.readableBytes)", .retryAfter: "1",
-                .cacheControl: "no-store", .connection: "close",
-            ])
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(buffer)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        context.close(mode: .output, promise: nil)
-        let channel = context.channel
-        channel.eventLoop.scheduleTask(in: HTTPParseErrorHandler.lingerTime) { channel.close(promise: nil) }
+        HTTPParseErrorHandler.answerAndClose(context, status: .serviceUnavailable, body: Self.body, retryAfter: "1")
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
