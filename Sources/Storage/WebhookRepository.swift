@@ -187,10 +187,48 @@ public struct WebhookRepository: Sendable {
     /// one lease ahead; calls `send` with it and records the result. False when none was due.
     /// `excluding`: tenants whose deliveries the worker is sending now, so that a slow or dead
     /// receiver holds back its own tenant and not the others (issue 39 E12).
+    ///
+    /// A take whose answer was lost (the database went away mid-statement) may have committed:
+    /// it throws ``TakeInterrupted`` with the lease it asked for, which ``releaseLeases(_:)``
+    /// gives back once the database answers, instead of the delivery waiting out its lease.
     public func processNext(now: Date, excluding busy: [UUID] = [], _ send: @Sendable (Due) async -> Result) async throws -> Bool {
+        let leaseUntil = now.addingTimeInterval(Self.lease)
+        let rows: [PostgresRow]
+        do {
+            rows = try await take(now: now, leaseUntil: leaseUntil, excluding: busy)
+        } catch let error where error.postgresError?.sqlState == nil {
+            throw TakeInterrupted(leaseUntil: leaseUntil, underlying: error)
+        }
+        return try await process(rows, send)
+    }
+
+    /// A take that may or may not have committed; its lease ends at `leaseUntil`.
+    public struct TakeInterrupted: Error, Sendable {
+        public let leaseUntil: Date
+        public let underlying: any Error
+    }
+
+    /// Gives back the leases of takes whose answer was lost (``TakeInterrupted``): a pending
+    /// delivery leased until exactly one of these instants is due again now. Returns how many.
+    @discardableResult
+    public func releaseLeases(_ leases: [Date]) async throws -> Int {
+        guard !leases.isEmpty else { return 0 }
         let rows = try await client.rows(
             """
-            UPDATE webhook_deliveries d SET next_attempt_at = \(now.addingTimeInterval(Self.lease)), updated_at = now()
+            WITH released AS (
+                UPDATE webhook_deliveries SET next_attempt_at = now(), updated_at = now()
+                WHERE status = 'pending' AND next_attempt_at = ANY (\(leases)::timestamptz[])
+                RETURNING 1
+            )
+            SELECT count(*)::int8 FROM released
+            """, logger: logger)
+        return try rows.first?.decode(Int.self) ?? 0
+    }
+
+    private func take(now: Date, leaseUntil: Date, excluding busy: [UUID]) async throws -> [PostgresRow] {
+        try await client.rows(
+            """
+            UPDATE webhook_deliveries d SET next_attempt_at = \(leaseUntil), updated_at = now()
             FROM webhooks w, events_outbox e
             WHERE d.event_id = (
                 SELECT p.event_id FROM webhook_deliveries p
@@ -206,6 +244,9 @@ public struct WebhookRepository: Sendable {
             RETURNING d.event_id, d.tenant_id, d.attempts, w.url, w.secret_sealed,
                 e.tx::text, e.event_type, e.account_id, e.created_at, e.payload::text
             """, logger: logger)
+    }
+
+    private func process(_ rows: [PostgresRow], _ send: @Sendable (Due) async -> Result) async throws -> Bool {
         guard let row = rows.first else { return false }
         var reader = RowReader(row)
         let eventID = try reader.next(Int64.self)

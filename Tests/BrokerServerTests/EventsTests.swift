@@ -153,6 +153,34 @@ import Testing
         }
     }
 
+    /// A take whose answer the database never gave may have committed: its lease is given back
+    /// by the exact instant it asked for, and only that delivery is due again (WorkerOutageTests
+    /// saw such a delivery wait out its 60 s lease after PostgreSQL stopped mid-take).
+    @Test func aLostTakesLeaseIsGivenBackByItsInstant() async throws {
+        try await AppleTestSetup.run { setup in
+            let database = setup.app.database
+            let tenant = setup.tenant.id
+            _ = try await database.webhooks.set(
+                tenantID: tenant, url: "https://hooks.example.com/in", eventTypes: nil, sealedSecret: Data([1, 2, 3]), actor: "test")
+            try await database.client.query("UPDATE webhooks SET cursor_tx = '0'::xid8, cursor_id = 0, enabled = false WHERE tenant_id = \(tenant)")
+            try await Self.burnTransactionIDs(past: 1_100, database: database)
+            _ = try await Self.writeEvents(tenant: tenant, transactions: [5, 6], database: database)
+            try await database.client.query("UPDATE webhooks SET enabled = true WHERE tenant_id = \(tenant)")
+            _ = try await database.webhooks.dispatch()
+            let lost = Date().addingTimeInterval(60.123_456), other = lost.addingTimeInterval(0.000_001)
+            try await database.client.query(
+                """
+                UPDATE webhook_deliveries SET next_attempt_at = CASE WHEN event_id = (SELECT min(event_id) FROM webhook_deliveries
+                    WHERE tenant_id = \(tenant)) THEN \(lost) ELSE \(other) END WHERE tenant_id = \(tenant)
+                """)
+            #expect(try await database.webhooks.releaseLeases([lost]) == 1)
+            let due = try await database.client.query(
+                "SELECT count(*)::int FROM webhook_deliveries WHERE tenant_id = \(tenant) AND next_attempt_at <= now()").collect()
+            #expect(try due.first?.decode(Int.self) == 1, "only the lost take's delivery is due again")
+            #expect(try await database.webhooks.releaseLeases([]) == 0)
+        }
+    }
+
     /// Moves the cluster's transaction counter past `past` (a fresh cluster may not be there
     /// yet), so that events written with smaller transaction ids are below every snapshot.
     static func burnTransactionIDs(past: UInt64, database: Database) async throws {

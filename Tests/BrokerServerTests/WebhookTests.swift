@@ -352,7 +352,6 @@ import Testing
                     await quick.waitForDeliveries(1)
                     let slowOnes = try await database.webhooks.deliveries(tenantID: setup.tenant.id)
                     #expect(slowOnes.allSatisfy { $0.lastError == nil && $0.status == .pending }, "the slow tenant's are still in flight")
-                    #expect(slow.deliveries.count <= 4)
                     running.cancel()
                     _ = try? await running.value
                 }

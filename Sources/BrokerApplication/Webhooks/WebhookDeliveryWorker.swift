@@ -22,6 +22,15 @@ package struct WebhookDeliveryWorker: Sendable {
     let logger: Logger
     /// Deliveries sent at once (of different accounts).
     let lanes: Int
+    /// The leases of takes whose answer the database did not give (it went away): given back
+    /// at the start of the next round, so that such a delivery does not wait out its lease.
+    let lostTakes = LostTakes()
+
+    final class LostTakes: Sendable {
+        private let leases = Mutex<[Date]>([])
+        func add(_ more: [Date]) { leases.withLock { $0 += more } }
+        func drain() -> [Date] { leases.withLock { leases in defer { leases = [] }; return leases } }
+    }
 
     package init(
         database: Database, secrets: SecretBox, allowInsecure: Bool, addresses: WebhookAddressPolicy? = nil,
@@ -40,6 +49,13 @@ package struct WebhookDeliveryWorker: Sendable {
     /// `limit`); returns how many events were dispatched and deliveries sent.
     @discardableResult
     package func runDue(now: @escaping @Sendable () -> Date = { Date() }, limit: Int = 1_000) async throws -> Int {
+        let lost = lostTakes.drain()
+        do {
+            try await database.webhooks.releaseLeases(lost)
+        } catch {
+            lostTakes.add(lost)
+            throw error
+        }
         var dispatched = 0
         while true {
             let read = try await database.webhooks.dispatch()
@@ -98,6 +114,7 @@ package struct WebhookDeliveryWorker: Sendable {
                             sent += 1
                         }
                     } catch {
+                        if let interrupted = error as? WebhookRepository.TakeInterrupted { lostTakes.add([interrupted.leaseUntil]) }
                         failure.withLock { if $0 == nil { $0 = error } }
                     }
                     return sent
