@@ -58,6 +58,7 @@ public struct BrokerServices: Sendable {
     package let loginCatalogs: LoginCatalogStore
     /// The web flow's derived keys (decision 0038).
     package let webSignInKeys: WebSignInService.Keys
+    package let webCallbackRepeats = WebSignInService.Repeats()
     /// Wakes this instance's Apple revocation worker (a deletion queued work).
     package let revocationWake: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation) = AsyncStream.makeStream(
         bufferingPolicy: .bufferingNewest(1))
@@ -138,7 +139,7 @@ public struct BrokerServices: Sendable {
     package var webSignIn: WebSignInService {
         WebSignInService(
             database: database, providers: providers, store: providerSettings, signIn: signIn, secrets: secrets, events: securityEvents,
-            keys: webSignInKeys)
+            keys: webSignInKeys, repeats: webCallbackRepeats)
     }
 
     package var identityLinks: IdentityLinkService {

@@ -8,6 +8,8 @@ extension MockAppleIdP {
         case revoke
         /// `/auth/token` with `grant_type=refresh_token` (a credential-state check).
         case refreshGrant
+        /// `/auth/token` with `grant_type=authorization_code` (a code redeemed).
+        case codeGrant
     }
 
     /// From now on, requests to `endpoint` wait (before they are answered) until ``release(_:)``.

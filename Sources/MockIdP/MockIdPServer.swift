@@ -103,6 +103,7 @@ public enum MockIdPServer {
         router.post("/auth/token") { request, _ -> Response in
             let form = MockForm.fields(try await request.body.collect(upTo: 65_536))
             if form["grant_type"] == "refresh_token" { await apple.pass(.refreshGrant) }
+            if form["grant_type"] == "authorization_code" { await apple.pass(.codeGrant) }
             switch apple.tokenFault {
             case .answer(let status, let body):
                 apple.countCodeExchange()

@@ -37,6 +37,26 @@ public struct WebSignInState: Sendable, Equatable {
     }
 }
 
+/// What became of a state its callback could not claim (decision 0069).
+public struct WebSignInRepeat: Sendable, Equatable {
+    public enum Answer: Sendable, Equatable {
+        /// Another callback claimed it and has not answered yet.
+        case inFlight
+        /// Its claim lapsed unanswered (the callback's process stopped): it can be claimed again.
+        case unclaimed
+        /// Answered with the broker code derived from the state; `unexchanged` while that code
+        /// still waits for its exchange.
+        case code(unexchanged: Bool)
+        /// Answered with this error.
+        case error(String)
+    }
+
+    public let provider: String
+    public let returnURL: String
+    public let callerState: String?
+    public let answer: Answer
+}
+
 /// The status of the account of the identity `(state's provider, state's provider scope,
 /// subject)` at the moment a state was read; `status` nil: no such identity.
 public struct SubjectAccountStatus: Sendable, Equatable {
@@ -49,10 +69,10 @@ public struct SubjectAccountStatus: Sendable, Equatable {
     }
 }
 
-/// The states of web sign-ins and the broker codes that end them (decision 0038). Each is
-/// taken once, by `DELETE ... RETURNING`: two callbacks with one state, or two exchanges of one
-/// code, never both succeed. A callback reads its state first and takes it in the statement
-/// that keeps the sign-in under its code (one commit).
+/// The states of web sign-ins and the broker codes that end them (decision 0038). A callback
+/// claims its state (decision 0069), and answers it in the statement that keeps the sign-in
+/// under its code (one commit) or by recording its error; a state is answered once, and a code
+/// is taken once, by `DELETE ... RETURNING`: two exchanges of one code never both succeed.
 public struct WebSignInRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -67,33 +87,60 @@ public struct WebSignInRepository: Sendable {
             """, logger: logger)
     }
 
-    /// The state with this hash, unexpired at `now`; nil when it is unknown, taken or expired.
-    public func findState(hash: Data, now: Date) async throws -> WebSignInState? {
-        try await findState(hash: hash, now: now, subject: nil)?.state
-    }
-
-    /// The state with this hash, unexpired at `now` (nil when it is unknown, taken or expired),
-    /// and, read in the same statement when `subject` is given and the state knows its provider
-    /// scope, the status of the account of that subject's identity. The subject may come from a
-    /// token not yet verified: the status is for the caller to use once the token verified and
-    /// names this subject.
-    public func findState(hash: Data, now: Date, subject: String?) async throws -> (state: WebSignInState, account: SubjectAccountStatus?)? {
+    /// Claims the state with this hash for one callback until `claimUntil` and returns it, with,
+    /// read in the same statement when `subject` is given and the state knows its provider
+    /// scope, the status of the account of that subject's identity. Nil when the state is
+    /// unknown, expired, answered, or claimed by another callback still in flight (decision
+    /// 0069): ``repeatOf(hash:now:codeHash:)`` tells which. The subject may come from a token
+    /// not yet verified: the status is for the caller to use once the token verified and names
+    /// this subject.
+    public func claimState(hash: Data, now: Date, claimUntil: Date, subject: String?) async throws
+        -> (state: WebSignInState, account: SubjectAccountStatus?)?
+    {
         try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
             // The state is the only key the callback has: it says which tenant the sign-in is for.
-            try await client.rows(FindStateStatement(hash: hash, now: now, subject: subject), logger: logger).first
+            try await client.rows(ClaimStateStatement(hash: hash, now: now, claimUntil: claimUntil, subject: subject), logger: logger).first
         }
     }
 
-    /// Removes the state (a callback that ended in an error spends it).
-    public func deleteState(hash: Data) async throws {
+    /// What became of a state a callback could not claim (decision 0069); nil when it is unknown
+    /// or expired. `codeHash`: the hash of the broker code derived from the state, to tell
+    /// whether it still waits for its exchange.
+    public func repeatOf(hash: Data, now: Date, codeHash: Data) async throws -> WebSignInRepeat? {
         try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
-            _ = try await client.rows("DELETE FROM web_sign_in_states WHERE state_hash = \(hash)", logger: logger)
+            let rows = try await client.query(
+                """
+                SELECT s.provider, s.return_url, s.caller_state, s.code_issued, s.error, COALESCE(s.claimed_until > \(now), false),
+                    EXISTS (SELECT 1 FROM web_sign_in_codes c
+                        WHERE c.code_hash = \(codeHash) AND c.tenant_id = s.tenant_id AND c.expires_at > \(now))
+                FROM web_sign_in_states s WHERE s.state_hash = \(hash) AND s.expires_at > \(now)
+                """, logger: logger)
+            for try await (provider, returnURL, callerState, codeIssued, error, inFlight, codeOpen)
+                in rows.decode((String, String, String?, Bool, String?, Bool, Bool).self)
+            {
+                let answer: WebSignInRepeat.Answer =
+                    if codeIssued { .code(unexchanged: codeOpen) } else if let error { .error(error) } else { inFlight ? .inFlight : .unclaimed }
+                return WebSignInRepeat(provider: provider, returnURL: returnURL, callerState: callerState, answer: answer)
+            }
+            return nil
         }
     }
 
-    /// Takes the state and keeps the verified sign-in under the hash of its broker code, in one
-    /// statement and one commit; false when the state was taken (or expired) meanwhile, and then
-    /// nothing is kept. The code belongs to the state's tenant and provider.
+    /// Records the error a callback sent the person back with, and ends its claim: a repeat is
+    /// sent back with the same error (decision 0069). A state already answered is left alone.
+    public func answerState(hash: Data, error: String) async throws {
+        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+            _ = try await client.rows(
+                """
+                UPDATE web_sign_in_states SET error = \(error), claimed_until = NULL
+                WHERE state_hash = \(hash) AND NOT code_issued AND error IS NULL
+                """, logger: logger)
+        }
+    }
+
+    /// Answers the state with a code and keeps the verified sign-in under the hash of that broker
+    /// code, in one statement and one commit; false when the state was answered (or expired)
+    /// meanwhile, and then nothing is kept. The code belongs to the state's tenant and provider.
     public func takeState(hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, now: Date) async throws -> Bool {
         try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
             let statement = TakeStateStatement(hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now)

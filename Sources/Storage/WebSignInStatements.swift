@@ -3,18 +3,26 @@ import Foundation
 import PostgresNIO
 
 /// The two statements of every web callback, prepared once per connection (decision 0038): the
-/// state read by its hash (with the status of the account of the token's subject, decision
-/// 0039), and the state taken in the statement that keeps the sign-in under its broker code.
+/// state claimed by its hash (with the status of the account of the token's subject, decision
+/// 0039; the claim, decision 0069), and the state answered in the statement that keeps the
+/// sign-in under its broker code.
 extension WebSignInRepository {
-    struct FindStateStatement: PostgresPreparedStatement {
+    struct ClaimStateStatement: PostgresPreparedStatement {
         typealias Row = (state: WebSignInState, account: SubjectAccountStatus?)
 
-        static let name = "ib_web_find_state"
+        static let name = "ib_web_claim_state"
         // The account status: identity by its unique key, account by (tenant_id, id), both
         // bound (decision 0014); only when a subject was given and the state has a scope. An
         // identity a consent revocation unlinked answers for the account its sign-in links to
         // again (`active` when the revocation disabled it), as the native check does.
+        // The claim: a live state nobody answered, unclaimed or whose claim lapsed.
         static let sql = """
+            WITH s AS (
+                UPDATE web_sign_in_states SET claimed_until = $4::timestamptz
+                WHERE state_hash = $1::bytea AND expires_at > $2::timestamptz AND NOT code_issued AND error IS NULL
+                    AND (claimed_until IS NULL OR claimed_until <= $2::timestamptz)
+                RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope
+            )
             SELECT s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
                 s.provider_scope, ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
                 COALESCE(
@@ -26,18 +34,20 @@ extension WebSignInRepository {
                         FROM consent_revocations c JOIN accounts a ON a.tenant_id = c.tenant_id AND a.id = c.account_id
                         WHERE c.tenant_id = s.tenant_id AND c.provider = s.provider AND c.provider_scope = s.provider_scope
                             AND c.subject = $3::text)) AS account_status
-            FROM web_sign_in_states s WHERE s.state_hash = $1::bytea AND s.expires_at > $2::timestamptz
+            FROM s
             """
 
         let hash: Data
         let now: Date
+        let claimUntil: Date
         let subject: String?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 3)
+            var bindings = PostgresBindings(capacity: 4)
             try bindings.append(hash)
             bindings.append(now)
             bindings.append(subject)
+            bindings.append(claimUntil)
             return bindings
         }
 
@@ -58,7 +68,8 @@ extension WebSignInRepository {
         static let name = "ib_web_take_state"
         static let sql = """
             WITH taken AS (
-                DELETE FROM web_sign_in_states WHERE state_hash = $1::bytea AND expires_at > $5::timestamptz
+                UPDATE web_sign_in_states SET code_issued = true, claimed_until = NULL
+                WHERE state_hash = $1::bytea AND expires_at > $5::timestamptz AND NOT code_issued AND error IS NULL
                 RETURNING tenant_id, provider
             )
             INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at)

@@ -101,7 +101,7 @@ struct CLIContext {
             // before anything is served or written (issue 39 B8). Commands that have no key
             // (DATABASE_URL without BROKER_MASTER_KEY) need none and are not checked.
             if migrate != .never, let key = try? masterKey() {
-                try await TenantScope.acrossTenants(because: "the master key check is no tenant's") {
+                _ = try await TenantScope.acrossTenants(because: "the master key check is no tenant's") {
                     try await MasterKeyCheck.verify(SecretBox(masterKey: key), database: database)
                 }
             }

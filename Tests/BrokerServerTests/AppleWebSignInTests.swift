@@ -140,6 +140,14 @@ import Testing
             let browser = Self.browser(setup)
             let first = try await browser.submit(action: form.action, fields: form.fields)
             #expect(first.status == 303)
+            let code = try #require(first.location.flatMap { WebBrowser.query($0)["code"] })
+            // Posted again after the first answered (issue 39 F16): the same code, nothing redeemed again.
+            let repeated = try await browser.submit(action: form.action, fields: form.fields)
+            #expect(repeated.status == 303)
+            #expect(repeated.location.flatMap { WebBrowser.query($0)["code"] } == code)
+            #expect(setup.apple.codeExchanges == 1)
+            #expect(try await Self.exchange(setup, code: code).status == .ok)
+            // Once the code is exchanged, the form is a replay.
             let replayed = try await browser.submit(action: form.action, fields: form.fields)
             #expect(replayed.status == 400)
             #expect(replayed.location == nil)
@@ -149,7 +157,78 @@ import Testing
             #expect(unknown.status == 400)
             let missing = try await browser.submit(action: form.action, fields: [("code", "c")])
             #expect(missing.status == 400)
-            #expect(try await Self.accountCount(setup) == 0)
+            #expect(try await Self.accountCount(setup) == 1)
+        }
+    }
+
+    /// Issue 39 F16: the same form posted again while the first post is redeeming Apple's code
+    /// landed the person on `error=provider_refused` and audited a misconfiguration. The repeat
+    /// waits for the first and is answered with the same code; Apple is called once.
+    @Test func aFormPostedAgainWhileTheFirstIsInFlightGetsTheSameCode() async throws {
+        try await AppleTestSetup.run { setup in
+            let authorize = try await Self.start(setup)
+            let page = try await WebBrowser.get(authorize)
+            let form = try #require(WebBrowser.form(in: page.body))
+            setup.apple.hold(.codeGrant)
+            async let first = Self.browser(setup).submit(action: form.action, fields: form.fields)
+            await setup.apple.waitForArrivals(.codeGrant, count: 1)
+            async let second = Self.browser(setup).submit(action: form.action, fields: form.fields)
+            #expect(try await eventually(timeout: .seconds(20)) { setup.app.services.webCallbackRepeats.waited == 1 })
+            setup.apple.release(.codeGrant)
+            let (one, two) = try await (first, second)
+            #expect(one.status == 303 && two.status == 303, "\(one) \(two)")
+            let code = try #require(one.location.flatMap { WebBrowser.query($0)["code"] })
+            #expect(two.location == one.location, "the same code, and the caller's state")
+            #expect(two.location.flatMap { WebBrowser.query($0)["state"] } == "s1")
+            #expect(setup.apple.arrivals(.codeGrant) == 1, "Apple's code is redeemed once")
+            await setup.app.services.securityEvents.settled()
+            let rows = try await setup.app.database.client.query(
+                "SELECT count(*)::int8 FROM audit_log WHERE tenant_id = \(setup.tenant.id) AND action = 'web_sign_in.code_refused'")
+            for try await count in rows.decode(Int.self) { #expect(count == 0, "nothing for the operator to fix") }
+            #expect(try await Self.exchange(setup, code: code).status == .ok)
+            #expect(try await Self.accountCount(setup) == 1)
+        }
+    }
+
+    /// A repeat of a callback that failed is sent back with the same error, without calling
+    /// Apple again; one whose first is still in flight when its own deadline nears is sent back
+    /// as a temporary failure, and one whose first stopped (its claim lapsed) finishes the sign-in.
+    @Test func aRepeatOfAFailedOrStuckCallbackIsAnsweredWithoutRedeemingTwice() async throws {
+        try await AppleTestSetup.run { setup in
+            setup.apple.tokenFault = .answer(status: 503, body: Data())
+            let authorize = try await Self.start(setup)
+            let form = try #require(WebBrowser.form(in: try await WebBrowser.get(authorize).body))
+            let first = try await Self.browser(setup).submit(action: form.action, fields: form.fields)
+            #expect(first.location.flatMap { WebBrowser.query($0)["error"] } == "provider_unavailable")
+            let exchanges = setup.apple.codeExchanges
+            let repeated = try await Self.browser(setup).submit(action: form.action, fields: form.fields)
+            #expect(repeated.location == first.location)
+            #expect(setup.apple.codeExchanges == exchanges)
+
+            // A callback in flight elsewhere (its claim held in the database) and a repeat with
+            // a second left of its request: back with a temporary failure.
+            setup.apple.tokenFault = .none
+            let stuck = try await Self.start(setup, state: "s2")
+            let stuckForm = try #require(WebBrowser.form(in: try await WebBrowser.get(stuck).body))
+            let state = try #require(stuckForm.fields.first { $0.0 == "state" }?.1)
+            let service = setup.app.services.webSignIn
+            let claimed = try await setup.app.database.webSignIns.claimState(
+                hash: WebSignInService.hash(state), now: Date(), claimUntil: Date().addingTimeInterval(3), subject: nil)
+            #expect(claimed != nil)
+            let fields = Dictionary(stuckForm.fields, uniquingKeysWith: { $1 })
+            let response = AuthorizationResponse(code: fields["code"], idToken: fields["id_token"], user: fields["user"])
+            let waited = await RequestBudget.$deadline.withValue(.now + .seconds(1)) {
+                await service.callback(route: .apple, state: state, providerError: nil, response: response, context: .detached(setup.app.database.logger))
+            }
+            guard case .redirect(let back) = waited else { Issue.record("\(waited)"); return }
+            #expect(WebBrowser.query(back)["error"] == "temporarily_unavailable")
+            #expect(WebBrowser.query(back)["state"] == "s2")
+            // The claim lapses (its process stopped): the next repeat finishes the sign-in.
+            let later = await service.callback(
+                route: .apple, state: state, providerError: nil, response: response, context: .detached(setup.app.database.logger),
+                now: Date().addingTimeInterval(5))
+            guard case .redirect(let done) = later else { Issue.record("\(later)"); return }
+            #expect(WebBrowser.query(done)["code"] != nil)
         }
     }
 

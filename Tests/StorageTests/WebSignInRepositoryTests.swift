@@ -5,9 +5,10 @@ import Storage
 import TestSupport
 import Testing
 
-/// States and broker codes of the web flow (decision 0038): a state is taken once, in the
-/// statement that keeps the sign-in under its code; expired ones answer as unknown; a code is
-/// taken once and only for its own tenant and provider; the sweep removes what expired.
+/// States and broker codes of the web flow (decisions 0038, 0069): a state is claimed by one
+/// callback at a time and answered once, in the statement that keeps the sign-in under its code
+/// or with an error, and a repeat reads what became of it; expired ones answer as unknown; a
+/// code is taken once and only for its own tenant and provider; the sweep removes what expired.
 @Suite struct WebSignInRepositoryTests {
     func hash(_ byte: UInt8) -> Data { Data(repeating: byte, count: 32) }
 
@@ -18,27 +19,75 @@ import Testing
             callerState: "caller", expiresAt: expiresAt)
     }
 
+    /// Reads a state with a claim that has lapsed by `now` (so the next read claims it again).
+    func read(_ byte: UInt8, _ database: Database, now: Date, subject: String? = nil) async throws
+        -> (state: WebSignInState, account: SubjectAccountStatus?)?
+    {
+        try await database.webSignIns.claimState(hash: hash(byte), now: now, claimUntil: now, subject: subject)
+    }
+
     @Test func aStateIsTakenOnceWithItsGrantAndAnExpiredOneIsUnknown() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("acme", in: database)
             let now = Date()
             try await database.webSignIns.createState(state(1, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
             try await database.webSignIns.createState(state(2, tenantID: tenant.id, expiresAt: now.addingTimeInterval(-1)))
-            let found = try await database.webSignIns.findState(hash: hash(1), now: now)
+            let found = try await read(1, database, now: now)?.state
             #expect(found?.tenantID == tenant.id)
             #expect(found?.callerState == "caller")
             #expect(found?.intent == .auto)
-            #expect(try await database.webSignIns.findState(hash: hash(2), now: now) == nil, "expired")
-            #expect(try await database.webSignIns.findState(hash: hash(3), now: now) == nil, "unknown")
+            #expect(try await read(2, database, now: now) == nil, "expired")
+            #expect(try await read(3, database, now: now) == nil, "unknown")
+            #expect(try await database.webSignIns.repeatOf(hash: hash(2), now: now, codeHash: hash(9)) == nil, "expired")
+            #expect(try await database.webSignIns.repeatOf(hash: hash(3), now: now, codeHash: hash(9)) == nil, "unknown")
 
             let expiry = now.addingTimeInterval(60)
             #expect(try await database.webSignIns.takeState(hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: expiry, now: now))
-            #expect(try await database.webSignIns.findState(hash: hash(1), now: now) == nil, "taken")
+            #expect(try await read(1, database, now: now) == nil, "taken")
             // A second callback with the state keeps nothing.
             #expect(try await !database.webSignIns.takeState(hash: hash(1), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: expiry, now: now))
             #expect(try await !database.webSignIns.takeState(hash: hash(2), keepingGrant: Data([8]), codeHash: hash(11), codeExpiresAt: expiry, now: now))
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(10), tenantID: tenant.id, provider: "apple", now: now) == nil)
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
+        }
+    }
+
+    /// Issue 39 F16: a second callback with a state another one claimed does not redeem the
+    /// provider's code again; it reads what became of the state.
+    @Test func aClaimedStateIsInFlightUntilAnsweredOrLapsed() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: database)
+            let now = Date()
+            for byte: UInt8 in 1...2 {
+                try await database.webSignIns.createState(state(byte, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
+            }
+            let repeatOf = { (byte: UInt8, at: Date) in try await database.webSignIns.repeatOf(hash: self.hash(byte), now: at, codeHash: self.hash(9)) }
+            let claimed = try await database.webSignIns.claimState(hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
+            #expect(claimed?.state.tenantID == tenant.id)
+            #expect(try await database.webSignIns.claimState(hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil) == nil)
+            let inFlight = try #require(try await repeatOf(1, now))
+            #expect(inFlight.answer == .inFlight)
+            #expect(inFlight.returnURL == "https://acme.example.com/done" && inFlight.callerState == "caller" && inFlight.provider == "apple")
+            // The claim's process stopped: at its end the state can be claimed again.
+            #expect(try await repeatOf(1, now.addingTimeInterval(10))?.answer == .unclaimed)
+            #expect(try await database.webSignIns.claimState(hash: hash(1), now: now.addingTimeInterval(10), claimUntil: now.addingTimeInterval(20), subject: nil) != nil)
+
+            // Answered with a code: the same code while unexchanged, spent once exchanged.
+            #expect(try await database.webSignIns.takeState(hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: now.addingTimeInterval(60), now: now))
+            #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: true))
+            #expect(try await database.webSignIns.repeatOf(hash: hash(1), now: now, codeHash: hash(8))?.answer == .code(unexchanged: false))
+            #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
+            #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: false))
+            #expect(try await read(1, database, now: now.addingTimeInterval(30)) == nil, "an answered state is never claimed again")
+
+            // Answered with an error: once; an answered state keeps its first answer.
+            _ = try await read(2, database, now: now)
+            try await database.webSignIns.answerState(hash: hash(2), error: "provider_refused")
+            try await database.webSignIns.answerState(hash: hash(2), error: "server_error")
+            #expect(try await repeatOf(2, now)?.answer == .error("provider_refused"))
+            #expect(try await !database.webSignIns.takeState(hash: hash(2), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: now.addingTimeInterval(60), now: now))
+            try await database.webSignIns.answerState(hash: hash(1), error: "server_error")
+            #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: false), "a code's state keeps its answer")
         }
     }
 
@@ -70,7 +119,7 @@ import Testing
                 try await database.webSignIns.takeState(
                     hash: hash(3), keepingGrant: Data([0]), codeHash: hash(4), codeExpiresAt: now.addingTimeInterval(-1), now: now))
             #expect(try await database.webSignIns.deleteExpired(before: now) == 2)
-            #expect(try await database.webSignIns.findState(hash: hash(2), now: now) != nil, "a live state stays")
+            #expect(try await read(2, database, now: now) != nil, "a live state stays")
         }
     }
 
@@ -94,16 +143,16 @@ import Testing
             try await database.webSignIns.createState(scoped)
             try await database.webSignIns.createState(state(2, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
 
-            let known = try #require(try await database.webSignIns.findState(hash: hash(1), now: now, subject: "001234.web"))
+            let known = try #require(try await read(1, database, now: now, subject: "001234.web"))
             #expect(known.state.providerScope == "TEAM000001")
             #expect(known.account == SubjectAccountStatus(subject: "001234.web", status: .active))
-            let unknown = try #require(try await database.webSignIns.findState(hash: hash(1), now: now, subject: "001234.other"))
+            let unknown = try #require(try await read(1, database, now: now, subject: "001234.other"))
             #expect(unknown.account == SubjectAccountStatus(subject: "001234.other", status: nil), "no such identity")
-            #expect(try await database.webSignIns.findState(hash: hash(1), now: now, subject: nil)?.account == nil, "no subject: not looked up")
-            #expect(try await database.webSignIns.findState(hash: hash(2), now: now, subject: "001234.web")?.account == nil, "no scope: not looked up")
+            #expect(try await read(1, database, now: now, subject: nil)?.account == nil, "no subject: not looked up")
+            #expect(try await read(2, database, now: now, subject: "001234.web")?.account == nil, "no scope: not looked up")
 
             _ = try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(signedIn.account.id)")
-            #expect(try await database.webSignIns.findState(hash: hash(1), now: now, subject: "001234.web")?.account?.status == .disabled)
+            #expect(try await read(1, database, now: now, subject: "001234.web")?.account?.status == .disabled)
         }
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Providers
 import Storage
+import Synchronization
 
 /// Sign-in on the web (issue 22, decision 0038): three calls and no cookies for a product's web
 /// page. `start` keeps a fresh state and hands back the provider's authorize URL; the provider
@@ -20,21 +21,43 @@ package struct WebSignInService: Sendable {
     /// The keys the nonce and the PKCE verifier are derived from the state with (decision 0038),
     /// derived from the master key once per process.
     package let keys: Keys
+    /// The repeats of callbacks in flight this process has waited for (decision 0069).
+    package let repeats: Repeats
 
     package struct Keys: Sendable {
         let nonce: SymmetricKey
         let pkce: SymmetricKey
+        /// The broker code a callback answers with is derived from its state (decision 0069),
+        /// so a repeat of the callback hands back the same one.
+        let code: SymmetricKey
 
         package init(secrets: SecretBox) {
             nonce = secrets.derivedKey(purpose: "web-sign-in-nonce")
             pkce = secrets.derivedKey(purpose: "web-sign-in-pkce")
+            code = secrets.derivedKey(purpose: "web-sign-in-code")
         }
+    }
+
+    /// Counts the callbacks that found their state claimed by another still in flight and waited
+    /// for its answer (decision 0069).
+    package final class Repeats: Sendable {
+        private let count = Mutex(0)
+
+        package init() {}
+
+        package var waited: Int { count.withLock { $0 } }
+
+        func record() { count.withLock { $0 += 1 } }
     }
 
     /// How long a started sign-in waits for the provider's callback.
     package static let stateLifetime: TimeInterval = 600
     /// How long a broker code waits for its exchange.
     package static let codeLifetime: TimeInterval = 60
+    /// How long a callback's claim on its state lasts outside a request's deadline (a request
+    /// claims it until its own deadline), and how often a repeat looks at the state it waits for.
+    package static let claimLifetime: Duration = .seconds(30)
+    package static let repeatPoll: Duration = .milliseconds(50)
     /// The longest `state` the caller may pass through, and the longest return URL.
     package static let maxCallerState = 512
     package static let maxReturnURL = 2_048
@@ -109,38 +132,31 @@ package struct WebSignInService: Sendable {
     ) async -> CallbackOutcome {
         guard let state, !state.isEmpty, state.utf8.count <= 128 else { return .invalidState }
         let stateHash = Self.hash(state)
+        let code = Self.derive(state, keys.code)
         let stored: WebSignInState
         let account: SubjectAccountStatus?
-        do {
-            // With the state, the status of the account of the posted id token's subject (Apple),
-            // read ahead of the token's verification and used only once it verified (decision 0039).
-            let subject = response.idToken.flatMap(UnverifiedToken.subject)
-            guard let found = try await database.webSignIns.findState(hash: stateHash, now: now, subject: subject) else {
-                return .invalidState
-            }
+        switch await claim(state: stateHash, code: code, route: route, idToken: response.idToken, context: context, now: now) {
+        case .claimed(let found):
             (stored, account) = found
             // The state says whose sign-in this is: the rest of the callback is that tenant's.
             RequestTenantScope.settle(found.state.tenantID)
-        } catch {
-            context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
-            return .unavailable
+        case .answered(let outcome):
+            return outcome
         }
         guard let provider = ProviderID(rawValue: stored.provider), (provider == .apple) == (route == .apple) else { return .invalidState }
         let back = { (pairs: [(String, String)]) in
             CallbackOutcome.redirect(Self.returnURL(stored.returnURL, pairs + (stored.callerState.map { [("state", $0)] } ?? [])))
         }
-        // A callback that ends in an error spends its state too (best effort: it lapses anyway).
-        let spend = { [database] in _ = try? await database.webSignIns.deleteState(hash: stateHash) }
-        if let providerError {
-            await spend()
-            return back([("error", Self.shownError(providerError))])
+        // A callback that ends in an error answers its state with it, for a repeat (best effort:
+        // the claim lapses anyway).
+        let fail = { [database] (error: String) -> CallbackOutcome in
+            _ = try? await database.webSignIns.answerState(hash: stateHash, error: error)
+            return back([("error", error)])
         }
+        if let providerError { return await fail(Self.shownError(providerError)) }
         do {
             let registered = try await store.registered(provider, tenantID: stored.tenantID, in: providers)
-            guard let webClient = registered.entry.webClient else {
-                await spend()
-                return back([("error", "web_flow_not_supported")])
-            }
+            guard let webClient = registered.entry.webClient else { return await fail("web_flow_not_supported") }
             let client = try await webClient(stored.clientID, provider, stored.tenantID, store)
             let (tenantID, intent, signIn) = (stored.tenantID, stored.intent, signIn)
             let scope = stored.providerScope
@@ -155,7 +171,6 @@ package struct WebSignInService: Sendable {
                         try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent)
                     }
                 }, now)
-            let code = Self.randomToken()
             let kept: Bool
             do {
                 let grant = WebSignInGrant(verification, intent: stored.intent).json
@@ -168,14 +183,73 @@ package struct WebSignInService: Sendable {
                 throw error
             }
             guard kept else {
-                // Another callback with this state finished first (or it lapsed meanwhile).
-                if let token = verification.kept { verification.revokeLater?(token, "the state was spent by another callback") }
+                // Another callback with this state answered first (its claim lapsed meanwhile),
+                // or it expired.
+                if let token = verification.kept { verification.revokeLater?(token, "the state was answered by another callback") }
                 return .invalidState
             }
             return back([("code", code)])
         } catch {
-            await spend()
-            return back([("error", callbackError(error, stored: stored, provider: provider, context: context))])
+            return await fail(callbackError(error, stored: stored, provider: provider, context: context))
+        }
+    }
+
+    private enum Claim {
+        case claimed((state: WebSignInState, account: SubjectAccountStatus?))
+        /// Not this callback's to finish: the state is unknown or expired, or a repeat's answer.
+        case answered(CallbackOutcome)
+    }
+
+    /// Claims the callback's state (decision 0069), or answers a repeat the way the callback it
+    /// repeats was answered: the same broker code while it waits for its exchange, the same
+    /// error; a repeat of a callback still in flight waits for its answer, within the request's
+    /// deadline. A claim lasts until the request's deadline; one that lapsed unanswered (its
+    /// process stopped) is claimed again.
+    private func claim(
+        state stateHash: Data, code: String, route: CallbackRoute, idToken: String?, context: OperationContext, now: Date
+    ) async -> Claim {
+        // With the state, the status of the account of the posted id token's subject (Apple),
+        // read ahead of the token's verification and used only once it verified (decision 0039).
+        let subject = idToken.flatMap(UnverifiedToken.subject)
+        let started = ContinuousClock.now
+        var waited = false
+        do {
+            while true {
+                let at = now.addingTimeInterval(Double((ContinuousClock.now - started) / .milliseconds(1)) / 1_000)
+                let lifetime = RequestBudget.bound(Self.claimLifetime) + RequestBudget.reserve
+                let claimUntil = at.addingTimeInterval(Double(lifetime / .milliseconds(1)) / 1_000)
+                if let found = try await database.webSignIns.claimState(hash: stateHash, now: at, claimUntil: claimUntil, subject: subject) {
+                    return .claimed(found)
+                }
+                guard let repeated = try await database.webSignIns.repeatOf(hash: stateHash, now: at, codeHash: Self.hash(code)),
+                    let provider = ProviderID(rawValue: repeated.provider), (provider == .apple) == (route == .apple)
+                else { return .answered(.invalidState) }
+                let back = { (pairs: [(String, String)]) in
+                    Claim.answered(.redirect(Self.returnURL(repeated.returnURL, pairs + (repeated.callerState.map { [("state", $0)] } ?? []))))
+                }
+                switch repeated.answer {
+                case .code(let unexchanged):
+                    // A code already exchanged is spent: the repeat is a replay.
+                    return unexchanged ? back([("code", code)]) : .answered(.invalidState)
+                case .error(let error):
+                    return back([("error", error)])
+                case .unclaimed:
+                    continue
+                case .inFlight:
+                    if !waited {
+                        waited = true
+                        repeats.record()
+                        context.logger.info("web sign-in callback: a repeat of a callback in flight waits for its answer")
+                    }
+                    guard RequestBudget.bound(Self.repeatPoll) == Self.repeatPoll else { return back([("error", "temporarily_unavailable")]) }
+                    try await Task.sleep(for: Self.repeatPoll)
+                }
+            }
+        } catch is CancellationError {
+            return .answered(.unavailable)
+        } catch {
+            context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return .answered(.unavailable)
         }
     }
 
