@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import Logging
 import NIOCore
 import TestSupport
 import Testing
@@ -51,6 +52,35 @@ import Testing
             }
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
         }
+    }
+
+    /// Issue 39 F19: requests whose client sent part of the body and stopped wrote a warning
+    /// each when their deadline passed (150 requests, 150 lines). They are the client's failure:
+    /// 408 `request_body_timeout`, a debug line each and a count at most once a period.
+    @Test func requestsWhoseClientStopsSendingTheBodyAreCountedNotWarnedOneByOne() async throws {
+        let capture = LogCapture()
+        try await TestApp.run(mode: .live, httpLimits: HTTPLimits(requestTimeout: .seconds(1)), logger: capture.logger) { _, client in
+            let port = try #require(client.port)
+            let before = DroppedRequestLog.unfinishedBodies.total
+            let connections = try (0..<6).map { _ in try RawConnection(port: port) }
+            for connection in connections {
+                connection.send(
+                    "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate=")
+            }
+            for connection in connections {
+                let answer = await connection.read(until: "request_body_timeout", timeoutSeconds: 20)
+                #expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
+                #expect(answer.contains("application/problem+json") && answer.contains("request_body_timeout"))
+                connection.close()
+            }
+            #expect(DroppedRequestLog.unfinishedBodies.total - before >= 6)
+            // The server goes on serving.
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+        }
+        let lines = capture.lines.filter { $0.message.contains("request body") || $0.message.contains("deadline passed") }
+        #expect(lines.filter { $0.level == .debug }.count >= 6)
+        #expect(lines.filter { $0.level >= .warning }.isEmpty, "\(lines.map(\.message))")
+        #expect(lines.filter { $0.level == .notice }.count <= 1, "one count per period")
     }
 
     @Test func droppedRequestsAreCountedAtMostOncePerPeriod() {

@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerApplication
 import BrokerServer
 import Foundation
+import Logging
 import Providers
 import HTTPTypes
 import NIOCore
@@ -28,7 +29,7 @@ struct TestApp {
         mode: TestingSetup = .router,
         securityEvents: SecurityEventSampling = SecurityEventSampling(),
         abuseLimits: AbuseLimits = AbuseLimits(), httpLimits: HTTPLimits = HTTPLimits(), metricsElsewhere: Bool = false,
-        rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds,
+        rateLimitClock: @escaping @Sendable () -> Double = TokenBucketClock.monotonicSeconds, logger: Logger = TestDatabase.logger,
         _ test: @Sendable @escaping (TestApp, any TestClientProtocol) async throws -> Void
     ) async throws {
         // The application runs as the role broker serve runs as (the tenant wall applies);
@@ -45,7 +46,7 @@ struct TestApp {
                 rateLimitClock: rateLimitClock)
             let app = try buildApplication(
                 services: services, host: "127.0.0.1", port: 0, limits: httpLimits, metricsElsewhere: metricsElsewhere,
-                logger: TestDatabase.logger)
+                logger: logger)
             let testApp = TestApp(database: database, databaseURL: url, services: services)
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
             let background = Task { await services.backgroundTasks() }

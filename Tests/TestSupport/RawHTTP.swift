@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -145,6 +146,29 @@ public final class RawConnection: @unchecked Sendable {
             }
             return (String(decoding: answer, as: UTF8.self), count == 0 || errno == ECONNRESET)
         }
+    }
+
+    /// Reads until what was read contains `marker`, the server closes the connection, or
+    /// `timeoutSeconds` pass without a byte; returns what it read. The blocking read runs on a
+    /// thread of its own: on the cooperative pool (two threads on a 2-core machine) two such
+    /// reads would starve the server under test that is to answer them.
+    public func read(until marker: String, timeoutSeconds: Int) async -> String {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: self.blockingRead(until: marker, timeoutSeconds: timeoutSeconds)) }
+        }
+    }
+
+    private func blockingRead(until marker: String, timeoutSeconds: Int) -> String {
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        var answer: [UInt8] = []
+        while !String(decoding: answer, as: UTF8.self).contains(marker) {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            answer.append(contentsOf: buffer[..<count])
+        }
+        return String(decoding: answer, as: UTF8.self)
     }
 
     public func close() {

@@ -20,7 +20,7 @@ struct RequestInfoMiddleware: RouterMiddleware {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > cap {
             throw HTTPError(.contentTooLarge)
         }
-        _ = try await request.collectBody(upTo: cap)
+        _ = try await RequestBodyWatch.reading { try await request.collectBody(upTo: cap) }
         let info = RequestInfo(
             headers: request.headers, requestID: context.id,
             remoteAddress: context.clientAddress, logger: context.logger)

@@ -2,18 +2,20 @@ import Logging
 import Synchronization
 
 /// A logger whose lines a test reads back.
-final class LogCapture: Sendable {
-    struct Line: Sendable {
-        let level: Logger.Level
-        let message: String
-        let metadata: Logger.Metadata
+public final class LogCapture: Sendable {
+    public struct Line: Sendable {
+        public let level: Logger.Level
+        public let message: String
+        public let metadata: Logger.Metadata
     }
 
     private let stored = Mutex<[Line]>([])
 
-    var lines: [Line] { stored.withLock { $0 } }
+    public init() {}
 
-    var logger: Logger {
+    public var lines: [Line] { stored.withLock { $0 } }
+
+    public var logger: Logger {
         Logger(label: "capture") { _ in Handler(capture: self) }
     }
 
@@ -34,14 +36,4 @@ final class LogCapture: Sendable {
                 Line(level: event.level, message: event.message.description, metadata: metadata.merging(event.metadata ?? [:]) { $1 }))
         }
     }
-}
-
-/// A clock a test moves by hand.
-final class ManualClock: Sendable {
-    private let start = ContinuousClock.now
-    private let offset = Mutex(Duration.zero)
-
-    var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
-
-    func advance(by duration: Duration) { offset.withLock { $0 += duration } }
 }
