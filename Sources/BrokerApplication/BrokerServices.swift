@@ -189,26 +189,34 @@ public struct BrokerServices: Sendable {
 
     /// Work that runs for the life of the server: refreshing the provider key sets once needed,
     /// clearing caches.
-    public func backgroundTasks() async {
+    /// Runs the workers, sweeps and listeners until cancelled, or until `stop` is requested:
+    /// then they take nothing new, and return once the calls in flight (an Apple revocation or
+    /// credential check, webhook deliveries) finished and were recorded (issue 39 D11). The
+    /// caller bounds that wait by cancelling: a call cancelled gives its lease back.
+    public func backgroundTasks(stop: GracefulStop = GracefulStop()) async {
         await TenantScope.acrossTenants(because: "the workers and sweeps serve every tenant's queues and rows") {
-            await workers()
+            await workers(stop: stop)
         }
     }
 
-    private func workers() async {
+    private func workers(stop: GracefulStop) async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await keySets.runBackground() }
-            group.addTask { await sweepWebSignIns() }
-            group.addTask { await sweepFinishedLifecycleRecords() }
-            group.addTask { await purgeEndedSessions() }
-            group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation) }
-            if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run() } }
-            group.addTask { await webhookDeliveries.run() }
+            // Work that holds no lease ends at once.
+            group.addTask { await stop.cancelling { await keySets.runBackground() } }
+            group.addTask { await stop.cancelling { await sweepWebSignIns() } }
+            group.addTask { await stop.cancelling { await sweepFinishedLifecycleRecords() } }
+            group.addTask { await stop.cancelling { await purgeEndedSessions() } }
             group.addTask {
-                await database.listenForInvalidations(listening: { invalidationsListening.fulfil(.success(())) }) { topic, tenantID in
-                    await invalidate(topic, tenantID: tenantID)
+                await stop.cancelling {
+                    await database.listenForInvalidations(listening: { invalidationsListening.fulfil(.success(())) }) { topic, tenantID in
+                        await invalidate(topic, tenantID: tenantID)
+                    }
                 }
             }
+            // Workers finish the call in flight.
+            group.addTask { await appleRevocationWorker.run(wake: revocationWake.stream, signal: revocationWake.continuation, stop: stop) }
+            if let credentialChecks { group.addTask { await appleCredentialChecker(credentialChecks).run(stop: stop) } }
+            group.addTask { await webhookDeliveries.run(stop: stop) }
         }
     }
 

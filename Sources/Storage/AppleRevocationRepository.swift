@@ -62,6 +62,10 @@ public struct AppleRevocationRepository: Sendable {
         case revoked
         /// Try again at `retryAt`, or give up (`failed`) when `retryAt` is nil.
         case failed(error: String, retryAt: Date?)
+        /// The broker stopped mid-call (issue 39 D11): what Apple did is unknown; the lease is
+        /// given back (due now, no attempt counted) and the next worker calls again (Apple
+        /// answers a revoked token's revocation with 200).
+        case interrupted
     }
 
     /// The context a queued token is sealed under: a token moved to another row does not open.
@@ -124,6 +128,12 @@ public struct AppleRevocationRepository: Sendable {
                     tenantID: tenant, actor: "broker", action: "apple.revocation_done", target: revocation.id.lowercasedString,
                     details: ["account_id": .string(revocation.accountID.lowercasedString), "client_id": .string(revocation.clientID)],
                     on: connection, logger: logger)
+            case .interrupted:
+                try await connection.query(
+                    """
+                    UPDATE apple_revocations SET next_attempt_at = now(), updated_at = now()
+                    WHERE id = \(revocation.id) AND tenant_id = \(tenant) AND status = 'pending'
+                    """, logger: logger)
             case .failed(let error, let retryAt?):
                 try await connection.query(
                     """

@@ -14,9 +14,18 @@ enum OutcomeWrite {
 
     /// `write`, retried while the database is unavailable until `lease` seconds (times
     /// ``leaseShare``) from now have passed; any other failure, or the database still down
-    /// then, is thrown.
+    /// then, is thrown. The write is not cancelled with the worker that asks for it (issue 39
+    /// D11): a stop that comes once the call is done still has its outcome written (the
+    /// process's shutdown deadline bounds it).
     static func retrying<T: Sendable>(
-        lease: TimeInterval, what: @autoclosure () -> String, logger: Logger, _ write: () async throws -> T
+        lease: TimeInterval, what: @autoclosure () -> String, logger: Logger, _ write: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let what = what()
+        return try await Task { try await retryingNow(lease: lease, what: what, logger: logger, write) }.value
+    }
+
+    private static func retryingNow<T: Sendable>(
+        lease: TimeInterval, what: String, logger: Logger, _ write: @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = ContinuousClock.now + .milliseconds(Int64(lease * leaseShare * 1_000))
         var wait = Duration.milliseconds(200)
@@ -24,13 +33,13 @@ enum OutcomeWrite {
         while true {
             do {
                 let written = try await write()
-                if waited { logger.notice("\(what()): written now that the database is back") }
+                if waited { logger.notice("\(what): written now that the database is back") }
                 return written
             } catch where error.isDatabaseUnavailable {
                 guard ContinuousClock.now + wait < deadline else { throw error }
                 if !waited {
                     logger.warning(
-                        "\(what()): done, but the database is unavailable; it is written when the database is back",
+                        "\(what): done, but the database is unavailable; it is written when the database is back",
                         metadata: ["error": "\(String(describing: type(of: error)))"])
                     waited = true
                 }

@@ -60,6 +60,10 @@ public struct WebhookRepository: Sendable {
         /// Try again at `retryAt`, or give up (`failed`) when `retryAt` is nil. `status` is the
         /// backend's answer when it gave one.
         case failed(status: Int?, error: String, retryAt: Date?)
+        /// The broker stopped mid-send (issue 39 D11): whether the backend took it is unknown;
+        /// the lease is given back (due now, no attempt counted) and it is sent again with the
+        /// same `webhook-id`.
+        case interrupted
     }
 
     /// The context the signing secret is sealed under.
@@ -273,6 +277,12 @@ public struct WebhookRepository: Sendable {
         let (tenant, eventID) = (due.tenantID, due.eventID)
         try await client.transaction(logger: logger) { connection in
             switch result {
+            case .interrupted:
+                try await connection.query(
+                    """
+                    UPDATE webhook_deliveries SET next_attempt_at = now(), updated_at = now()
+                    WHERE event_id = \(eventID) AND tenant_id = \(tenant) AND status = 'pending'
+                    """, logger: logger)
             case .delivered(let status):
                 try await connection.query(
                     """

@@ -100,7 +100,8 @@ struct ImportCommand: AsyncParsableCommand {
             discussion: """
                 Exit status: 0 when the file was read to the end (conflicts, skips and errors are reported, in FILE.errors.jsonl), \
                 1 when it stopped at --max-errors or where the file breaks (continue with --resume JOB_ID after fixing the file's lines \
-                from the line it stopped at; the lines before it, already read, must stay as they are).
+                from the line it stopped at; the lines before it, already read, must stay as they are), and when SIGTERM or SIGINT \
+                stopped it (the batch in flight commits first; continue with --resume JOB_ID).
                 """)
         @Option(help: "The tenant slug.") var tenant: String
         @Option(help: "The file's format: firebase, auth0, supabase or jsonl.") var from: String
@@ -137,6 +138,11 @@ struct ImportCommand: AsyncParsableCommand {
                 }
                 let context = try CLIContext()
                 let secrets = SecretBox(masterKey: try context.masterKey())
+                // SIGTERM or SIGINT: the batch in flight commits and the job stops, resumable
+                // (issue 39 D11); the process exits within 30 s whatever the database does.
+                let stop = GracefulStop()
+                importOptions.stop = stop
+                ShutdownDeadline.arm(seconds: 30, logger: context.logger) { stop.request() }
                 let (slug, actor, logger, planned) = (tenant, context.actor, context.logger, importOptions)
                 let display = ImportProgressDisplay(label: dryRun ? "checked" : "imported")
                 let report = try await context.withDatabase { database in
@@ -157,6 +163,12 @@ struct ImportCommand: AsyncParsableCommand {
                 if let reason = report.stopReason {
                     let id = job.id.lowercasedString
                     let resume = "broker import users --tenant \(tenant) --from \(from) --file \(file) --resume \(id)"
+                    if report.stoppedBySignal {
+                        throw BrokerError(
+                            code: "import_stopped", kind: .unavailable, title: "Import stopped",
+                            detail: "Job \(id) \(reason); it continues from line \(job.cursorLine).",
+                            hint: "Continue it with: \(resume)")
+                    }
                     if report.stoppedOnFile {
                         throw BrokerError(
                             code: "import_file_invalid", kind: .invalidInput, title: "Import file broken",

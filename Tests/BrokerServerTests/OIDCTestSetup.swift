@@ -72,10 +72,10 @@ struct OIDCTestSetup {
                     database: database, secrets: TestDatabase.secrets, publicURL: TestApp.publicURL, maxBodyBytes: 32_768,
                     endpoints: endpoints, additionalProviderTypes: additional)
                 let application = try buildApplication(services: services, host: "127.0.0.1", port: 0, logger: TestDatabase.logger)
-                let app = TestApp(database: database, databaseURL: url, services: services)
+                let app = TestApp(database: database, databaseURL: url, services: services, workers: TestApp.Workers())
                 // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
-                let background = Task { await services.backgroundTasks() }
-                defer { background.cancel() }
+                app.workers.start(services)
+                defer { app.workers.cancel() }
                 var keys: [String: String] = [:]
                 for slug in ["acme", "bravo", "plain"] {
                     _ = try await app.createTenant(slug)

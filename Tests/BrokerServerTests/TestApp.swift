@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerApplication
 import BrokerServer
 import Foundation
+import Synchronization
 import Logging
 import Providers
 import HTTPTypes
@@ -19,6 +20,25 @@ struct TestApp {
     let databaseURL: String
     /// The services the application runs on (its security event recorder, for tests that wait on it).
     let services: BrokerServices
+    /// The background workers `broker serve` runs, as the test app runs them: a test stops
+    /// them as a graceful shutdown does, and waits for them.
+    let workers: Workers
+
+    final class Workers: Sendable {
+        let stop = GracefulStop()
+        private let task = Mutex<Task<Void, Never>?>(nil)
+
+        func start(_ services: BrokerServices) {
+            let stop = stop
+            task.withLock { $0 = Task { await services.backgroundTasks(stop: stop) } }
+        }
+
+        /// Cancels them (a stop's drain that ran out).
+        func cancel() { task.withLock { $0 }?.cancel() }
+
+        /// Returns once they have all returned.
+        func finished() async { await task.withLock { $0 }?.value }
+    }
     var secrets: SecretBox { TestDatabase.secrets }
 
     /// `mode`: `.router` calls the router directly; `.live` serves on a loopback port (for what
@@ -47,10 +67,10 @@ struct TestApp {
             let app = try buildApplication(
                 services: services, host: "127.0.0.1", port: 0, limits: httpLimits, metricsElsewhere: metricsElsewhere,
                 logger: logger)
-            let testApp = TestApp(database: database, databaseURL: url, services: services)
+            let testApp = TestApp(database: database, databaseURL: url, services: services, workers: Workers())
             // The LISTEN/NOTIFY cache invalidation and key refresh, as `broker serve` runs them.
-            let background = Task { await services.backgroundTasks() }
-            defer { background.cancel() }
+            testApp.workers.start(services)
+            defer { testApp.workers.cancel() }
             try await app.test(mode) { client in try await test(testApp, client) }
         }
     }

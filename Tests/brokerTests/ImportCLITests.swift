@@ -216,6 +216,53 @@ import Testing
             #expect(errorLines.count == bad, "each bad line once")
         }
     }
+    /// Issue 39 D11: SIGTERM or SIGINT in the middle of an import commits the batch in flight,
+    /// begins nothing after it, records the job as stopped where it is, and exits 1 naming the
+    /// resume; the resume completes the file with no duplicates and no gaps.
+    @Test func aStoppedImportCommitsItsBatchInFlightAndResumes() async throws {
+        try await Self.withTenant { cli, database, folder in
+            let file = folder + "stopped.jsonl"
+            let total = 3_000
+            try (0..<total).map { Self.line("s-\($0)", [Self.google("sg-\($0)")]) }.joined(separator: "\n").appending("\n")
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            try await database.client.query(
+                """
+                CREATE FUNCTION test_import_stop() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_notify('test_import_stop', NEW.records::text || ' ' || NEW.status); RETURN NEW; END $$
+                """)
+            try await database.client.query(
+                "CREATE TRIGGER test_import_stop AFTER UPDATE ON import_jobs FOR EACH ROW EXECUTE FUNCTION test_import_stop()")
+            for signal in [SIGTERM, SIGINT] {
+                var stopped: ProcessRunner.Result?
+                try await database.client.withConnection { connection in
+                    try await connection.listen(on: "test_import_stop") { notifications in
+                        let running = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "50"])
+                        for try await notification in notifications {
+                            let parts = notification.payload.split(separator: " ")
+                            if (parts.first.flatMap { Int($0) } ?? 0) >= 200 || parts.last != "running" { break }
+                        }
+                        running.signal(signal)
+                        stopped = try await Task.detached { try ProcessRunner.wait(running) }.value
+                    }
+                }
+                let result = try #require(stopped)
+                #expect(result.status == 1, "\(result.output.suffix(800))")
+                #expect(result.output.contains("stopped by the operator") && result.output.contains("--resume"), "\(result.output.suffix(800))")
+                let rows = try await database.client.query("SELECT status, records, created FROM import_jobs")
+                for try await (status, records, created) in rows.decode((String, Int, Int).self) {
+                    #expect(status == "stopped" && records < total, "\(status) \(records)")
+                    // Nothing half-written: the committed batches are the accounts there are.
+                    #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == created)
+                }
+            }
+            let last = try await Self.importJSON(cli, file, ["--batch-size", "50"])
+            #expect(last.status == 0, "\(last.output)")
+            #expect(last.job["records"] as? Int == total && last.job["created"] as? Int == total, "\(last.job)")
+            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE NOT dry_run") == 1)
+            #expect(try await Self.count(database, "SELECT count(DISTINCT external_id)::int8 FROM accounts") == total)
+        }
+    }
+
     /// Two batches are on their way at once (decision 0061): the later one reads before the
     /// earlier one commits. Records that meet a neighbour batch's keys (the same external id
     /// again, an identity another record holds) end as they would one batch at a time.

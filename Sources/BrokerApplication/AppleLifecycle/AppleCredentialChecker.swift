@@ -62,12 +62,15 @@ package struct AppleCredentialChecker: Sendable {
         }
     }
 
-    /// Checks the tokens due by `dueBy` (of `tenantID`, or of every tenant), each once, paced.
-    package func checkDue(tenantID: UUID? = nil, dueBy: Date = Date()) async throws -> Report {
+    /// Checks the tokens due by `dueBy` (of `tenantID`, or of every tenant), each once, paced;
+    /// takes nothing new once `stop` is requested.
+    package func checkDue(tenantID: UUID? = nil, dueBy: Date = Date(), stop: GracefulStop? = nil) async throws -> Report {
         var report = Report()
-        while !Task.isCancelled {
+        while !Task.isCancelled, stop?.isRequested != true {
             let slot = try await database.appleCredentials.takeSlot(Self.pacing, rate: settings.maxCallsPerSecond)
-            if slot.wait > .zero { try await Task.sleep(for: slot.wait) }
+            if slot.wait > .zero {
+                if let stop { guard await stop.sleep(for: slot.wait) else { break } } else { try await Task.sleep(for: slot.wait) }
+            }
             guard let verdict = try await database.appleCredentials.checkNext(tenantID: tenantID, dueBy: dueBy, { due in await check(due) })
             else { break }
             report.checked += 1
@@ -90,13 +93,15 @@ package struct AppleCredentialChecker: Sendable {
         }
     }
 
-    /// Runs until cancelled: schedules new tokens, checks the due ones, then waits a minute.
-    package func run() async {
+    /// Runs until cancelled or `stop` is requested: schedules new tokens, checks the due ones,
+    /// then waits a minute. At a stop the check in flight finishes and is recorded; cancelled,
+    /// it gives its lease back.
+    package func run(stop: GracefulStop = GracefulStop()) async {
         guard settings.interval > 0 else { return }
-        while !Task.isCancelled {
+        while !Task.isCancelled, !stop.isRequested {
             do {
                 try await database.appleCredentials.schedule(interval: settings.interval)
-                let report = try await checkDue()
+                let report = try await checkDue(stop: stop)
                 if report.checked > 0 {
                     logger.info(
                         "Apple credential checks",
@@ -107,7 +112,7 @@ package struct AppleCredentialChecker: Sendable {
             } catch {
                 logger.debug("Apple credential checks unavailable; trying again", metadata: ["error": "\(String(describing: type(of: error)))"])
             }
-            try? await Task.sleep(for: .seconds(60))
+            guard await stop.sleep(for: .seconds(60)) else { return }
         }
     }
 
@@ -144,6 +149,11 @@ package struct AppleCredentialChecker: Sendable {
             logger.notice("Apple no longer honours a refresh token: handled as consent-revoked", metadata: metadata)
             return .revoked
         } catch {
+            if Task.isCancelled {
+                // The broker's stop cancelled the call: not Apple's failure. Due again now.
+                logger.notice("Apple credential check interrupted by the broker's stop; its lease is given back", metadata: metadata)
+                return .failed(retryAt: now)
+            }
             var failed = metadata
             failed["error"] = "\((error as? ProviderFailure)?.code ?? String(describing: type(of: error)))"
             logger.warning("Apple credential check failed; trying again later", metadata: failed)

@@ -10,7 +10,8 @@ import Storage
 /// day, then the row is `failed` (`broker apple revocations retry` queues it again). Rows are
 /// taken with `FOR UPDATE SKIP LOCKED` and a 15-minute lease, so workers of several instances
 /// share the queue, one takes each row, and no lock is held while Apple answers; a worker that
-/// dies mid-call leaves its row to be taken again when the lease runs out.
+/// dies mid-call leaves its row to be taken again when the lease runs out, and one stopped
+/// gracefully finishes its call or gives the lease back (issue 39 D11).
 package struct AppleRevocationWorker: Sendable {
     /// When a failed call is tried again (about a day of retries by default).
     package typealias RetryPolicy = RetryBackoff
@@ -37,11 +38,12 @@ package struct AppleRevocationWorker: Sendable {
     }
 
     /// Makes every revocation due at `now` (at most `limit`); returns how many were tried.
+    /// Takes nothing new once `stop` is requested.
     @discardableResult
-    package func runDue(now: @Sendable () -> Date = { Date() }, limit: Int = 100) async throws -> Int {
+    package func runDue(now: @Sendable () -> Date = { Date() }, limit: Int = 100, stop: GracefulStop? = nil) async throws -> Int {
         try await TenantScope.acrossTenants(because: "the queue holds every tenant's revocations") {
             var tried = 0
-            while tried < limit {
+            while tried < limit, stop?.isRequested != true {
                 let at = now()
                 guard try await database.appleRevocations.processNext(now: at, { due in await attempt(due, now: at) }) else { break }
                 tried += 1
@@ -50,22 +52,25 @@ package struct AppleRevocationWorker: Sendable {
         }
     }
 
-    /// Runs until cancelled: the due work each time `wake` delivers (a deletion on this
-    /// instance yields to `signal`) and every `pollInterval` (deletions on other instances,
-    /// retries coming due). `wake` should buffer one element: wake-ups while a run is under
-    /// way fold into one more run.
-    package func run(wake: AsyncStream<Void>, signal: AsyncStream<Void>.Continuation, pollInterval: Duration = .seconds(5)) async {
+    /// Runs until cancelled or `stop` is requested: the due work each time `wake` delivers (a
+    /// deletion on this instance yields to `signal`) and every `pollInterval` (deletions on other
+    /// instances, retries coming due). `wake` should buffer one element: wake-ups while a run is
+    /// under way fold into one more run. At a stop the call in flight finishes and is recorded;
+    /// cancelled, it gives its lease back.
+    package func run(
+        wake: AsyncStream<Void>, signal: AsyncStream<Void>.Continuation, pollInterval: Duration = .seconds(5), stop: GracefulStop = GracefulStop()
+    ) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 signal.yield()
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: pollInterval)
-                    signal.yield()
-                }
+                while await stop.sleep(for: pollInterval) { signal.yield() }
+                // Wakes the loop below to see the stop.
+                signal.yield()
             }
             for await _ in wake {
+                if stop.isRequested { break }
                 do {
-                    try await runDue()
+                    try await runDue(stop: stop)
                 } catch is CancellationError {
                     break
                 } catch {
@@ -95,7 +100,7 @@ package struct AppleRevocationWorker: Sendable {
         do {
             resolved = try await store.appleClient(tenantID: revocation.tenantID, clientID: revocation.clientID)
         } catch {
-            return failed("database_unavailable")
+            return Task.isCancelled ? interrupted(revocation) : failed("database_unavailable")
         }
         guard let resolved else { return failed("client_not_configured: \(revocation.clientID) is no longer a client of the tenant") }
         let token: Data
@@ -113,14 +118,21 @@ package struct AppleRevocationWorker: Sendable {
             let secret = try await clientSecrets.secret(team: resolved.team, clientID: revocation.clientID)
             try await tokenClient.revoke(
                 refreshToken: String(decoding: token, as: UTF8.self), clientID: revocation.clientID, clientSecret: secret)
-        } catch let failure as ProviderFailure {
-            return failed(failure.code)
         } catch {
-            return failed("\(error)")
+            // Cancelled by the broker's stop: not Apple's failure.
+            if Task.isCancelled { return interrupted(revocation) }
+            return failed((error as? ProviderFailure)?.code ?? "\(error)")
         }
         logger.notice(
             "Apple refresh token revoked",
             metadata: ["revocation_id": "\(revocation.id.lowercasedString)", "client_id": "\(revocation.clientID)"])
         return .revoked
+    }
+
+    private func interrupted(_ revocation: AppleRevocationRepository.Revocation) -> AppleRevocationRepository.Result {
+        logger.notice(
+            "Apple revocation interrupted by the broker's stop; its lease is given back",
+            metadata: ["revocation_id": "\(revocation.id.lowercasedString)", "client_id": "\(revocation.clientID)"])
+        return .interrupted
     }
 }

@@ -29,6 +29,9 @@ package struct ImportService: Sendable {
         package var providerMap: [String: String]?
         package var maxErrors: Int?
         package var batchSize = 2_000
+        /// Once requested (the operator's SIGTERM or SIGINT), the batch in flight commits and the
+        /// job stops there, resumable (issue 39 D11).
+        package var stop: GracefulStop?
 
         package init(source: ImportSource, path: String) {
             self.source = source
@@ -50,6 +53,8 @@ package struct ImportService: Sendable {
         package let errorFile: String
         /// The job stopped because the file breaks (a Firebase export cut off), not on errors.
         package var stoppedOnFile = false
+        /// The job stopped because the operator stopped the command (its last batch committed).
+        package var stoppedBySignal = false
         /// Why the job stopped before the end of the file (too many errors, or the file breaks);
         /// nil when it completed.
         package var stopReason: String? { job.status == "stopped" ? job.stopReason : nil }
@@ -62,6 +67,9 @@ package struct ImportService: Sendable {
         case maxErrors(line: Int, reason: String)
         /// The file's structure breaks (truncated): everything before it is imported.
         case file(ImportFileReader.Failure)
+        /// The operator stopped the command: the batch in flight committed, nothing after it
+        /// was begun.
+        case signal
     }
 
     static let defaultMaxErrors = 1_000
@@ -131,7 +139,7 @@ package struct ImportService: Sendable {
         do {
             final = try await run(
                 startJob, reader: reader, errorFile: errorFile, resolver: resolver, source: source, batchSize: batchSize,
-                maxErrors: maxErrors, fileBytes: fileBytes, progress: progress)
+                maxErrors: maxErrors, fileBytes: fileBytes, stop: options.stop, progress: progress)
         } catch is ImportJobBusy {
             throw BrokerError(
                 code: "import_job_running", kind: .conflict, title: "Import job running",
@@ -166,6 +174,7 @@ package struct ImportService: Sendable {
         let finished = try await database.imports.job(id: job.id, tenantID: tenant.id) ?? job
         var report = Report(job: finished, resumed: resumed, errorFile: errorFile.path)
         if case .file = final.stop { report.stoppedOnFile = true }
+        if case .signal = final.stop { report.stoppedBySignal = true }
         return report
     }
 
@@ -176,6 +185,8 @@ package struct ImportService: Sendable {
             "stopped after \(errors) errors (--max-errors \(maxErrors)): line \(line) is the next bad record (\(reason))"
         case .file(let failure):
             "stopped where the file breaks: \(failure.description)"
+        case .signal:
+            "stopped by the operator (SIGTERM or SIGINT) after its last committed batch"
         }
     }
 
@@ -188,7 +199,7 @@ package struct ImportService: Sendable {
     /// read: every record before it is written, none after it (issue 39 F17).
     private func run(
         _ startJob: ImportRepository.Job, reader start: ImportFileReader, errorFile: ImportErrorFile, resolver: ImportProviderResolver,
-        source: ImportSource, batchSize: Int, maxErrors: Int, fileBytes: Int64, progress: @Sendable (Progress) -> Void
+        source: ImportSource, batchSize: Int, maxErrors: Int, fileBytes: Int64, stop: GracefulStop?, progress: @Sendable (Progress) -> Void
     ) async throws -> (counts: ImportCounts, stop: Stop?) {
         try await database.imports.withJob(startJob) { session in
             var totals = startJob.counts
@@ -202,8 +213,30 @@ package struct ImportService: Sendable {
             var waiting: (batch: ImportBatchInFlight, read: Batch)?
             // A stop met before any record of the batch read last.
             var stopAtEnd: Stop?
+            // Commits a begun batch with its error lines, in file order.
+            func commit(_ batch: ImportBatchInFlight, _ read: Batch) async throws {
+                let outcomes = try await batch.outcomes()
+                let length = try errorFile.writeBatch(read.entries(with: outcomes))
+                let counts = try await batch.commit(
+                    ImportRepository.Progress(
+                        cursorOffset: read.endOffset, cursorLine: Int64(read.endLine), errorFileBytes: length,
+                        skipped: read.skipped, errors: read.errors))
+                errorFile.commit()
+                totals = totals + counts
+                progress(Progress(bytesRead: read.endOffset, fileBytes: fileBytes, counts: totals))
+            }
             do {
                 while true {
+                    if stop?.isRequested == true {
+                        // The operator's stop (issue 39 D11): nothing new is begun, the batch
+                        // begun last commits, and the job stops after it.
+                        _ = try? await upcoming?.value
+                        upcoming = nil
+                        guard let (batch, read) = waiting else { return (totals, .signal) }
+                        waiting = nil
+                        try await commit(batch, read)
+                        return (totals, read.stop ?? .signal)
+                    }
                     var begun: (batch: ImportBatchInFlight, read: Batch)?
                     if let next = upcoming {
                         let (pending, rest) = try await next.value
@@ -219,15 +252,7 @@ package struct ImportService: Sendable {
                     }
                     if let (batch, read) = waiting {
                         waiting = begun
-                        let outcomes = try await batch.outcomes()
-                        let length = try errorFile.writeBatch(read.entries(with: outcomes))
-                        let counts = try await batch.commit(
-                            ImportRepository.Progress(
-                                cursorOffset: read.endOffset, cursorLine: Int64(read.endLine), errorFileBytes: length,
-                                skipped: read.skipped, errors: read.errors))
-                        errorFile.commit()
-                        totals = totals + counts
-                        progress(Progress(bytesRead: read.endOffset, fileBytes: fileBytes, counts: totals))
+                        try await commit(batch, read)
                         // Nothing is read after a batch that stops.
                         if let stop = read.stop { return (totals, stop) }
                     } else {

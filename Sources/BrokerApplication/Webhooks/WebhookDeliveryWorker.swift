@@ -47,8 +47,9 @@ package struct WebhookDeliveryWorker: Sendable {
 
     /// Dispatches what was committed, then sends every delivery due at `now()` (at most
     /// `limit`); returns how many events were dispatched and deliveries sent.
+    /// Takes nothing new once `stop` is requested.
     @discardableResult
-    package func runDue(now: @escaping @Sendable () -> Date = { Date() }, limit: Int = 1_000) async throws -> Int {
+    package func runDue(now: @escaping @Sendable () -> Date = { Date() }, limit: Int = 1_000, stop: GracefulStop? = nil) async throws -> Int {
         let lost = lostTakes.drain()
         do {
             try await database.webhooks.releaseLeases(lost)
@@ -103,7 +104,7 @@ package struct WebhookDeliveryWorker: Sendable {
                     var sent = 0
                     defer { if first { tell.finish() } }
                     do {
-                        while sent < limit / lanes + 1 {
+                        while sent < limit / lanes + 1, stop?.isRequested != true {
                             let at = now()
                             let tellOthers = first && sent == 0
                             let took = try await takeNext(at) { due in
@@ -133,22 +134,23 @@ package struct WebhookDeliveryWorker: Sendable {
         return dispatched + sent
     }
 
-    /// Runs until cancelled: every `pollInterval` while there is work, backing off to
-    /// `idleInterval` while there is none (a webhook set, or an event committed, waits at most
-    /// that long).
-    package func run(pollInterval: Duration = .seconds(1), idleInterval: Duration = .seconds(5)) async {
+    /// Runs until cancelled or `stop` is requested: every `pollInterval` while there is work,
+    /// backing off to `idleInterval` while there is none (a webhook set, or an event committed,
+    /// waits at most that long). At a stop the deliveries in flight finish and are recorded;
+    /// cancelled, they give their leases back.
+    package func run(pollInterval: Duration = .seconds(1), idleInterval: Duration = .seconds(5), stop: GracefulStop = GracefulStop()) async {
         var wait = pollInterval
-        while !Task.isCancelled {
+        while !Task.isCancelled, !stop.isRequested {
             do {
-                let done = try await runDue()
+                let done = try await runDue(stop: stop)
                 wait = done > 0 ? pollInterval : min(wait * 2, idleInterval)
-                try await Task.sleep(for: wait)
             } catch is CancellationError {
                 return
             } catch {
                 logger.debug("webhook deliveries unavailable; trying again", metadata: ["error": "\(String(describing: type(of: error)))"])
-                try? await Task.sleep(for: idleInterval)
+                wait = idleInterval
             }
+            guard await stop.sleep(for: wait) else { return }
         }
     }
 
@@ -214,6 +216,13 @@ package struct WebhookDeliveryWorker: Sendable {
             sent = .failure(error)
         }
         try? await client.shutdown()
+        if case .failure = sent, Task.isCancelled {
+            // The broker's stop cancelled the send: not the backend's failure.
+            logger.notice(
+                "webhook delivery interrupted by the broker's stop; its lease is given back",
+                metadata: ["tenant_id": "\(due.tenantID.lowercasedString)", "webhook_id": "\(id)"])
+            return .interrupted
+        }
         switch sent {
         case .success(let code): status = code
         case .failure(let error) where Self.isTimeout(error): return failed(nil, "timeout: no answer within \(timeout)")
