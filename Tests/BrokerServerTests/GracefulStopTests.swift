@@ -40,12 +40,19 @@ import Testing
             as: (String, Int, Bool).self)
     }
 
+    /// A person who signed in with a code is deleted; the revocation of Apple's token is held
+    /// at Apple, in flight.
+    static func revocationInFlight(_ setup: AppleTestSetup, subject: String) async throws -> (account: String, refresh: String, apple: String) {
+        let person = try await AccountDeletionTests.signInWithCode(setup, subject: subject)
+        setup.apple.hold(.revoke)
+        #expect(try await AccountDeletionTests.delete(setup, person.account).status == .ok)
+        await setup.apple.waitForArrivals(.revoke, count: 1)
+        return person
+    }
+
     @Test func aRevocationInFlightAtTheStopIsFinishedAndRecorded() async throws {
         try await AppleTestSetup.run { setup in
-            let person = try await AccountDeletionTests.signInWithCode(setup, subject: "stop.finish")
-            setup.apple.hold(.revoke)
-            #expect(try await AccountDeletionTests.delete(setup, person.account).status == .ok)
-            await setup.apple.waitForArrivals(.revoke, count: 1)
+            let person = try await Self.revocationInFlight(setup, subject: "stop.finish")
             setup.app.workers.stop.request()
             setup.apple.release(.revoke)
             await setup.app.workers.finished()
@@ -58,10 +65,7 @@ import Testing
 
     @Test func aRevocationStillInFlightWhenTheDrainRunsOutGivesItsLeaseBack() async throws {
         try await AppleTestSetup.run { setup in
-            let person = try await AccountDeletionTests.signInWithCode(setup, subject: "stop.cancel")
-            setup.apple.hold(.revoke)
-            #expect(try await AccountDeletionTests.delete(setup, person.account).status == .ok)
-            await setup.apple.waitForArrivals(.revoke, count: 1)
+            _ = try await Self.revocationInFlight(setup, subject: "stop.cancel")
             setup.app.workers.stop.request()
             setup.app.workers.cancel()
             await setup.app.workers.finished()
