@@ -56,6 +56,46 @@ import Testing
         return total
     }
 
+    /// Runs `import` (a spawned import of the test's database) and holds it, mid-file, at the
+    /// commit of the first batch that brings its job to `records` or more: a trigger of this
+    /// test makes that commit wait on a lock the test holds. `whilePaused` runs once the import
+    /// waits there (it signals or kills the process); the lock is let go after it. Without the
+    /// hold, a loaded machine let imports run to their end before the test's signal arrived.
+    static func pausing(
+        _ database: Database, atRecords records: Int, _ spawn: () throws -> ProcessRunner.Running,
+        whilePaused: (ProcessRunner.Running) async throws -> Void
+    ) async throws -> ProcessRunner.Result {
+        _ = try await database.client.query(
+            """
+            CREATE OR REPLACE FUNCTION test_import_pause() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.records >= (SELECT at FROM test_import_pause_at) THEN
+                    PERFORM pg_advisory_xact_lock_shared(424242);
+                END IF;
+                RETURN NEW;
+            END $$
+            """)
+        _ = try await database.client.query("CREATE TABLE IF NOT EXISTS test_import_pause_at (at int NOT NULL)")
+        _ = try await database.client.query("DELETE FROM test_import_pause_at")
+        _ = try await database.client.query("INSERT INTO test_import_pause_at VALUES (\(records))")
+        _ = try await database.client.query(
+            "CREATE OR REPLACE TRIGGER test_import_pause BEFORE UPDATE ON import_jobs FOR EACH ROW EXECUTE FUNCTION test_import_pause()")
+        return try await database.client.withConnection { connection in
+            _ = try await connection.query("SELECT pg_advisory_lock(424242)", logger: TestDatabase.logger)
+            let running = try spawn()
+            let paused = try await SeveralInstancesTests.within(.seconds(120)) {
+                let rows = try await database.client.query(
+                    "SELECT count(*)::int8 FROM pg_locks WHERE locktype = 'advisory' AND objid = 424242 AND NOT granted")
+                for try await waiting in rows.decode(Int.self) { return waiting > 0 }
+                return false
+            }
+            #expect(paused != nil, "the import never reached \(records) records")
+            try await whilePaused(running)
+            _ = try await connection.query("SELECT pg_advisory_unlock(424242)", logger: TestDatabase.logger)
+            return try await Task.detached { try ProcessRunner.wait(running) }.value
+        }
+    }
+
     static func importJSON(_ cli: BrokerCLI, _ file: String, _ extra: [String] = []) async throws -> (status: Int32, job: [String: Any], output: String) {
         let result = try await cli.run(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--json"] + extra)
         let job = (try? result.object()) ?? [:]
@@ -180,28 +220,14 @@ import Testing
             }
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             let bad = (0..<total).filter { $0 % 97 == 50 }.count
-            // Each committed batch updates the job row: a trigger of this test announces it.
-            try await database.client.query(
-                """
-                CREATE FUNCTION test_import_progress() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN PERFORM pg_notify('test_import_progress', NEW.records::text || ' ' || NEW.status); RETURN NEW; END $$
-                """)
-            try await database.client.query(
-                "CREATE TRIGGER test_import_progress AFTER UPDATE ON import_jobs FOR EACH ROW EXECUTE FUNCTION test_import_progress()")
             var kills = 0
             for _ in 0..<2 {
-                // Kill without warning once a random number of records has committed.
+                // Kill without warning, mid-commit, once a random number of records has committed.
                 let target = Int.random(in: 100...(total / 2))
-                try await database.client.withConnection { connection in
-                    try await connection.listen(on: "test_import_progress") { notifications in
-                        let running = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "50"])
-                        for try await notification in notifications {
-                            let parts = notification.payload.split(separator: " ")
-                            if (parts.first.flatMap { Int($0) } ?? 0) >= target || parts.last == "completed" { break }
-                        }
-                        running.signal(SIGKILL)
-                        _ = try? ProcessRunner.wait(running)
-                    }
+                _ = try await Self.pausing(database, atRecords: target) {
+                    try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "50"])
+                } whilePaused: { running in
+                    running.signal(SIGKILL)
                 }
                 kills += 1
             }
@@ -225,25 +251,15 @@ import Testing
             let total = 3_000
             try (0..<total).map { Self.line("s-\($0)", [Self.google("sg-\($0)")]) }.joined(separator: "\n").appending("\n")
                 .write(toFile: file, atomically: true, encoding: .utf8)
-            try await database.client.query(
-                """
-                CREATE FUNCTION test_import_stop() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN PERFORM pg_notify('test_import_stop', NEW.records::text || ' ' || NEW.status); RETURN NEW; END $$
-                """)
-            try await database.client.query(
-                "CREATE TRIGGER test_import_stop AFTER UPDATE ON import_jobs FOR EACH ROW EXECUTE FUNCTION test_import_stop()")
             for signal in [SIGTERM, SIGINT] {
-                var stopped: ProcessRunner.Result?
-                try await database.client.withConnection { connection in
-                    try await connection.listen(on: "test_import_stop") { notifications in
-                        let running = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "50"])
-                        for try await notification in notifications {
-                            let parts = notification.payload.split(separator: " ")
-                            if (parts.first.flatMap { Int($0) } ?? 0) >= 200 || parts.last != "running" { break }
-                        }
-                        running.signal(signal)
-                        stopped = try await Task.detached { try ProcessRunner.wait(running) }.value
-                    }
+                // Signalled while a batch waits to commit: that batch commits, nothing after it.
+                let done = try await database.client.query("SELECT coalesce(max(records), 0)::int8 FROM import_jobs")
+                var before = 0
+                for try await value in done.decode(Int.self) { before = value }
+                let stopped: ProcessRunner.Result? = try await Self.pausing(database, atRecords: before + 200) {
+                    try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "50"])
+                } whilePaused: { running in
+                    running.signal(signal)
                 }
                 let result = try #require(stopped)
                 #expect(result.status == 1, "\(result.output.suffix(800))")
