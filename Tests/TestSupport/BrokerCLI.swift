@@ -65,9 +65,7 @@ public struct BrokerCLI: Sendable {
 
     public func run(_ arguments: [String]) async throws -> Result {
         let running = try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment(for: arguments))
-        let result = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ProcessRunner.Result, any Error>) in
-            Thread.detachNewThread { continuation.resume(with: Swift.Result { try ProcessRunner.wait(running) }) }
-        }
+        let result = try await onOwnThread { try ProcessRunner.wait(running) }
         return Result(status: result.status, output: result.output)
     }
 

@@ -153,9 +153,7 @@ public final class RawConnection: @unchecked Sendable {
     /// thread of its own: on the cooperative pool (two threads on a 2-core machine) two such
     /// reads would starve the server under test that is to answer them.
     public func read(until marker: String, timeoutSeconds: Int) async -> String {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: self.blockingRead(until: marker, timeoutSeconds: timeoutSeconds)) }
-        }
+        await onOwnThread { self.blockingRead(until: marker, timeoutSeconds: timeoutSeconds) }
     }
 
     private func blockingRead(until marker: String, timeoutSeconds: Int) -> String {

@@ -79,9 +79,7 @@ import TestSupport
                             "--request-timeout", "15", "--suppress-health-check", "all", "--no-color",
                         ] + run.operations,
                         environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "HOME": NSTemporaryDirectory()])
-                    let result = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ProcessRunner.Result, any Error>) in
-                        Thread.detachNewThread { continuation.resume(with: Swift.Result { try ProcessRunner.wait(fuzz) }) }
-                    }
+                    let result = try await onOwnThread { try ProcessRunner.wait(fuzz) }
                     output += result.output
                     status = max(status, result.status)
                 }

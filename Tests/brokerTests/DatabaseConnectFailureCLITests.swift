@@ -77,7 +77,7 @@ import TestSupport
     /// A cluster that takes TCP with TLS and a password only: a wrong password, and TLS turned
     /// off, are each named.
     @Test func authenticationAndTLSRequiredAreNamed() async throws {
-        let cluster = try DatabaseOutageTests.Cluster.create()
+        let cluster = try await DatabaseOutageTests.Cluster.create()
         defer { cluster.destroy() }
         let data = "\(cluster.directory)/data"
         let key = try ProcessRunner.run(
@@ -94,7 +94,7 @@ import TestSupport
             _ = try ProcessRunner.run("/bin/chown", ["-R", user, data])
         }
         _ = try ProcessRunner.run("/bin/chmod", ["600", "\(data)/server.key"])
-        try cluster.start(listen: "127.0.0.1")
+        try await cluster.start(listen: "127.0.0.1")
         let setPassword = try ProcessRunner.run(
             "\(cluster.bin)/psql", ["-h", cluster.directory, "-p", "\(cluster.port)", "-U", "postgres", "-c", "ALTER USER postgres PASSWORD 'right-password'"],
             as: cluster.user)

@@ -17,7 +17,9 @@ import TestSupport
 /// broker recovers without a restart, nothing is lost or duplicated, and SIGTERM ends it within
 /// 15 s while the database is down. Figures are printed for docs/benchmarks.md.
 @Suite(.serialized) struct DatabaseOutageTests {
-    /// A PostgreSQL cluster of the test's own (the shared test cluster must stay up).
+    /// A PostgreSQL cluster of the test's own (the shared test cluster must stay up). `pg_ctl`
+    /// and `initdb` are waited on off the cooperative pool (``onOwnThread(_:)``): a load runs
+    /// beside them, and its answers are timed.
     struct Cluster: Sendable {
         let directory: String
         let port: Int
@@ -25,7 +27,11 @@ import TestSupport
         var user: String? { getuid() == 0 ? "postgres" : nil }
         var url: String { "postgres:///postgres?host=\(directory)&port=\(port)&user=postgres" }
 
-        static func create() throws -> Cluster {
+        static func create() async throws -> Cluster {
+            try await onOwnThread { try createBlocking() }
+        }
+
+        private static func createBlocking() throws -> Cluster {
             guard let bin = ProcessInfo.processInfo.environment["BROKER_POSTGRES_BIN"] else {
                 throw ClusterFailed(output: "BROKER_POSTGRES_BIN is not set: run the tests with scripts/test.sh")
             }
@@ -41,7 +47,11 @@ import TestSupport
         }
 
         /// `listen`: TCP addresses to listen on besides the socket (none by default).
-        func start(listen: String = "") throws {
+        func start(listen: String = "") async throws {
+            try await onOwnThread { try startBlocking(listen: listen) }
+        }
+
+        private func startBlocking(listen: String) throws {
             let result = try ProcessRunner.run(
                 "\(bin)/pg_ctl",
                 ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-s", "-o",
@@ -59,7 +69,11 @@ import TestSupport
         }
 
         /// What `pg_ctl stop` said: its status and output.
-        @discardableResult func stop(mode: String = "fast") -> String {
+        @discardableResult func stop(mode: String = "fast") async -> String {
+            await onOwnThread { stopBlocking(mode: mode) }
+        }
+
+        private func stopBlocking(mode: String) -> String {
             do {
                 let result = try ProcessRunner.run("\(bin)/pg_ctl", ["-D", "\(directory)/data", "-m", mode, "-w", "-s", "stop"], as: user)
                 return "status \(result.status): \(result.output)"
@@ -68,8 +82,9 @@ import TestSupport
             }
         }
 
+        /// Synchronous: it runs in a `defer`, when the test is over.
         func destroy() {
-            stop(mode: "immediate")
+            _ = stopBlocking(mode: "immediate")
             try? FileManager.default.removeItem(atPath: directory)
         }
     }
@@ -299,13 +314,14 @@ import TestSupport
             #expect(answer.retryAfter != nil)
         }
         let slowest = answers.map(\.seconds).max() ?? 0
-        #expect(slowest < bound, "slowest answer \(slowest) s")
+        let slowestFive = answers.sorted { $0.seconds > $1.seconds }.prefix(5).map { "\($0.subject) \($0.status) \($0.code ?? "-") took \($0.seconds) s" }
+        #expect(slowest < bound, "slowest answer \(slowest) s; slowest five: \(slowestFive)")
     }
 
     @Test func postgresStoppedAndStartedUnderLoad() async throws {
-        let cluster = try Cluster.create()
+        let cluster = try await Cluster.create()
         defer { cluster.destroy() }
-        try cluster.start()
+        try await cluster.start()
         try await Self.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_STATEMENT_TIMEOUT": "2"]) { broker, _ in
             let recorder = Recorder()
             async let loading: Void = Self.load(broker, workers: 6, recorder)
@@ -314,7 +330,7 @@ import TestSupport
             // The load runs until 20 sign-ins have succeeded.
             try await recorder.wait(for: 20) { $0.status == 200 }
             let stopped = ContinuousClock.now
-            cluster.stop(mode: "fast")
+            await cluster.stop(mode: "fast")
             // Readiness turns 503 within about a second of the database going away.
             var notReadyAfter: Double?
             while notReadyAfter == nil, ContinuousClock.now - stopped < .seconds(10) {
@@ -322,7 +338,7 @@ import TestSupport
             }
             // The outage lasts until every worker has been answered 503 twice over.
             try await recorder.wait(for: 12) { $0.status == 503 && $0.at > stopped }
-            try cluster.start()
+            try await cluster.start()
             let restarted = ContinuousClock.now
             let recovered = await recorder.first { $0.status == 200 && $0.at > restarted }
             let recoveredAfter: Double? = (recovered.at - restarted).seconds
@@ -343,9 +359,9 @@ import TestSupport
     }
 
     @Test func killedConnectionsAndSigtermWithTheDatabaseDown() async throws {
-        let cluster = try Cluster.create()
+        let cluster = try await Cluster.create()
         defer { cluster.destroy() }
-        try cluster.start()
+        try await cluster.start()
         try await Self.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_POOL_SIZE": "1"]) { broker, _ in
             // A pool of one serves requests (the LISTEN connection is outside it).
             #expect(await broker.signIn("pool.one").status == 200)
@@ -378,14 +394,14 @@ import TestSupport
             try await Self.checkDatabase(cluster, succeeded: Set(all.filter { $0.status == 200 }.map(\.subject)))
 
             // SIGTERM with the database down: the process ends within 15 s.
-            cluster.stop(mode: "immediate")
+            await cluster.stop(mode: "immediate")
             async let during = broker.signIn("during.shutdown")
             // Signalled once the broker has seen the database go (its readiness answers 503,
             // within a second), with that sign-in on its way.
             #expect(await broker.readiness() == 503)
             let signalled = ContinuousClock.now
             broker.server.signal(SIGTERM)
-            let exited = try await Task.detached { try ProcessRunner.wait(broker.server) }.value
+            let exited = try await onOwnThread { try ProcessRunner.wait(broker.server) }
             let seconds = (ContinuousClock.now - signalled).seconds
             print("SIGTERM with PostgreSQL down: exited in \(seconds) s with status \(exited.status)")
             #expect(seconds < 15)
@@ -397,9 +413,9 @@ import TestSupport
     /// in bounded time, nothing written; the same request links once PostgreSQL is back, and a
     /// client's retry of it is a no-op (200).
     @Test func linkingWithThePostgresDown() async throws {
-        let cluster = try Cluster.create()
+        let cluster = try await Cluster.create()
         defer { cluster.destroy() }
-        try cluster.start()
+        try await cluster.start()
         try await Self.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3", "BROKER_DB_STATEMENT_TIMEOUT": "2"]) { broker, _ in
             let token = try broker.apple.mint(broker.apple.claims(subject: "001.link-owner", audience: "com.acme.app"))
             let signedIn = await broker.send(
@@ -413,7 +429,7 @@ import TestSupport
                 await broker.send(.POST, "/v1/accounts/\(account)/identities", headers: ["X-Account-Token": access], json: link)
             }
 
-            cluster.stop(mode: "fast")
+            await cluster.stop(mode: "fast")
             let down = await linkIt()
             print("link with PostgreSQL down: \(down.status) \(down.body["code"] ?? "-") in \(down.seconds) s")
             #expect(down.status == 503)
@@ -421,7 +437,7 @@ import TestSupport
             #expect(down.retryAfter != nil)
             #expect(down.seconds < Self.answerBound)
 
-            try cluster.start()
+            try await cluster.start()
             var linked = await linkIt()
             let deadline = ContinuousClock.now + .seconds(10)
             while linked.status == 503, ContinuousClock.now < deadline {

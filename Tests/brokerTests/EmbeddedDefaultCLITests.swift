@@ -80,7 +80,7 @@ import Testing
 
         // SIGTERM: graceful shutdown, and the cluster stops with the last user.
         server.signal(SIGTERM)
-        let exit = try ProcessRunner.wait(server)
+        let exit = try await onOwnThread { try ProcessRunner.wait(server) }
         #expect(exit.status == 0, "\(exit.output.suffix(2_000))")
         #expect(!clusterRunning(directory))
         // It served as the role the tenant wall applies to, which the migration created

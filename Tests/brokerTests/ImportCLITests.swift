@@ -92,7 +92,7 @@ import Testing
             #expect(paused != nil, "the import never reached \(records) records")
             try await whilePaused(running)
             _ = try await connection.query("SELECT pg_advisory_unlock(424242)", logger: TestDatabase.logger)
-            return try await Task.detached { try ProcessRunner.wait(running) }.value
+            return try await onOwnThread { try ProcessRunner.wait(running) }
         }
     }
 

@@ -21,9 +21,9 @@ import TestSupport
     static let imported = 30_000
 
     @Test func queuedWorkAndAnImportSurviveAStoppedDatabase() async throws {
-        let cluster = try Outage.Cluster.create()
+        let cluster = try await Outage.Cluster.create()
         defer { cluster.destroy() }
-        try cluster.start()
+        try await cluster.start()
         let folder = NSTemporaryDirectory() + "worker-outage-\(UUID().uuidString.prefix(8))/"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -117,17 +117,17 @@ import TestSupport
                 // Each worker is in the middle of a call, and the import in the middle of its file.
                 await apple.waitForArrivals(.revoke, count: 1)
                 await sink.waitForDeliveries(7)
-                cluster.stop(mode: "fast")
+                await cluster.stop(mode: "fast")
                 let stopped = ContinuousClock.now
 
                 // The calls are answered while PostgreSQL is down: what they came to waits in memory.
                 apple.release(.revoke)
                 apple.release(.refreshGrant)
                 sink.releaseHeld()
-                let interrupted = try await Task.detached { try ProcessRunner.wait(importing) }.value
+                let interrupted = try await onOwnThread { try ProcessRunner.wait(importing) }
                 #expect(interrupted.status == 1 && interrupted.output.contains("import_interrupted"), "\(interrupted.output.suffix(1_000))")
                 #expect(interrupted.output.contains("--resume"))
-                try cluster.start()
+                try await cluster.start()
                 let restarted = ContinuousClock.now
                 // Which outcomes waited in memory (a write that found the pool waiting for the
                 // database just waits with it instead, and says nothing).
@@ -138,7 +138,7 @@ import TestSupport
                 print("FIGURE worker outage: PostgreSQL down for \(restarted - stopped)")
 
                 // Nothing lost: every revocation done, every event delivered, every token checked.
-                let checked = try await Task.detached { try ProcessRunner.wait(checking) }.value
+                let checked = try await onOwnThread { try ProcessRunner.wait(checking) }
                 #expect(checked.status == 0, "\(checked.output.suffix(1_000))")
                 let lines = checked.output.split(separator: "\n")
                 let report = lines.firstIndex { $0.hasPrefix("{") }.flatMap {
@@ -176,6 +176,14 @@ import TestSupport
                 }
                 #expect(delivered != nil, "\(sink.deliveries.count) of \(events) events delivered")
                 print("FIGURE worker outage: every event delivered \(ContinuousClock.now - restarted) after PostgreSQL started")
+                // Deliveries that took more than one attempt, and why (a retry waits 30 s).
+                var retried: [String] = []
+                try await Outage.withClient(cluster) { client in
+                    for try await (attempts, error) in try await client.query(
+                        "SELECT attempts, coalesce(last_error, '') FROM webhook_deliveries WHERE attempts > 1", logger: TestDatabase.logger
+                    ).decode((Int, String).self) { retried.append("\(attempts) attempts, last error \(error)") }
+                }
+                print("FIGURE worker outage: deliveries retried: \(retried)")
 
                 // None done twice.
                 #expect(apple.arrivals(.revoke) == 3, "Apple was asked to revoke \(apple.arrivals(.revoke)) times")
