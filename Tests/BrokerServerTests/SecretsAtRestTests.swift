@@ -20,7 +20,7 @@ import Testing
                 tenant: "acme", name: nil, scopes: [])
 
             let binDirectory = try #require(ProcessInfo.processInfo.environment["BROKER_POSTGRES_BIN"])
-            let dump = try ProcessRunner.run(binDirectory + "/pg_dump", ["--data-only", "--dbname", url])
+            let dump = try await onOwnThread { try ProcessRunner.run(binDirectory + "/pg_dump", ["--data-only", "--dbname", url]) }
             #expect(dump.status == 0, "\(dump.output.prefix(500))")
             let text = dump.output
 

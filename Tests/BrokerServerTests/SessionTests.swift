@@ -306,8 +306,8 @@ import Testing
                 jwt.JWTClaimsRegistry(iss={"essential": True, "value": sys.argv[3]}, aud={"essential": True, "value": "acme"}).validate(token.claims)
                 print(json.dumps({"sub": token.claims["sub"], "alg": token.header["alg"], "kid": token.header["kid"]}))
                 """
-            let result = try ProcessRunner.run(
-                "/usr/bin/env", ["python3", "-c", script, jwks, session.access, "\(TestApp.publicURL)/t/acme"])
+            let arguments = ["python3", "-c", script, jwks, session.access, "\(TestApp.publicURL)/t/acme"]
+            let result = try await onOwnThread { try ProcessRunner.run("/usr/bin/env", arguments) }
             #expect(result.status == 0, "\(result.output)")
             #expect(result.output.contains("\"sub\": \"\(session.account)\""))
             #expect(result.output.contains("\"alg\": \"ES256\""))

@@ -338,8 +338,8 @@ import Testing
             }
 
             // Nor does a dump of the database: the row is there, the secret only sealed.
-            let dump = try ProcessRunner.run(
-                try Self.postgresBin() + "/pg_dump", ["--no-password", "--dbname=\(url)"])
+            let pgDump = try Self.postgresBin() + "/pg_dump"
+            let dump = try await onOwnThread { try ProcessRunner.run(pgDump, ["--no-password", "--dbname=\(url)"]) }
             #expect(dump.status == 0, "\(dump.output.prefix(2_000))")
             #expect(dump.output.contains("COPY public.provider_configs"))
             #expect(dump.output.contains("{\(appID)}"))
