@@ -38,11 +38,13 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// mode, at two more statements and three more round trips for a statement on its own.
     public var tenantScopePerTransaction = false
 
-    /// Session settings every connection starts with: the statement timeout.
+    /// Session settings every connection starts with: the statement timeout, and no JIT
+    /// compilation (decision 0072: the broker's statements run in a millisecond, and a
+    /// statement whose estimated cost passes `jit_above_cost` spent seconds compiling).
     var startupParameters: [(String, String)] {
         let milliseconds = statementTimeout.components.seconds * 1_000
             + statementTimeout.components.attoseconds / 1_000_000_000_000_000
-        return [("statement_timeout", "\(milliseconds)")]
+        return [("statement_timeout", "\(milliseconds)"), ("jit", "off")]
     }
 
     public init(

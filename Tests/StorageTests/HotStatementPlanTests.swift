@@ -44,7 +44,7 @@ import Testing
             // The session cap reads an account's open sessions through the leading column of
             // its sessions index.
             Statement(
-                "sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 23,
+                "sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement(
                 "quiet sign-in, alone or in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1,
@@ -188,6 +188,35 @@ import Testing
         }
     }
 
+    /// The sign-in statements' generic plans, as the server's defaults would run them: the
+    /// estimated cost of each stays below `jit_above_cost`, so that a connection whose `jit`
+    /// setting is lost (a pooler that drops startup parameters) does not compile them. The
+    /// full statement, taking its one element for 100 rows, was estimated at 1.7 billion and
+    /// spent 2.7 s compiling (decision 0072).
+    @Test func noSignInStatementIsCostedForJIT() async throws {
+        try await TestDatabase.withFresh { database, _ in
+            let names = ["sign-in", "quiet sign-in", "first sign-in", "known identity's sign-in"]
+            for statement in try Self.statements() where names.contains(where: statement.name.hasPrefix) {
+                let cost = try await database.client.withConnection { connection in
+                    try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestDatabase.logger)
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "PREPARE costed AS \(statement.sql)"), logger: TestDatabase.logger)
+                    let arguments = Array(repeating: "NULL", count: statement.parameters).joined(separator: ", ")
+                    let rows = try await connection.query(
+                        PostgresQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) EXECUTE costed(\(arguments))"),
+                        logger: TestDatabase.logger)
+                    var text = ""
+                    for try await line in rows.decode(String.self) { text += line }
+                    try await connection.query("DEALLOCATE costed", logger: TestDatabase.logger)
+                    try await connection.query("RESET plan_cache_mode", logger: TestDatabase.logger)
+                    let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]]
+                    return try #require((json?.first?["Plan"] as? [String: Any])?["Total Cost"] as? Double)
+                }
+                #expect(cost < 100_000, "\(statement.name): estimated cost \(cost)")
+            }
+        }
+    }
+
     /// `accounts` accounts with one identity and one session each, plus a spent refresh token
     /// per session, in one tenant, with autovacuum off on those tables: loaded and never analyzed.
     static func load(_ database: Database, tenant: Tenant, accounts: Int) async throws {
@@ -306,8 +335,9 @@ import Testing
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await database.run() }
             defer { group.cancelAll() }
-            let rows = try await database.client.query("SELECT current_setting('statement_timeout')", logger: TestDatabase.logger)
-            for try await timeout in rows.decode(String.self) { #expect(timeout == "300ms") }
+            let rows = try await database.client.query(
+                "SELECT current_setting('statement_timeout'), current_setting('jit')", logger: TestDatabase.logger)
+            for try await (timeout, jit) in rows.decode((String, String).self) { #expect(timeout == "300ms" && jit == "off") }
             await #expect(throws: PSQLError.self) {
                 _ = try await database.client.query("SELECT pg_sleep(5)", logger: TestDatabase.logger).collect()
             }

@@ -32,23 +32,19 @@ extension AccountRepository {
         /// The posted elements, in batch order; no two with one session id.
         let requests: [SignInRequest]
 
-        /// The elements whose sign-in is quiet (`condition`: only those of posted elements `p`
-        /// that meet it), with the identity and the active account each found: the CTE
-        /// ``FirstSignInBatchStatement`` shares.
-        static func quietCTE(_ condition: String? = nil) -> String {
-            """
+        /// The elements whose sign-in is quiet, with the identity and the active account each
+        /// found: the CTE ``FirstSignInBatchStatement`` shares. The identity is read by its
+        /// key and the quiet rule (``SignInRules/quiet(_:_:)``), which a posted provider
+        /// refresh token never meets.
+        static let quietCTE = """
             quiet AS MATERIALIZED (
-                SELECT p.n, p.id AS session_id, a.id AS quiet_account_id, i.id AS quiet_identity_id, a.*, i.*
+                SELECT p.n, p.session_id, a.id AS quiet_account_id, i.id AS quiet_identity_id, a.*, i.*
                 FROM posted p
                 CROSS JOIN LATERAL (
                     SELECT \(quietIdentityColumns)
                     FROM identities i
-                    WHERE i.tenant_id = p.t AND i.provider = p.p AND i.provider_scope = p.s AND i.subject = p.u
-                        AND (p.e IS NULL OR (i.email = p.e AND i.email_verified = p.ev AND i.is_private_email = p.pe))
-                        AND (p.gn IS NULL OR i.given_name IS NOT NULL)
-                        AND (p.fn IS NULL OR i.family_name IS NOT NULL)
-                        AND (p.r IS NULL OR i.real_user_status = p.r)
-                        AND (p.a IS NULL OR i.attributes @> p.a::jsonb)
+                    WHERE \(SignInRules.identityKey("i"))
+                        AND \(SignInRules.quiet())
                     LIMIT 1
                     -- The identity before the account, as every statement that touches an
                     -- account takes them (issue 39 C10): the session's foreign key would take
@@ -57,20 +53,15 @@ extension AccountRepository {
                 CROSS JOIN LATERAL (
                     SELECT \(quietAccountColumns)
                     FROM accounts a
-                    WHERE a.tenant_id = p.t AND a.id = i.account_id AND a.status = 'active'
+                    WHERE a.tenant_id = p.tenant_id AND a.id = i.account_id AND a.status = 'active'
                     LIMIT 1) a
-                \(condition.map { "WHERE \($0)" } ?? "")
             )
             """
-        }
 
         /// The quiet elements' sessions; a taken session id opens nothing (a replay).
         static let openedCTE = """
             opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
-                SELECT p.id, p.t, q.quiet_account_id, q.quiet_identity_id, p.c, p.pf, p.p,
-                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                \(SignInRules.sessionInsert(account: "q.quiet_account_id", identity: "q.quiet_identity_id"))
                 FROM quiet q JOIN posted p ON p.n = q.n
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id
@@ -78,37 +69,13 @@ extension AccountRepository {
             """
 
         /// The session cap on the quiet elements' accounts, after `opened` (decision 0051).
-        static let cappedCTE = batchSessionCapCTE(
+        static let cappedCTE = SignInRules.sessionCap(
             elements: "quiet q JOIN posted p ON p.n = q.n", opened: " JOIN opened ON opened.id = q.session_id",
             account: "q.quiet_account_id")
 
-        /// The session cap of a batch (decision 0051): `elements` joins the elements that may
-        /// have opened a session with `posted p` (for `p.t` and the cap `p.k`), `opened` limits
-        /// them to those that did, and `account` is the account id of each. The statement does
-        /// not see its own new sessions, so the newest `k - 1` others stay open.
-        static func batchSessionCapCTE(elements: String, opened: String, account: String) -> String {
-            """
-            capped AS (
-                UPDATE sessions s SET revoked_at = now(), revoke_reason = 'session_limit'
-                WHERE EXISTS (
-                        SELECT 1 FROM \(elements)
-                        WHERE EXISTS (SELECT 1 FROM sessions c WHERE c.account_id = \(account) OFFSET p.k - 1 LIMIT 1))
-                    AND s.tenant_id = ANY(ARRAY(SELECT p.t FROM posted p)) AND s.revoked_at IS NULL AND s.id = ANY(ARRAY(
-                    SELECT x.id FROM \(elements)\(opened)
-                    CROSS JOIN LATERAL (
-                        SELECT o.id FROM sessions o
-                        WHERE o.tenant_id = p.t AND o.account_id = \(account) AND o.revoked_at IS NULL AND o.expires_at > now()
-                        ORDER BY o.created_at DESC, o.id DESC OFFSET p.k - 1) x))
-            )
-            """
-        }
-
         static let sql = """
-            WITH posted AS MATERIALIZED (
-                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
-                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
-            ),
-            \(quietCTE()),
+            WITH \(PostedSignIns.cte),
+            \(quietCTE),
             \(openedCTE),
             \(cappedCTE)
             SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
@@ -117,49 +84,11 @@ extension AccountRepository {
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
-            bindings.append(Self.json(requests))
+            bindings.append(PostedSignIns.json(requests))
             return bindings
         }
 
         func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-
-        /// The batch as `[{"n": 0, "t": tenant, "p": provider, …}, …]`.
-        static func json(_ requests: [SignInRequest]) -> String {
-            var writer = JSONWriter(capacity: 512 * requests.count)
-            writer.beginArray()
-            for (n, request) in requests.enumerated() {
-                writer.beginObject()
-                writeElement(n, request, to: &writer)
-                writer.endObject()
-            }
-            writer.endArray()
-            return String(decoding: writer.bytes, as: UTF8.self)
-        }
-
-        /// One posted sign-in's members, which ``FirstSignInBatchStatement`` posts too.
-        static func writeElement(_ n: Int, _ request: SignInRequest, to writer: inout JSONWriter) {
-            writer.member("n", n)
-            writer.member("t", request.tenantID.lowercasedString)
-            writer.member("p", request.provider)
-            writer.member("s", request.providerScope)
-            writer.member("u", request.subject)
-            writer.member("e", request.email.flatMap { $0.isEmpty ? nil : $0 })
-            writer.member("ev", request.emailVerified)
-            writer.member("pe", request.isPrivateEmail)
-            writer.member("gn", request.name.givenName.flatMap { $0.isEmpty ? nil : $0 })
-            writer.member("fn", request.name.familyName.flatMap { $0.isEmpty ? nil : $0 })
-            writer.member("r", request.realUserStatus)
-            writer.member("a", IdentityAttributes.encode(request.attributes))
-            writer.member("id", request.session.id.lowercasedString)
-            writer.member("c", request.clientID)
-            writer.member("pf", request.platform)
-            writer.member("x", microseconds(request.session.expiresAt))
-            writer.member("h", Hex.encode(request.session.refreshTokenHash))
-            writer.member("hx", microseconds(request.session.refreshTokenExpiresAt))
-            writer.member("k", request.maxOpenSessions)
-        }
-
-        private static func microseconds(_ date: Date) -> Int { UnixTime.microseconds(date) }
     }
 }
 

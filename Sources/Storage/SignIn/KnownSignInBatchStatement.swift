@@ -11,8 +11,8 @@ extension AccountRepository {
     /// For one request or for several in one commit, like the quiet and first sign-ins.
     ///
     /// It writes what ``SignInStatement`` writes on that path and nothing else: the identity
-    /// updated from the token (``identityUpdate``), its account updated from the identity
-    /// (``accountUpdate``), the session with its first refresh token, and the session cap
+    /// updated from the token (``SignInRules/identityUpdate``), its account updated from the identity
+    /// (``SignInRules/accountUpdate``), the session with its first refresh token, and the session cap
     /// (decision 0051). The two `SET` lists are shared with that statement as text, the cap
     /// with the quiet and first-sign-in batches. Its plan has four table modifications where
     /// the full statement has nine (decision 0063).
@@ -36,57 +36,44 @@ extension AccountRepository {
         let requests: [SignInRequest]
 
         static let sql = """
-            WITH posted AS MATERIALIZED (
-                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
-                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int)
-            ),
+            WITH \(PostedSignIns.cte),
             stored AS MATERIALIZED (
                 SELECT DISTINCT ON (i.account_id) p.n, i.account_id
                 FROM posted p
+                CROSS JOIN LATERAL (SELECT i.account_id FROM identities i WHERE \(SignInRules.identityKey("i")) LIMIT 1) i
                 CROSS JOIN LATERAL (
-                    SELECT i.account_id FROM identities i
-                    WHERE i.tenant_id = p.t AND i.provider = p.p AND i.provider_scope = p.s AND i.subject = p.u
-                    LIMIT 1) i
-                CROSS JOIN LATERAL (
-                    SELECT 1 FROM accounts a WHERE a.tenant_id = p.t AND a.id = i.account_id AND a.status = 'active' LIMIT 1) a
+                    SELECT 1 FROM accounts a WHERE a.tenant_id = p.tenant_id AND a.id = i.account_id AND a.status = 'active' LIMIT 1) a
                 ORDER BY i.account_id, p.n
             ),
             upserted AS (
                 UPDATE identities i SET
-                    \(identityUpdate)
+                    \(SignInRules.identityUpdate)
                 FROM (
-                    SELECT s.n, p.t, p.p, p.s, p.u, p.e AS email, p.ev AS email_verified, p.pe AS is_private_email,
-                        p.gn AS given_name, p.fn AS family_name, p.r AS real_user_status,
-                        NULL::bytea AS provider_refresh_token_sealed, NULL::text AS provider_token_client_id,
-                        p.a::jsonb AS attributes
+                    SELECT s.n, p.tenant_id, p.provider, p.provider_scope, p.subject, \(SignInRules.broughtIdentity())
                     FROM stored s JOIN posted p ON p.n = s.n
                 ) AS excluded
-                WHERE i.tenant_id = excluded.t AND i.provider = excluded.p AND i.provider_scope = excluded.s
-                    AND i.subject = excluded.u
+                WHERE \(SignInRules.identityKey("i", "excluded"))
                 RETURNING excluded.n, \(identityColumns)
             ),
             account AS (
                 UPDATE accounts a SET
-                    \(accountUpdate)
+                    \(SignInRules.accountUpdate)
                 FROM upserted u JOIN posted p ON p.n = u.n
-                WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.id = u.account_id AND a.tenant_id = p.t
+                WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.id = u.account_id AND a.tenant_id = p.tenant_id
                     AND a.status = 'active'
                 RETURNING u.n, \(accountColumns)
             ),
             opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
-                SELECT p.id, p.t, a.id, u.id, p.c, p.pf, p.p,
-                    to_timestamp(p.x::float8 / 1000000), decode(p.h, 'hex'), to_timestamp(p.hx::float8 / 1000000)
+                \(SignInRules.sessionInsert(account: "a.id", identity: "u.id"))
                 FROM account a JOIN upserted u ON u.n = a.n JOIN posted p ON p.n = a.n
             ),
-            \(QuietSignInBatchStatement.batchSessionCapCTE(elements: "account a JOIN posted p ON p.n = a.n", opened: "", account: "a.id"))
+            \(SignInRules.sessionCap(elements: "account a JOIN posted p ON p.n = a.n", opened: "", account: "a.id"))
             SELECT a.*, u.* FROM account a JOIN upserted u ON u.n = a.n
             """
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
-            bindings.append(QuietSignInBatchStatement.json(requests))
+            bindings.append(PostedSignIns.json(requests))
             return bindings
         }
 

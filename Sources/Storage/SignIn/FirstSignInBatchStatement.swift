@@ -49,70 +49,52 @@ extension AccountRepository {
         let newIDs: [(identity: UUID, account: UUID)]
 
         static let sql = """
-            WITH posted AS MATERIALIZED (
-                SELECT * FROM json_to_recordset($1::text::json) AS p(n int, t uuid, p text, s text, u text, e text,
-                    ev bool, pe bool, gn text, fn text, r int8, a text, id uuid, c text, pf text, x int8, h text, hx int8, k int,
-                    rt text, al bool, ii uuid, ai uuid)
-            ),
-            \(QuietSignInBatchStatement.quietCTE("p.rt IS NULL")),
+            WITH \(PostedSignIns.cte),
+            \(QuietSignInBatchStatement.quietCTE),
             checked AS MATERIALIZED (
                 SELECT p.*,
-                    EXISTS (
-                        SELECT 1 FROM identities i
-                        WHERE i.tenant_id = p.t AND i.provider = p.p AND i.provider_scope = p.s AND i.subject = p.u OFFSET 0) AS known,
-                    EXISTS (
-                        SELECT 1 FROM consent_revocations c
-                        WHERE c.tenant_id = p.t AND c.provider = p.p AND c.provider_scope = p.s AND c.subject = p.u OFFSET 0)
-                    OR EXISTS (SELECT 1 FROM sessions o WHERE o.id = p.id OFFSET 0)
-                    OR (p.al AND p.e IS NOT NULL AND EXISTS (
-                        SELECT 1 FROM accounts m
-                        WHERE m.tenant_id = p.t AND m.email_key = lower(p.e) AND m.email IS NOT NULL
-                            AND m.email_verified AND NOT m.is_private_email AND m.status = 'active' OFFSET 0))
-                    OR (p.e IS NOT NULL AND EXISTS (
-                        SELECT 1 FROM posted q WHERE q.n < p.n AND q.t = p.t AND lower(q.e) = lower(p.e) OFFSET 0)) AS elsewhere
+                    EXISTS (SELECT 1 FROM identities i WHERE \(SignInRules.identityKey("i")) OFFSET 0) AS known,
+                    EXISTS (SELECT 1 FROM consent_revocations c WHERE \(SignInRules.identityKey("c")) OFFSET 0)
+                    OR EXISTS (SELECT 1 FROM sessions o WHERE o.id = p.session_id OFFSET 0)
+                    OR (p.auto_link AND p.email IS NOT NULL AND EXISTS (
+                        SELECT 1 FROM accounts m WHERE \(SignInRules.linkCandidate("m")) OFFSET 0))
+                    OR (p.email IS NOT NULL AND EXISTS (
+                        SELECT 1 FROM posted q
+                        WHERE q.n < p.n AND q.tenant_id = p.tenant_id AND lower(q.email) = lower(p.email) OFFSET 0)) AS elsewhere
                 FROM posted p
                 WHERE NOT EXISTS (SELECT 1 FROM quiet q WHERE q.n = p.n)
             ),
             upserted AS (
-                INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email,
-                    email_verified, is_private_email, given_name, family_name, real_user_status,
-                    provider_refresh_token_sealed, provider_token_client_id, attributes, last_sign_in_at)
-                SELECT f.ii, f.t, f.ai, f.p, f.s, f.u, f.e, f.ev, f.pe, f.gn, f.fn, f.r, decode(f.rt, 'hex'),
-                    CASE WHEN f.rt IS NULL THEN NULL ELSE f.c END, f.a::jsonb, now()
+                \(SignInRules.identityInsert(id: "f.new_identity_id", account: "f.new_account_id", "f"))
                 FROM checked f WHERE NOT f.known AND NOT f.elsewhere
                 ON CONFLICT (tenant_id, provider, provider_scope, subject) DO NOTHING
                 RETURNING \(identityColumns)
             ),
             created AS (
-                INSERT INTO accounts AS a (id, tenant_id, given_name, family_name, display_name, email, email_verified,
-                    is_private_email, last_seen_at)
-                SELECT f.ai, f.t, f.gn, f.fn, nullif(trim(concat_ws(' ', f.gn, f.fn)), ''), f.e, f.ev, f.pe, now()
-                FROM upserted u JOIN checked f ON f.ii = u.id
+                \(SignInRules.accountInsert(tenant: "f.tenant_id"))
+                FROM upserted u JOIN checked f ON f.new_identity_id = u.id
                 RETURNING \(accountColumns)
             ),
             \(QuietSignInBatchStatement.openedCTE),
             started AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, platform, idp, expires_at,
-                    refresh_token_hash, refresh_token_expires_at)
-                SELECT f.id, f.t, f.ai, f.ii, f.c, f.pf, f.p,
-                    to_timestamp(f.x::float8 / 1000000), decode(f.h, 'hex'), to_timestamp(f.hx::float8 / 1000000)
-                FROM upserted u JOIN checked f ON f.ii = u.id
+                \(SignInRules.sessionInsert(account: "f.new_account_id", identity: "f.new_identity_id", "f"))
+                FROM upserted u JOIN checked f ON f.new_identity_id = u.id
             ),
             \(QuietSignInBatchStatement.cappedCTE),
             announced AS (
                 INSERT INTO events_outbox (tenant_id, account_id, event_type, payload)
-                SELECT f.t, f.ai, 'account.created', jsonb_build_object('account_id', f.ai, 'identity_id', f.ii, 'provider', f.p)
-                FROM upserted u JOIN checked f ON f.ii = u.id
+                SELECT f.tenant_id, f.new_account_id, 'account.created',
+                    \(SignInRules.eventPayload(account: "f.new_account_id", identity: "f.new_identity_id", provider: "f.provider"))
+                FROM upserted u JOIN checked f ON f.new_identity_id = u.id
             )
             SELECT CASE WHEN q.session_id IN (SELECT o.id FROM opened o) THEN 'opened' ELSE 'replayed' END, false, q.*
             FROM quiet q
             UNION ALL
             SELECT CASE WHEN u.id IS NOT NULL THEN 'created' WHEN f.known THEN 'known' ELSE 'elsewhere' END,
-                (u.id IS NOT NULL AND f.e IS NOT NULL AND EXISTS (
-                    SELECT 1 FROM accounts d
-                    WHERE d.tenant_id = f.t AND d.email_key = lower(f.e) AND d.email IS NOT NULL AND d.status <> 'deleted' OFFSET 0)),
-                f.n, f.id, u.account_id, u.id, a.*, u.*
-            FROM checked f LEFT JOIN upserted u ON u.id = f.ii LEFT JOIN created a ON a.id = u.account_id
+                (u.id IS NOT NULL AND f.email IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM accounts d WHERE \(SignInRules.possibleDuplicate("d", "f")) OFFSET 0)),
+                f.n, f.session_id, u.account_id, u.id, a.*, u.*
+            FROM checked f LEFT JOIN upserted u ON u.id = f.new_identity_id LEFT JOIN created a ON a.id = u.account_id
             """
 
         init(requests: [SignInRequest], newIDs: [(identity: UUID, account: UUID)]? = nil) {
@@ -122,30 +104,11 @@ extension AccountRepository {
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
-            bindings.append(json())
+            bindings.append(PostedSignIns.json(requests, newIDs: newIDs))
             return bindings
         }
 
         func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
-
-        /// The batch as the quiet statement's elements (``QuietSignInBatchStatement/writeElement(_:_:to:)``)
-        /// with the provider refresh token sealed for storage (`rt`, hex), whether the element
-        /// may link by email (`al`), and the new identity's and account's ids (`ii`, `ai`).
-        func json() -> String {
-            var writer = JSONWriter(capacity: 640 * requests.count)
-            writer.beginArray()
-            for (n, request) in requests.enumerated() {
-                writer.beginObject()
-                QuietSignInBatchStatement.writeElement(n, request, to: &writer)
-                writer.member("rt", request.sealedProviderRefreshToken.map { Hex.encode($0) })
-                writer.member("al", request.autoLinkByEmail)
-                writer.member("ii", newIDs[n].identity.lowercasedString)
-                writer.member("ai", newIDs[n].account.lowercasedString)
-                writer.endObject()
-            }
-            writer.endArray()
-            return String(decoding: writer.bytes, as: UTF8.self)
-        }
     }
 }
 
