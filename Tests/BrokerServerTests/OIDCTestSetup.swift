@@ -53,15 +53,11 @@ struct OIDCTestSetup {
         let line = try MockOIDCIssuer(name: "line")
         let yahoo = try MockOIDCIssuer(name: "yahoo")
         let entra = try MockOIDCIssuer(name: "entra", multiTenant: true)
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let mock = MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [line, yahoo, entra], port: 0) { port in
-            continuation.yield(port)
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await mock.run() }
-            defer { group.cancelAll() }
-            var iterator = stream.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        try await ServedApplication.with({ listening in
+            MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [line, yahoo, entra], port: 0) { port in
+                listening(port)
+            }
+        }) { port in
             let base = "http://127.0.0.1:\(port)"
             // Nothing else listens where the built-ins would be reached: these tests never need them.
             let endpoints = ProviderEndpoints(

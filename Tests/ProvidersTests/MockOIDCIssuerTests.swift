@@ -5,6 +5,7 @@ import JWTKit
 import MockIdP
 import NIOCore
 import NIOHTTP1
+import TestSupport
 import Testing
 
 /// MockIdP's generic OpenID Connect issuer over HTTP: discovery and key set (single- and
@@ -74,18 +75,12 @@ import Testing
     }
 
     /// MockIdP on 127.0.0.1 (a free port) serving `issuers` only, for the duration of `body`,
-    /// which gets the base URL.
+    /// which gets the base URL; ended by graceful shutdown, its end awaited (``ServedApplication``).
     static func withServer<T: Sendable>(_ issuers: [MockOIDCIssuer], _ body: @Sendable (String) async throws -> T) async throws -> T {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: issuers, port: 0) { port in
-            continuation.yield(port)
-        }
-        return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
-            var iterator = stream.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            return try await body("http://127.0.0.1:\(port)")
+        try await ServedApplication.with({ listening in
+            MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: issuers, port: 0) { port in listening(port) }
+        }) { port in
+            try await body("http://127.0.0.1:\(port)")
         }
     }
 
@@ -334,19 +329,16 @@ import Testing
     @Test func aHangingRequestDoesNotHoldUpTheServersEnd() async throws {
         let line = try MockOIDCIssuer(name: "line")
         line.discoveryFault = .hang
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [line], port: 0) { port in
-            continuation.yield(port)
+        // Ended by graceful shutdown, as `mock-idp` is on SIGTERM, with no bound on it: the
+        // server ends (the suite's time limit would catch it holding on) before `with` returns,
+        // and the client gets no answer.
+        let client = try await ServedApplication.with(gracefulShutdownLimit: nil, { listening in
+            MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [line], port: 0) { port in listening(port) }
+        }) { port in
+            let client = Task { try await Self.get(line.discoveryURL(base: "http://127.0.0.1:\(port)"), timeout: .seconds(50)) }
+            await line.waitUntilHanging(1)
+            return client
         }
-        let server = Task { try await app.run() }
-        var iterator = stream.makeAsyncIterator()
-        let port = try #require(await iterator.next())
-        let client = Task { try await Self.get(line.discoveryURL(base: "http://127.0.0.1:\(port)"), timeout: .seconds(50)) }
-        await line.waitUntilHanging(1)
-        server.cancel()
-        // The server ends (the suite's time limit would catch it holding on), and the client
-        // gets no answer.
-        _ = await server.result
         await #expect(throws: (any Error).self) { try await client.value }
         #expect(line.hangingRequests == 0)
     }

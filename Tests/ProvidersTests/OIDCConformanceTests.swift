@@ -127,13 +127,9 @@ import Testing
 
     @Test(arguments: cases) func anUnknownKidRefetchesAtMostOncePerInterval(_ c: Case) async throws {
         let issuer = try MockOIDCIssuer(name: "rotating")
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [issuer], port: 0) { continuation.yield($0) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
-            var iterator = stream.makeAsyncIterator()
-            let port = try #require(await iterator.next())
+        try await ServedApplication.with({ listening in
+            MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [issuer], port: 0) { listening($0) }
+        }) { port in
             let url = issuer.jwksURL(base: "http://127.0.0.1:\(port)")
             let (policy, nonce) = c.settings.policy(TokenCheckOptions(audiences: [c.audience]))
 

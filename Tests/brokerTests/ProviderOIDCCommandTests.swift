@@ -23,13 +23,9 @@ import Testing
 
     /// MockIdP serving `issuers` on 127.0.0.1 for the duration of `body`, which gets its base URL.
     static func withMock(_ issuers: [MockOIDCIssuer], _ body: @Sendable (String) async throws -> Void) async throws {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: issuers, port: 0) { continuation.yield($0) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            defer { group.cancelAll() }
-            var iterator = stream.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
+        try await ServedApplication.with({ listening in
+            MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: issuers, port: 0) { listening($0) }
+        }) { port in
             try await body("http://127.0.0.1:\(port)")
         }
     }
