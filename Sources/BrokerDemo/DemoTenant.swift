@@ -34,7 +34,8 @@ public enum DemoTenant {
             facebook.registerApp(appID: DemoTenant.facebookAppID, secret: facebookAppSecret)
         }
 
-        /// Serves the three mocks on 127.0.0.1:`port` (0: a free port, told to `onRunning`) until cancelled.
+        /// Serves the three mocks on 127.0.0.1:`port` (0: a free port, told to `onRunning`) until
+        /// the service group it runs in shuts down gracefully (or its task is cancelled).
         public func serve(port: Int, onRunning: @escaping @Sendable (Int) async -> Void) async throws {
             try await MockIdPServer.application(apple: apple, google: google, facebook: facebook, port: port, onRunning: onRunning)
                 .run()

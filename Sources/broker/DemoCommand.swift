@@ -6,6 +6,7 @@ import BrokerServer
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 import Storage
 
 struct DemoCommand: AsyncParsableCommand {
@@ -41,26 +42,37 @@ struct DemoCommand: AsyncParsableCommand {
             // The mock first: the broker is configured with its address, which a free port
             // makes known only once it listens.
             let (ports, announce) = AsyncStream.makeStream(of: Int.self)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { [idpPort] in
-                    defer { announce.finish() }
-                    do {
-                        try await mocks.serve(port: idpPort) { port in announce.yield(port) }
-                    } catch {
-                        throw ListenFailure.explain(error, address: "127.0.0.1:\(idpPort)", setting: "--idp-port (0 picks a free port)")
-                    }
+            let mock = DemoPart { [idpPort] in
+                defer { announce.finish() }
+                do {
+                    try await mocks.serve(port: idpPort) { port in announce.yield(port) }
+                } catch {
+                    throw ListenFailure.explain(error, address: "127.0.0.1:\(idpPort)", setting: "--idp-port (0 picks a free port)")
                 }
-                var iterator = ports.makeAsyncIterator()
-                guard let port = await iterator.next() else {
-                    try await group.next()
-                    return
-                }
-                group.addTask { try await runBroker(mocks: mocks, idpURL: "http://127.0.0.1:\(port)") }
-                // Whichever ends first (Ctrl-C ends both) ends the demo.
-                try await group.next()
-                group.cancelAll()
             }
+            let broker = DemoPart {
+                var iterator = ports.makeAsyncIterator()
+                // No port: the mock did not listen; its error ends the demo.
+                guard let port = await iterator.next() else { return }
+                try await runBroker(mocks: mocks, idpURL: "http://127.0.0.1:\(port)")
+            }
+            // Whichever ends first (Ctrl-C, which the broker's runService takes, ends the broker)
+            // ends the other by graceful shutdown (the group's, in reverse order: the broker
+            // before the mock), never by cancelling a server's task: cancelled while accepting a
+            // connection, a SwiftNIO server can trap (apple/swift-nio #2813, #3481; decision 0071).
+            let parts = [mock, broker].map {
+                ServiceGroupConfiguration.ServiceConfiguration(
+                    service: $0, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)
+            }
+            try await ServiceGroup(configuration: .init(services: parts, logger: Logger(label: "broker.demo"))).run()
         }
+    }
+
+    /// One of the demo's two servers, a service of the group that runs both.
+    private struct DemoPart: Service {
+        let body: @Sendable () async throws -> Void
+        init(_ body: @escaping @Sendable () async throws -> Void) { self.body = body }
+        func run() async throws { try await body() }
     }
 
     private func runBroker(mocks: DemoTenant.Mocks, idpURL: String) async throws {
