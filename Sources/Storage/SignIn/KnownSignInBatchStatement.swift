@@ -17,7 +17,9 @@ extension AccountRepository {
     /// with the quiet and first-sign-in batches. Its plan has four table modifications where
     /// the full statement has nine (decision 0063).
     ///
-    /// An element applies only when its identity is stored and its account active, and only
+    /// An element applies only when its identity is stored, its sign-in not quiet
+    /// (``SignInRules/quiet(_:_:)``: the full statement writes no identity row then), and its
+    /// account active, and only
     /// the first element of each account in the batch (two elements of one account in one
     /// statement would each update it from a row the other's update does not see). Any other
     /// element returns no row and writes nothing, and the caller runs the full statement for
@@ -40,7 +42,11 @@ extension AccountRepository {
             stored AS MATERIALIZED (
                 SELECT DISTINCT ON (i.account_id) p.n, i.account_id
                 FROM posted p
-                CROSS JOIN LATERAL (SELECT i.account_id FROM identities i WHERE \(SignInRules.identityKey("i")) LIMIT 1) i
+                CROSS JOIN LATERAL (
+                    SELECT i.account_id FROM identities i
+                    WHERE \(SignInRules.identityKey("i"))
+                        AND NOT coalesce(\(SignInRules.quiet()), false)
+                    LIMIT 1) i
                 CROSS JOIN LATERAL (
                     SELECT 1 FROM accounts a WHERE a.tenant_id = p.tenant_id AND a.id = i.account_id AND a.status = 'active' LIMIT 1) a
                 ORDER BY i.account_id, p.n
