@@ -138,40 +138,40 @@ extension AccountRepository {
     static func firstSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
         -> [FirstSignInOutcome]
     {
-        let (posted, postedIndex) = firstOfEachSession(requests)
-        var outcomes = [FirstSignInOutcome](repeating: .elsewhere, count: posted.count)
-        let rows = try await client.rows(FirstSignInBatchStatement(requests: posted), logger: logger)
-        for row in rows {
-            var reader = RowReader(row)
-            let outcome: String = try reader.next()
-            let possibleDuplicate: Bool = try reader.next()
-            let n = Int(try reader.next(Int32.self))
-            guard outcomes.indices.contains(n) else { throw BatchMismatch() }
-            _ = try reader.next(UUID.self)  // session id
-            _ = try reader.next(UUID?.self)  // account id
-            guard try reader.next(UUID?.self) != nil else {  // identity id
-                outcomes[n] = outcome == "known" ? .known : .elsewhere
-                continue
-            }
-            let account = try decodeAccount(&reader)
-            let identity = try decodeIdentity(&reader)
-            let sessionID = posted[n].session.id
-            switch outcome {
-            case "created":
-                outcomes[n] = .created(
-                    SignInResult(account: account, identity: identity, isNewAccount: true, sessionID: sessionID, possibleDuplicate: possibleDuplicate))
-            case "opened":
-                outcomes[n] = .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: sessionID))
-            default:
-                outcomes[n] = .replayed
-            }
-        }
-        return postedIndex.map { index in
-            guard index < 0 else { return outcomes[index] }
-            switch outcomes[-1 - index] {
-            case .created, .opened: return .replayed
-            default: return .elsewhere
-            }
-        }
+        try await postedBatch(
+            requests, client: client, logger: logger, statement: { FirstSignInBatchStatement(requests: $0) }, unanswered: .elsewhere,
+            read: { reader, posted in
+                let outcome: String = try reader.next()
+                let possibleDuplicate: Bool = try reader.next()
+                let n = Int(try reader.next(Int32.self))
+                _ = try reader.next(UUID.self)  // session id
+                _ = try reader.next(UUID?.self)  // account id
+                guard try reader.next(UUID?.self) != nil else {  // identity id
+                    return (n, outcome == "known" ? .known : .elsewhere)
+                }
+                let account = try decodeAccount(&reader)
+                let identity = try decodeIdentity(&reader)
+                guard posted.indices.contains(n) else { return (n, .elsewhere) }
+                let sessionID = posted[n].session.id
+                switch outcome {
+                case "created":
+                    return (
+                        n,
+                        .created(
+                            SignInResult(
+                                account: account, identity: identity, isNewAccount: true, sessionID: sessionID,
+                                possibleDuplicate: possibleDuplicate))
+                    )
+                case "opened":
+                    return (n, .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: sessionID)))
+                default: return (n, .replayed)
+                }
+            },
+            repeated: { first in
+                switch first {
+                case .created, .opened: return .replayed
+                default: return .elsewhere
+                }
+            })
     }
 }

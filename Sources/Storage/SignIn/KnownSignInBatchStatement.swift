@@ -100,18 +100,16 @@ extension AccountRepository {
     /// identity token posted twice at once) is not posted: nil, and the full statement refuses
     /// it as a replay once the first has committed.
     static func knownSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws -> [SignInResult?] {
-        let (posted, postedIndex) = firstOfEachSession(requests)
-        var results = [SignInResult?](repeating: nil, count: posted.count)
-        let rows = try await client.rows(KnownSignInBatchStatement(requests: posted), logger: logger)
-        for row in rows {
-            var reader = RowReader(row)
-            let n = Int(try reader.next(Int32.self))
-            guard results.indices.contains(n) else { throw BatchMismatch() }
-            let account = try decodeAccount(&reader)
-            _ = try reader.next(Int32.self)  // n again, the identity's
-            let identity = try decodeIdentity(&reader)
-            results[n] = SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id)
-        }
-        return postedIndex.map { index in index < 0 ? nil : results[index] }
+        try await postedBatch(
+            requests, client: client, logger: logger, statement: KnownSignInBatchStatement.init, unanswered: nil,
+            read: { reader, posted in
+                let n = Int(try reader.next(Int32.self))
+                let account = try decodeAccount(&reader)
+                _ = try reader.next(Int32.self)  // n again, the identity's
+                let identity = try decodeIdentity(&reader)
+                guard posted.indices.contains(n) else { return (n, nil) }
+                return (n, SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id))
+            },
+            repeated: { _ in nil })
     }
 }

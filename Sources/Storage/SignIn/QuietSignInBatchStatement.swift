@@ -114,28 +114,22 @@ extension AccountRepository {
     static func quietSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
         -> [QuietSignInOutcome]
     {
-        let (posted, postedIndex) = firstOfEachSession(requests)
-        var outcomes = [QuietSignInOutcome](repeating: .notQuiet, count: posted.count)
-        let rows = try await client.rows(QuietSignInBatchStatement(requests: posted), logger: logger)
-        for row in rows {
-            var reader = RowReader(row)
-            let opened: Bool = try reader.next()
-            let n = Int(try reader.next(Int32.self))
-            guard outcomes.indices.contains(n) else { throw BatchMismatch() }
-            _ = try reader.next(UUID.self)  // session id
-            _ = try reader.next(UUID.self)  // account id
-            _ = try reader.next(UUID.self)  // identity id
-            let account = try decodeAccount(&reader)
-            let identity = try decodeIdentity(&reader)
-            outcomes[n] =
-                opened
-                ? .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id))
-                : .replayed
-        }
-        return postedIndex.map { index in
-            guard index < 0 else { return outcomes[index] }
-            if case .opened = outcomes[-1 - index] { return .replayed }
-            return .notQuiet
-        }
+        try await postedBatch(
+            requests, client: client, logger: logger, statement: QuietSignInBatchStatement.init, unanswered: .notQuiet,
+            read: { reader, posted in
+                let opened: Bool = try reader.next()
+                let n = Int(try reader.next(Int32.self))
+                _ = try reader.next(UUID.self)  // session id
+                _ = try reader.next(UUID.self)  // account id
+                _ = try reader.next(UUID.self)  // identity id
+                let account = try decodeAccount(&reader)
+                let identity = try decodeIdentity(&reader)
+                guard opened, posted.indices.contains(n) else { return (n, .replayed) }
+                return (n, .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id)))
+            },
+            repeated: { first in
+                if case .opened = first { return .replayed }
+                return .notQuiet
+            })
     }
 }

@@ -83,4 +83,26 @@ extension AccountRepository {
         }
         return (posted, postedIndex)
     }
+
+    /// One lean batch: the first request of each session id is posted (a later one with the
+    /// same id, one identity token posted twice at once, is not), each returned row is read
+    /// into its element's outcome, and each request gets its outcome back: `unanswered` for an
+    /// element the statement returned no row for, `repeated(first's)` for a later request of
+    /// a session id.
+    static func postedBatch<Statement: PostgresPreparedStatement, Outcome>(
+        _ requests: [SignInRequest], client: PostgresClient, logger: Logger, function: String = #function,
+        statement: ([SignInRequest]) -> Statement, unanswered: Outcome,
+        read: (inout RowReader, [SignInRequest]) throws -> (n: Int, outcome: Outcome),
+        repeated: (Outcome) -> Outcome
+    ) async throws -> [Outcome] where Statement.Row == PostgresRow {
+        let (posted, postedIndex) = firstOfEachSession(requests)
+        var outcomes = [Outcome](repeating: unanswered, count: posted.count)
+        for row in try await client.rows(statement(posted), logger: logger, function: function) {
+            var reader = RowReader(row)
+            let (n, outcome) = try read(&reader, posted)
+            guard outcomes.indices.contains(n) else { throw BatchMismatch() }
+            outcomes[n] = outcome
+        }
+        return postedIndex.map { $0 < 0 ? repeated(outcomes[-1 - $0]) : outcomes[$0] }
+    }
 }
