@@ -161,6 +161,20 @@ import Testing
         return columns
     }
 
+    /// The plan of `statement` as `EXPLAIN (FORMAT JSON)` gives it, prepared on `connection`
+    /// and executed with every parameter NULL (generic when `plan_cache_mode` says so).
+    static func genericPlan(_ statement: Statement, _ connection: PostgresConnection) async throws -> [String: Any] {
+        try await connection.query(PostgresQuery(unsafeSQL: "PREPARE hot_statement AS \(statement.sql)"), logger: TestDatabase.logger)
+        let arguments = Array(repeating: "NULL", count: statement.parameters).joined(separator: ", ")
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) EXECUTE hot_statement(\(arguments))"), logger: TestDatabase.logger)
+        var text = ""
+        for try await line in rows.decode(String.self) { text += line }
+        try await connection.query("DEALLOCATE hot_statement", logger: TestDatabase.logger)
+        let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]]
+        return try #require(json?.first?["Plan"] as? [String: Any])
+    }
+
     /// The generic plan of every statement on one of the broker's own connections; the
     /// violations found, by statement.
     static func genericPlanViolations(_ database: Database, ignoring ignored: Set<String> = []) async throws -> [String: [String]] {
@@ -170,17 +184,7 @@ import Testing
             try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestDatabase.logger)
             var result: [String: [String]] = [:]
             for statement in statements {
-                try await connection.query(
-                    PostgresQuery(unsafeSQL: "PREPARE hot_statement AS \(statement.sql)"), logger: TestDatabase.logger)
-                let arguments = Array(repeating: "NULL", count: statement.parameters).joined(separator: ", ")
-                let rows = try await connection.query(
-                    PostgresQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) EXECUTE hot_statement(\(arguments))"),
-                    logger: TestDatabase.logger)
-                var text = ""
-                for try await line in rows.decode(String.self) { text += line }
-                try await connection.query("DEALLOCATE hot_statement", logger: TestDatabase.logger)
-                let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]]
-                let plan = try #require(json?.first?["Plan"] as? [String: Any])
+                let plan = try await genericPlan(statement, connection)
                 result[statement.name] = violations(in: plan, statement: statement, indexColumns: columns, ignoring: ignored)
             }
             try await connection.query("RESET plan_cache_mode", logger: TestDatabase.logger)
@@ -199,18 +203,9 @@ import Testing
             for statement in try Self.statements() where names.contains(where: statement.name.hasPrefix) {
                 let cost = try await database.client.withConnection { connection in
                     try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestDatabase.logger)
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "PREPARE costed AS \(statement.sql)"), logger: TestDatabase.logger)
-                    let arguments = Array(repeating: "NULL", count: statement.parameters).joined(separator: ", ")
-                    let rows = try await connection.query(
-                        PostgresQuery(unsafeSQL: "EXPLAIN (FORMAT JSON) EXECUTE costed(\(arguments))"),
-                        logger: TestDatabase.logger)
-                    var text = ""
-                    for try await line in rows.decode(String.self) { text += line }
-                    try await connection.query("DEALLOCATE costed", logger: TestDatabase.logger)
+                    let plan = try await Self.genericPlan(statement, connection)
                     try await connection.query("RESET plan_cache_mode", logger: TestDatabase.logger)
-                    let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]]
-                    return try #require((json?.first?["Plan"] as? [String: Any])?["Total Cost"] as? Double)
+                    return try #require(plan["Total Cost"] as? Double)
                 }
                 #expect(cost < 100_000, "\(statement.name): estimated cost \(cost)")
             }
