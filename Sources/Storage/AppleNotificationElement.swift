@@ -73,7 +73,7 @@ extension AppleNotificationElement {
     ) async throws -> [AppleNotificationRepository.Outcome] {
         do {
             return try await write(elements, client, logger)
-        } catch let error where elements.count > 1 && error.postgresError.map(AccountRepository.isAboutOneElement) == true {
+        } catch let error where elements.count > 1 && error.postgresError.map(BatchElements.isAboutOneElement) == true {
             logger.debug(
                 "notification batch failed; writing its elements one by one",
                 metadata: ["statement": "\(label)", "sqlstate": "\(error.postgresError?.sqlState ?? "")"])

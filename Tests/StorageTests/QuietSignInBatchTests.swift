@@ -118,7 +118,7 @@ import Testing
                 request(tenantID: tenant.id, subject: "s2"),
             ]
             await #expect(throws: PSQLError.self) { _ = try await batch(requests, database) }
-            let results = try await AccountRepository.failingAlone(requests) {
+            let results = try await BatchElements.failingAlone(requests) {
                 try await AccountRepository.quietSignIns($0, client: database.client, logger: database.logger)
             }
             #expect(results.count == 3)

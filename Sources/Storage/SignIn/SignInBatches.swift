@@ -4,8 +4,7 @@ import Logging
 import PostgresNIO
 
 /// What the lean sign-in batches (quiet, first, known) share: their batcher, the order their
-/// elements take locks in, a batch that one element failed run again element by element, and
-/// one identity token posted twice in a batch.
+/// elements take locks in, and one identity token posted twice in a batch.
 extension AccountRepository {
     /// A batcher of sign-ins (up to 32 a batch) that runs `run` for each batch in the scope of
     /// its tenant, each element failing alone; nil when batching is off (`maxRunning` 0).
@@ -15,55 +14,19 @@ extension AccountRepository {
         guard maxRunning > 0 else { return nil }
         return StatementBatcher(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
             try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
-                try await inLockOrder(requests) { try await failingAlone($0, run) }
+                try await inLockOrder(requests) { try await BatchElements.failingAlone($0, run) }
             }
         }
     }
 
-    /// Runs a batch with its elements in the order of their identities' keys, and gives the
-    /// outcomes back in the batch's order. A statement takes its rows' locks in its elements'
-    /// order: two batches holding sign-ins of the same accounts in opposite orders deadlocked
-    /// each other, again on every retry (issue 39 C10). In one order they wait instead. Sign-ins
-    /// of one identity keep their arrival order.
+    /// Runs a batch with its elements in the order of their identities' keys
+    /// (``BatchElements/inOrder(_:key:_:)``): sign-ins of one identity keep their arrival order.
     static func inLockOrder<Outcome>(
         _ requests: [SignInRequest], _ run: ([SignInRequest]) async throws -> [Result<Outcome, any Error>]
     ) async throws -> [Result<Outcome, any Error>] {
-        guard requests.count > 1 else { return try await run(requests) }
-        let keys = requests.map { request in
+        try await BatchElements.inOrder(requests, key: { request in
             Array("\(request.tenantID.lowercasedString)\u{0}\(request.provider)\u{0}\(request.providerScope)\u{0}\(request.subject)".utf8)
-        }
-        let order = requests.indices.sorted { a, b in
-            keys[a] == keys[b] ? a < b : keys[a].lexicographicallyPrecedes(keys[b])
-        }
-        let results = try await run(order.map { requests[$0] })
-        guard results.count == requests.count else { throw BatchMismatch() }
-        var restored = results
-        for (position, index) in order.enumerated() { restored[index] = results[position] }
-        return restored
-    }
-
-    /// A batch whose failure one element caused (a value PostgreSQL cannot store, a row deleted
-    /// under it) runs again element by element, so that element fails alone.
-    static func failingAlone<Outcome>(
-        _ requests: [SignInRequest], _ run: ([SignInRequest]) async throws -> [Outcome]
-    ) async throws -> [Result<Outcome, any Error>] {
-        do {
-            return try await run(requests).map { .success($0) }
-        } catch let error where requests.count > 1 && error.postgresError.map(isAboutOneElement) == true {
-            var results: [Result<Outcome, any Error>] = []
-            for request in requests {
-                do { results.append(.success(try await run([request])[0])) } catch { results.append(.failure(error)) }
-            }
-            return results
-        }
-    }
-
-    /// Data exceptions (class 22), integrity violations (23) and transaction rollbacks (40):
-    /// failures one element can cause. Not timeouts, connection failures or shutdowns, which
-    /// would only repeat for each element.
-    static func isAboutOneElement(_ error: PSQLError) -> Bool {
-        guard let state = error.sqlState else { return false }
-        return state.hasPrefix("22") || state.hasPrefix("23") || state.hasPrefix("40")
+        }, run)
     }
 
     /// The requests to post, the first of each session id, and where each request's outcome is:
