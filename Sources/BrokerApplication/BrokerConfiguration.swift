@@ -47,8 +47,9 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_DB_CONNECT_TIMEOUT`: seconds within which a connection to PostgreSQL must be made
     /// (default 10): commands and `broker serve` that cannot connect fail within it, naming the cause.
     public var databaseConnectTimeout: Int
-    /// `BROKER_DB_SIGN_IN_BATCHES`: returning sign-ins are written in batches, at most this many
-    /// batch statements at once (default 2; 0 writes each in a statement of its own; decision 0030).
+    /// `BROKER_DB_SIGN_IN_BATCHES`: sign-ins and refresh rotations are written in batches, at most
+    /// this many batch statements of each kind at once (default 2; 0 writes each in a statement of
+    /// its own; decisions 0030, 0074).
     public var databaseSignInBatches: Int
     /// `BROKER_DB_TENANT_SCOPE=transaction`: the tenant scope set in a transaction around every
     /// statement (behind a pooler in transaction mode), not once per connection.
@@ -82,7 +83,7 @@ public struct BrokerConfiguration: Sendable {
         ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default three times the CPU cores, at least 4)"),
         ("BROKER_DB_STATEMENT_TIMEOUT", "seconds a database statement may run; one that runs out answers 503 database_unavailable (default 5)"),
         ("BROKER_DB_CONNECT_TIMEOUT", "seconds to connect to PostgreSQL; commands and serve that cannot connect fail within it, naming the cause (default 10)"),
-        ("BROKER_DB_SIGN_IN_BATCHES", "returning sign-ins arriving together are written in one statement; at most this many such statements at once (default 2; 0 = one statement per sign-in)"),
+        ("BROKER_DB_SIGN_IN_BATCHES", "sign-ins and refreshes arriving together are written in one statement; at most this many such statements of each kind at once (default 2; 0 = one statement each)"),
         ("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", "seconds between two checks of one stored Apple refresh token through the refresh grant (default 86400; 0 = no checks)"),
         ("BROKER_APPLE_MAX_CALLS_PER_SECOND", "calls a second to Apple for credential checks, all instances together (default 10)"),
         ("BROKER_APPLE_RELAY_DOMAINS", "comma-separated email domains Apple announces for private-relay addresses, added to privaterelay.appleid.com and private.icloud.com (default none)"),

@@ -28,6 +28,8 @@ public struct Database: Sendable {
     /// nil when batching is off.
     let consentRevocations: UnlinkingNotificationBatch?
     let accountDeleteNotifications: UnlinkingNotificationBatch?
+    /// Refresh-token rotations written in batches (decision 0074); nil when batching is off.
+    let refreshRotations: RefreshRotations?
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
         // The pool warns when a query races its own start-up; keep its background chatter at
@@ -59,6 +61,9 @@ public struct Database: Sendable {
         self.accountDeleteNotifications = AccountDeleteNotificationStatement.batcher(
             pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
             timeout: configuration.statementTimeout + .seconds(1))
+        self.refreshRotations = SessionRepository.rotations(
+            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
+            timeout: configuration.statementTimeout + .seconds(1))
     }
 
     /// Runs the pool until cancelled. The pool's own work (its state machine's events: a timer
@@ -81,7 +86,7 @@ public struct Database: Sendable {
             client: client, logger: logger, recentSignIns: recentSignIns, quietSignIns: quietSignIns, firstSignIns: firstSignIns,
             knownSignIns: knownSignIns)
     }
-    public var sessions: SessionRepository { SessionRepository(client: client, logger: logger) }
+    public var sessions: SessionRepository { SessionRepository(client: client, logger: logger, rotations: refreshRotations) }
     public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }
     public var webSignIns: WebSignInRepository { WebSignInRepository(client: client, logger: logger) }
 

@@ -28,8 +28,9 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     public var statementTimeout: Duration = .seconds(5)
     /// The longest opening a connection may take (`BROKER_DB_CONNECT_TIMEOUT`).
     public var connectTimeout: Duration = .seconds(10)
-    /// Returning sign-ins are written in batches, at most this many batch statements at once
-    /// (`BROKER_DB_SIGN_IN_BATCHES`, decision 0030); 0 writes each in a statement of its own.
+    /// Sign-ins, refresh rotations and Apple's notifications are written in batches, at most this
+    /// many batch statements of each kind at once (`BROKER_DB_SIGN_IN_BATCHES`, decisions 0030,
+    /// 0074); 0 writes each in a statement of its own.
     public var quietSignInBatches: Int = 2
     /// Where each statement's tenant scope is set (`BROKER_DB_TENANT_SCOPE`, decision 0055):
     /// false, on the connection when it changes (no round trip while a connection serves one

@@ -8,6 +8,8 @@ import PostgresNIO
 public struct SessionRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// Rotations written in batches (decision 0074); nil when batching is off.
+    var rotations: RefreshRotations? = nil
 
     /// The `revoke_reason` of the marker row a link writes for the identity token it spent
     /// (decision 0031): a session that never was, revoked from the start.
@@ -52,9 +54,11 @@ public struct SessionRepository: Sendable {
     }
 
     /// Rotates a refresh token: the session's current token is replaced by `successorHash` and
-    /// goes into the ledger of spent tokens, in one statement. The session's row lock
+    /// goes into the ledger of spent tokens, in one statement, in a batch with the rotations
+    /// that arrive with it (decision 0074; alone when batches are off). The session's row lock
     /// serializes concurrent rotations of one token: the second no longer finds the token on
-    /// the session. A token found in the ledger instead is a repeat when it was spent less than
+    /// the session (in one batch, the second of a session is not posted, which comes to the
+    /// same). A token found in the ledger instead is a repeat when it was spent less than
     /// `reuseInterval` seconds ago and `successorHash` is still the session's live token (the
     /// caller derives the successor from the token, so a retry presents the same one: decision
     /// 0017); spent longer ago, it is a replay and revokes its family.
@@ -65,11 +69,15 @@ public struct SessionRepository: Sendable {
             tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, spentID: .timeOrdered(), idleLifetime: idleLifetime)
         var rotated: SessionInfo?
         if let sessionID {
-            let statement = RotateStatement(rotation: rotation, sessionID: sessionID)
-            for info in try await client.rows(statement, logger: logger) where rotated == nil { rotated = info }
+            let posted = PostedRotation(rotation: rotation, sessionID: sessionID)
+            rotated =
+                if let rotations { try await rotations.run(posted).get() } else {
+                    try await Self.rotate([posted], client: client, logger: logger)[0]
+                }
         } else {
-            let statement = LegacyRotateStatement(rotation: rotation)
-            for info in try await client.rows(statement, logger: logger) where rotated == nil { rotated = info }
+            for row in try await client.rows(LegacyRotateStatement(rotation: rotation), logger: logger) where rotated == nil {
+                rotated = try RotationSQL.read(row).session
+            }
         }
         if let rotated { return .rotated(rotated) }
         if reuseInterval > 0, let repeated = try await repeatedRotation(
@@ -105,106 +113,27 @@ public struct SessionRepository: Sendable {
     ) async throws -> SessionInfo? {
         let rows = try await client.rows(try Self.repeatedRotationQuery(tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
         var session: SessionInfo?
-        for row in rows where session == nil { session = try RotateStatement.decodeSession(row) }
+        for row in rows where session == nil { session = try Self.decodeSession(row) }
         return session
     }
 
-    /// The rotation, prepared once per connection like the sign-in statement (decision 0006):
-    /// every refresh runs it. `presented` reads the token being spent before the update replaces
-    /// it (PostgreSQL 15 has no `RETURNING old.…`); a concurrent rotation that wins the row
-    /// lock makes this one's update match nothing, so it records nothing either. Every row is
-    /// reached by a unique key bound to a value (decision 0014): the session by the id its token
-    /// names (decision 0027), then checked against the token's hash.
-    struct RotateStatement: PostgresPreparedStatement {
-        typealias Row = SessionInfo
-
-        static let name = "ib_rotate_refresh_token"
-
-        let rotation: Rotation
-        let sessionID: UUID
-
-        static let sql = rotationSQL(presentedSession: "s.id = $6::uuid AND s.refresh_token_hash = $1::bytea AND s.tenant_id = $2::uuid")
-
-        /// The rotation with `presentedSession` as the condition that finds the presented token's session.
-        static func rotationSQL(presentedSession: String) -> String {
-            """
-            WITH presented AS (
-                SELECT s.id, s.account_id, coalesce(s.last_refreshed_at, s.created_at) AS issued_at, s.refresh_token_expires_at
-                FROM sessions s
-                WHERE \(presentedSession)
-            ),
-            rotated AS (
-                UPDATE sessions s SET refresh_token_hash = $3::bytea,
-                    refresh_token_expires_at = least(now() + make_interval(secs => $5::float8), s.expires_at),
-                    last_refreshed_at = now()
-                WHERE s.id = (SELECT p.id FROM presented p) AND s.tenant_id = $2::uuid AND s.refresh_token_hash = $1::bytea
-                    AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
-                    AND EXISTS (
-                        SELECT 1 FROM accounts a
-                        WHERE a.tenant_id = $2::uuid AND a.id = (SELECT p.account_id FROM presented p) AND a.status = 'active')
-                RETURNING s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
-            ),
-            spent AS (
-                INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, created_at, expires_at, used_at)
-                SELECT $4::uuid, $2::uuid, r.id, $1::bytea, p.issued_at, p.refresh_token_expires_at, now()
-                FROM rotated r JOIN presented p ON p.id = r.id
-            )
-            SELECT id, account_id, client_id, idp, expires_at, created_at FROM rotated
-            """
-        }
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = try rotation.bindings()
-            bindings.append(sessionID)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> SessionInfo { try Self.decodeSession(row) }
-
-        static func decodeSession(_ row: PostgresRow) throws -> SessionInfo {
-            let (sessionID, accountID, clientID, idp, expiresAt, createdAt) =
-                try row.decode((UUID, UUID, String?, String, Date, Date).self)
-            return SessionInfo(
-                sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt,
-                createdAt: createdAt)
-        }
-    }
-
-    /// What both rotation statements bind, as `$1` … `$5`: the presented token's hash, the
-    /// tenant, the successor's hash, the ledger row's id and the successor's idle lifetime.
+    /// What a rotation posts: the presented token's hash, the tenant, the successor's hash, the
+    /// ledger row's id and the successor's idle lifetime.
     struct Rotation: Sendable {
         let tenantID: UUID
         let tokenHash: Data
         let successorHash: Data
         let spentID: UUID
         let idleLifetime: TimeInterval
-
-        func bindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 6)
-            try bindings.append(tokenHash)
-            bindings.append(tenantID)
-            try bindings.append(successorHash)
-            bindings.append(spentID)
-            bindings.append(idleLifetime)
-            return bindings
-        }
     }
 
-    /// The rotation of a token issued before tokens named their session: found by its hash
-    /// through the partial index over the sessions that still hold such a token (migration 0010).
-    struct LegacyRotateStatement: PostgresPreparedStatement {
-        typealias Row = SessionInfo
-
-        static let name = "ib_rotate_legacy_refresh_token"
-
-        let rotation: Rotation
-
-        static let sql = RotateStatement.rotationSQL(
-            presentedSession: "s.refresh_token_hash = $1::bytea AND s.refresh_token_legacy AND s.tenant_id = $2::uuid")
-
-        func makeBindings() throws -> PostgresBindings { try rotation.bindings() }
-
-        func decodeRow(_ row: PostgresRow) throws -> SessionInfo { try RotateStatement.decodeSession(row) }
+    /// A session as the rotation statements and the repeat's read return it.
+    static func decodeSession(_ row: PostgresRow) throws -> SessionInfo {
+        let (sessionID, accountID, clientID, idp, expiresAt, createdAt) =
+            try row.decode((UUID, UUID, String?, String, Date, Date).self)
+        return SessionInfo(
+            sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt,
+            createdAt: createdAt)
     }
 
     /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).

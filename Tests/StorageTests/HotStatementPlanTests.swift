@@ -55,8 +55,8 @@ import Testing
             Statement(
                 "known identity's sign-in, alone or in a batch", sql: AccountRepository.KnownSignInBatchStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
-            Statement("refresh rotation", sql: SessionRepository.RotateStatement.sql, parameters: 6),
-            Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 5),
+            Statement("refresh rotation, alone or in a batch", sql: SessionRepository.RotateStatement.sql, parameters: 1),
+            Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 1),
             Statement(
                 "repeated refresh",
                 try SessionRepository.repeatedRotationQuery(
