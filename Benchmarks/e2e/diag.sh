@@ -6,20 +6,22 @@
 # PHASE=returning: 8 s of new sign-ins unmeasured, then 8 s of returning sign-ins of 10,000 of
 # those people, then 6 s of refresh rotations (tokens from an unmeasured 10 s run), each
 # measured apart and listed by calls: how many statements, round trips and buffers each request
-# costs (a batch statement's calls are batches; divide the requests by them for its size).
+# costs (a batch statement's calls are batches; divide the requests by them for its size), and
+# how often PostgreSQL planned each (`plans`: a prepared statement plans again only after an
+# ANALYZE or a schema change; as many plans as calls is a statement planned every time).
 # With PLANS=FILE, auto_explain also logs the plan of every statement over 3 ms, with its row
 # counts and buffers, to FILE. Found the email lookup that row-level security turned into a
 # scan (decision 0054).
 # Usage: [WALL=off] [PHASE=new|returning] [PLANS=FILE] [BIN=DIR] Benchmarks/e2e/diag.sh
 export TARGET=tcp
-PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements${PLANS:+,auto_explain -c auto_explain.log_min_duration=3 -c auto_explain.log_analyze=on -c auto_explain.log_buffers=on} -c pg_stat_statements.track=all"
+PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements${PLANS:+,auto_explain -c auto_explain.log_min_duration=3 -c auto_explain.log_analyze=on -c auto_explain.log_buffers=on} -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
 export PG_EXTRA_OPTS
 source "$(dirname "$0")/lib.sh"
 pg() { psql -h 127.0.0.1 -p "$pg_port" -U postgres "$@" postgres; }
 pg -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 # statements ORDER: what PostgreSQL ran since the last reset, twelve rows.
 statements() {
-    pg -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
+    pg -c "SELECT calls, plans, round(total_plan_time::numeric, 0) AS plan_ms, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
         shared_blks_hit / greatest(calls, 1) AS buffers_a_call, wal_records / greatest(calls, 1) AS wal_a_call,
         left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS statement
         FROM pg_stat_statements ORDER BY $1 DESC LIMIT 12"
