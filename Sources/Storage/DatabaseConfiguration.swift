@@ -39,13 +39,16 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// mode, at two more statements and three more round trips for a statement on its own.
     public var tenantScopePerTransaction = false
 
-    /// Session settings every connection starts with: the statement timeout, and no JIT
+    /// Session settings every connection starts with: the statement timeout, no JIT
     /// compilation (decision 0072: the broker's statements run in a millisecond, and a
-    /// statement whose estimated cost passes `jit_above_cost` spent seconds compiling).
+    /// statement whose estimated cost passes `jit_above_cost` spent seconds compiling), and
+    /// generic plans always (decision 0075: every statement reaches its rows through keys bound
+    /// to values, decision 0014, and PostgreSQL's own choice, `auto`, took to planning the
+    /// sign-in statements again on every execution after an `ANALYZE`).
     var startupParameters: [(String, String)] {
         let milliseconds = statementTimeout.components.seconds * 1_000
             + statementTimeout.components.attoseconds / 1_000_000_000_000_000
-        return [("statement_timeout", "\(milliseconds)"), ("jit", "off")]
+        return [("statement_timeout", "\(milliseconds)"), ("jit", "off"), ("plan_cache_mode", "force_generic_plan")]
     }
 
     public init(

@@ -331,8 +331,11 @@ import Testing
             group.addTask { await database.run() }
             defer { group.cancelAll() }
             let rows = try await database.client.query(
-                "SELECT current_setting('statement_timeout'), current_setting('jit')", logger: TestDatabase.logger)
-            for try await (timeout, jit) in rows.decode((String, String).self) { #expect(timeout == "300ms" && jit == "off") }
+                "SELECT current_setting('statement_timeout'), current_setting('jit'), current_setting('plan_cache_mode')",
+                logger: TestDatabase.logger)
+            for try await (timeout, jit, plans) in rows.decode((String, String, String).self) {
+                #expect(timeout == "300ms" && jit == "off" && plans == "force_generic_plan")
+            }
             await #expect(throws: PSQLError.self) {
                 _ = try await database.client.query("SELECT pg_sleep(5)", logger: TestDatabase.logger).collect()
             }
