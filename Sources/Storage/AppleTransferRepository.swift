@@ -37,6 +37,11 @@ public struct AppleTransferRepository: Sendable {
         case conflict(identityID: UUID)
     }
 
+    /// The id every identity's id follows (the nil UUID): the first page starts after it, so the
+    /// statement keeps one form whose `id >` bound the index can take; the broker's connections
+    /// plan a statement without its values (decision 0075).
+    static let beforeEveryID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
     /// The tenant's Apple identities of `sourceTeam`, by id after `after`, at most `limit`.
     public func candidates(tenantID: UUID, sourceTeam: String, targetTeam: String, after: UUID?, limit: Int) async throws -> [Candidate] {
         let rows = try await client.rows(
@@ -44,7 +49,7 @@ public struct AppleTransferRepository: Sendable {
             SELECT id, account_id, subject, CASE WHEN apple_transfer_team = \(targetTeam) THEN apple_transfer_sub END
             FROM identities
             WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_scope = \(sourceTeam)
-                AND (\(after)::uuid IS NULL OR id > \(after))
+                AND id > \(after ?? Self.beforeEveryID)
             ORDER BY id LIMIT \(limit)
             """, logger: logger)
         return try rows.map { row in

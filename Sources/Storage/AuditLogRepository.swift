@@ -78,20 +78,40 @@ extension AuditLogRepository {
             logger: logger)
     }
 
+    /// The statement of `securityEvents`: only the filters given, each value bound. The broker's
+    /// connections plan every statement without its values (decision 0075), so a filter written
+    /// as `($1 IS NULL OR tenant_id = $1)` would keep the tenant's index out of every plan.
+    static func securityEventsQuery(tenantID: UUID?, accountID: UUID?, action: String?, limit: Int) -> PostgresQuery {
+        var bindings = PostgresBindings(capacity: 4)
+        var conditions: [String] = []
+        if let tenantID {
+            bindings.append(tenantID)
+            conditions.append("tenant_id = $\(bindings.count)")
+        }
+        if let accountID {
+            bindings.append(accountID)
+            conditions.append("account_id = $\(bindings.count)")
+        }
+        if let action {
+            bindings.append(action)
+            conditions.append("(action = $\(bindings.count) OR action LIKE $\(bindings.count) || '.%')")
+        }
+        bindings.append(limit)
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        return PostgresQuery(
+            unsafeSQL: """
+                SELECT tenant_id, occurred_at, action, account_id, session_id, actor, target, details::text
+                FROM security_events
+                \(filter)
+                ORDER BY occurred_at DESC
+                LIMIT $\(bindings.count)
+                """, binds: bindings)
+    }
+
     /// The newest events first. `tenantID` nil: every tenant's and those of no tenant (API-key
     /// failures). `accountID` narrows to one account (through the sessions' account index).
     public func securityEvents(tenantID: UUID?, accountID: UUID?, action: String?, limit: Int) async throws -> [SecurityEvent] {
-        let rows = try await client.rows(
-            """
-            SELECT tenant_id, occurred_at, action, account_id, session_id, actor, target, details::text
-            FROM security_events
-            WHERE (\(tenantID)::uuid IS NULL OR tenant_id = \(tenantID))
-                AND (\(accountID)::uuid IS NULL OR account_id = \(accountID))
-                AND (\(action)::text IS NULL OR action = \(action) OR action LIKE \(action) || '.%')
-            ORDER BY occurred_at DESC
-            LIMIT \(limit)
-            """,
-            logger: logger)
+        let rows = try await client.rows(Self.securityEventsQuery(tenantID: tenantID, accountID: accountID, action: action, limit: limit), logger: logger)
         var events: [SecurityEvent] = []
         for row in rows {
             let (tenant, at, action, account, session, actor, target, details) = try row.decode(
