@@ -1,9 +1,25 @@
+import Foundation
 import PostgresNIO
 
 /// What every batch of elements written by one statement (sign-ins, refresh rotations,
 /// notifications) shares: the order its elements take their locks in, and a failure one element
 /// caused that must fail that element alone.
 enum BatchElements {
+    /// A batcher (up to 32 elements a batch; nil when batching is off, `maxRunning` 0) whose
+    /// batches run in the scope of the one tenant their elements name (across tenants when they
+    /// name several), in the order of their elements' keys, each element failing alone.
+    static func batcher<Element: Sendable, Outcome: Sendable>(
+        maxRunning: Int, timeout: Duration, tenant: @escaping @Sendable (Element) -> UUID, because reason: StaticString,
+        key: @escaping @Sendable (Element) -> [UInt8], _ run: @escaping @Sendable ([Element]) async throws -> [Outcome]
+    ) -> StatementBatcher<Element, Result<Outcome, any Error>>? {
+        guard maxRunning > 0 else { return nil }
+        return StatementBatcher(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { elements in
+            try await TenantScope.shared(by: elements.lazy.map(tenant), because: reason) {
+                try await inOrder(elements, key: key) { try await failingAlone($0, run) }
+            }
+        }
+    }
+
     /// Runs a batch with its elements in the order of their keys, and gives the outcomes back in
     /// the batch's order. A statement takes its rows' locks in its elements' order: two batches
     /// holding elements of the same rows in opposite orders deadlocked each other, again on

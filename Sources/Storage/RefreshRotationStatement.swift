@@ -56,6 +56,8 @@ extension SessionRepository {
                     refresh_token_expires_at = least(now() + make_interval(secs => p.idle_microseconds::float8 / 1000000), s.expires_at),
                     last_refreshed_at = now()
                 FROM presented pr JOIN posted p ON p.n = pr.n
+                -- `= ANY(ARRAY(…))`: the sessions by primary key whatever the statistics say of the
+                -- join (decision 0014).
                 WHERE s.id = ANY(ARRAY(SELECT x.id FROM presented x)) AND s.id = pr.id
                     AND s.tenant_id = p.tenant_id AND s.refresh_token_hash = p.token_hash
                     AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
@@ -92,13 +94,9 @@ extension SessionRepository {
 
         /// The session an element's row names, and the element (`n`).
         static func read(_ row: PostgresRow) throws -> (n: Int, session: SessionInfo) {
-            let (n, sessionID, accountID, clientID, idp, expiresAt, createdAt) =
-                try row.decode((Int32, UUID, UUID, String?, String, Date, Date).self)
-            return (
-                Int(n),
-                SessionInfo(
-                    sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt, createdAt: createdAt)
-            )
+            var reader = RowReader(row)
+            let n = Int(try reader.next(Int32.self))
+            return (n, try decodeSession(&reader))
         }
     }
 
@@ -141,18 +139,13 @@ extension SessionRepository {
 typealias RefreshRotations = StatementBatcher<SessionRepository.PostedRotation, Result<SessionRepository.SessionInfo?, any Error>>
 
 extension SessionRepository {
-    /// A batcher of rotations (up to 32 a batch), each batch on the pool in use when it starts
-    /// (``DatabasePool``) and in its tenant's scope, each element failing alone; nil when
-    /// batching is off (`maxRunning` 0).
+    /// A batcher of rotations (``BatchElements/batcher(maxRunning:timeout:tenant:because:key:_:)``),
+    /// each batch on the pool in use when it starts (``DatabasePool``), in session-id order.
     static func rotations(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> RefreshRotations? {
-        guard maxRunning > 0 else { return nil }
-        return RefreshRotations(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { rotations in
-            try await TenantScope.shared(by: rotations.lazy.map(\.rotation.tenantID), because: "a batch carries several tenants' refreshes") {
-                try await BatchElements.inOrder(rotations, key: { withUnsafeBytes(of: $0.sessionID.uuid) { Array($0) } }) { ordered in
-                    try await BatchElements.failingAlone(ordered) { try await rotate($0, client: pool.client, logger: logger) }
-                }
-            }
-        }
+        BatchElements.batcher(
+            maxRunning: maxRunning, timeout: timeout, tenant: \.rotation.tenantID, because: "a batch carries several tenants' refreshes",
+            key: { withUnsafeBytes(of: $0.sessionID.uuid) { Array($0) } }
+        ) { try await rotate($0, client: pool.client, logger: logger) }
     }
 
     /// One batch: the first rotation of each session is posted; a later one of the same session

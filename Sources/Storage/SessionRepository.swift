@@ -113,7 +113,10 @@ public struct SessionRepository: Sendable {
     ) async throws -> SessionInfo? {
         let rows = try await client.rows(try Self.repeatedRotationQuery(tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
         var session: SessionInfo?
-        for row in rows where session == nil { session = try Self.decodeSession(row) }
+        for row in rows where session == nil {
+            var reader = RowReader(row)
+            session = try Self.decodeSession(&reader)
+        }
         return session
     }
 
@@ -127,13 +130,12 @@ public struct SessionRepository: Sendable {
         let idleLifetime: TimeInterval
     }
 
-    /// A session as the rotation statements and the repeat's read return it.
-    static func decodeSession(_ row: PostgresRow) throws -> SessionInfo {
-        let (sessionID, accountID, clientID, idp, expiresAt, createdAt) =
-            try row.decode((UUID, UUID, String?, String, Date, Date).self)
-        return SessionInfo(
-            sessionID: sessionID, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt,
-            createdAt: createdAt)
+    /// A session as the rotation statements and the repeat's read return it: its id, account,
+    /// client, provider, absolute expiry and opening, next in `reader`.
+    static func decodeSession(_ reader: inout RowReader) throws -> SessionInfo {
+        SessionInfo(
+            sessionID: try reader.next(), accountID: try reader.next(), clientID: try reader.next(), idp: try reader.next(),
+            expiresAt: try reader.next(), createdAt: try reader.next())
     }
 
     /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).

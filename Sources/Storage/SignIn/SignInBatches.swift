@@ -6,27 +6,21 @@ import PostgresNIO
 /// What the lean sign-in batches (quiet, first, known) share: their batcher, the order their
 /// elements take locks in, and one identity token posted twice in a batch.
 extension AccountRepository {
-    /// A batcher of sign-ins (up to 32 a batch) that runs `run` for each batch in the scope of
-    /// its tenant, each element failing alone; nil when batching is off (`maxRunning` 0).
+    /// A batcher of sign-ins (``BatchElements/batcher(maxRunning:timeout:tenant:because:key:_:)``):
+    /// each batch in its tenant's scope, in the order of the identities' keys, each element failing
+    /// alone.
     static func signInBatcher<Outcome: Sendable>(
         maxRunning: Int, timeout: Duration, _ run: @escaping @Sendable ([SignInRequest]) async throws -> [Outcome]
     ) -> StatementBatcher<SignInRequest, Result<Outcome, any Error>>? {
-        guard maxRunning > 0 else { return nil }
-        return StatementBatcher(maxRunning: maxRunning, maxBatch: 32, timeout: timeout) { requests in
-            try await TenantScope.shared(by: requests.lazy.map(\.tenantID), because: "a batch carries several tenants' sign-ins") {
-                try await inLockOrder(requests) { try await BatchElements.failingAlone($0, run) }
-            }
-        }
+        BatchElements.batcher(
+            maxRunning: maxRunning, timeout: timeout, tenant: \.tenantID, because: "a batch carries several tenants' sign-ins",
+            key: lockKey, run)
     }
 
-    /// Runs a batch with its elements in the order of their identities' keys
-    /// (``BatchElements/inOrder(_:key:_:)``): sign-ins of one identity keep their arrival order.
-    static func inLockOrder<Outcome>(
-        _ requests: [SignInRequest], _ run: ([SignInRequest]) async throws -> [Result<Outcome, any Error>]
-    ) async throws -> [Result<Outcome, any Error>] {
-        try await BatchElements.inOrder(requests, key: { request in
-            Array("\(request.tenantID.lowercasedString)\u{0}\(request.provider)\u{0}\(request.providerScope)\u{0}\(request.subject)".utf8)
-        }, run)
+    /// The key a sign-in takes its locks in the order of: its identity's (sign-ins of one
+    /// identity keep their arrival order).
+    @Sendable static func lockKey(_ request: SignInRequest) -> [UInt8] {
+        Array("\(request.tenantID.lowercasedString)\u{0}\(request.provider)\u{0}\(request.providerScope)\u{0}\(request.subject)".utf8)
     }
 
     /// The requests to post, the first of each session id, and where each request's outcome is:
