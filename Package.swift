@@ -206,7 +206,7 @@ let package = Package(
         .testTarget(
             name: "BrokerCoreTests",
             dependencies: [
-                "BrokerCore", .product(name: "Crypto", package: "swift-crypto"),
+                "BrokerCore", "TestSupport", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings

@@ -27,7 +27,15 @@ public func withDeadline<T: Sendable>(
                 do { gate.resume(.success(try await operation())) } catch { gate.resume(.failure(error)) }
             }
             let entry = DeadlineWheel.shared.add(after: timeout) {
-                if gate.resume(.failure(DeadlineExceeded(timeout: timeout))) { work.cancel() }
+                // The operation is cancelled before its caller resumes, never after: what the
+                // caller does next may touch what the operation was using. Hummingbird 2.28's
+                // connection loop reads the rest of a request's body from the same inbound
+                // iterator the operation was reading it from; two reads at once on a
+                // NIOThrowingAsyncSequenceProducer (swift-nio 2.x) stop the process
+                // ("only allow a single Iterator"). Cancelled first, the operation's read has
+                // ended the sequence (its cancellation handler runs inside `cancel()`), so the
+                // loop's read ends too (decision 0076).
+                gate.resume(.failure(DeadlineExceeded(timeout: timeout)), beforeResuming: { work.cancel() })
             }
             gate.install(continuation, onResume: { DeadlineWheel.shared.remove(entry) })
         }
@@ -88,45 +96,53 @@ final class ResumeOnce<T: Sendable>: Sendable {
         var continuation: CheckedContinuation<T, any Error>?
         var onResume: (@Sendable () -> Void)?
         var result: Result<T, any Error>?
+        /// The winner's `beforeResuming` is running: the continuation waits for it.
+        var preparing = false
         var resumed = false
     }
 
     private let state = Mutex(State())
 
     func install(_ continuation: CheckedContinuation<T, any Error>, onResume: @escaping @Sendable () -> Void) {
-        let pending: (Result<T, any Error>, @Sendable () -> Void)? = state.withLock { state in
-            if let result = state.result, !state.resumed {
+        let ready: Result<T, any Error>? = state.withLock { state in
+            if let result = state.result, !state.preparing, !state.resumed {
                 state.resumed = true
-                return (result, onResume)
+                return result
             }
             state.continuation = continuation
             state.onResume = onResume
             return nil
         }
-        if let (result, callback) = pending {
-            callback()
-            continuation.resume(with: result)
+        if let ready {
+            onResume()
+            continuation.resume(with: ready)
         }
     }
 
-    /// True when this call decided the outcome.
+    /// True when this call decided the outcome. `beforeResuming` runs only then, and finishes
+    /// before the caller is resumed.
     @discardableResult
-    func resume(_ result: Result<T, any Error>) -> Bool {
-        let (won, ready): (Bool, (CheckedContinuation<T, any Error>, (@Sendable () -> Void)?)?) = state.withLock { state in
-            guard !state.resumed, state.result == nil else { return (false, nil) }
-            guard let continuation = state.continuation else {
-                state.result = result
-                return (true, nil)
-            }
+    func resume(_ result: Result<T, any Error>, beforeResuming: (@Sendable () -> Void)? = nil) -> Bool {
+        let won: Bool = state.withLock { state in
+            guard state.result == nil else { return false }
+            state.result = result
+            state.preparing = true
+            return true
+        }
+        guard won else { return false }
+        beforeResuming?()
+        let ready: (CheckedContinuation<T, any Error>, (@Sendable () -> Void)?)? = state.withLock { state in
+            state.preparing = false
+            guard let continuation = state.continuation, !state.resumed else { return nil }
             state.resumed = true
             state.continuation = nil
-            return (true, (continuation, state.onResume))
+            return (continuation, state.onResume)
         }
         if let (continuation, callback) = ready {
             callback?()
             continuation.resume(with: result)
         }
-        return won
+        return true
     }
 }
 

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import PostgresNIO
 import Storage
 import Testing
+import TestSupport
 
 /// Statements that touch one account at once (issue 39 C10): four sign-ins and one deletion of
 /// each of 20 accounts, released together behind a barrier. A sign-in locked the identity and
@@ -13,24 +14,6 @@ import Testing
 /// just removed (`sessions_account_identity_fkey`). No answer may be a 500, every deletion
 /// completes, and no session outlives its account.
 @Suite struct AccountRaceTests {
-    /// Suspends each arriving task until `count` have arrived, then releases them all at once.
-    actor Barrier {
-        let count: Int
-        private var waiting: [CheckedContinuation<Void, Never>] = []
-
-        init(count: Int) { self.count = count }
-
-        func arrive() async {
-            await withCheckedContinuation { continuation in
-                waiting.append(continuation)
-                if waiting.count == count {
-                    for waiter in waiting { waiter.resume() }
-                    waiting = []
-                }
-            }
-        }
-    }
-
     @Test(arguments: [false, true])
     func signInsAndDeletionsOfOneAccountAtOnceAreNever500(changedEmail: Bool) async throws {
         try await AppleTestSetup.run { setup in

@@ -83,6 +83,32 @@ import Testing
         #expect(lines.filter { $0.level == .notice }.count <= 1, "one count per period")
     }
 
+    /// The crash behind CI's failure on 88f3fcc: when a request's deadline passed while its
+    /// handler still read the body, the handler's task was cancelled only after the 408 went
+    /// out, and Hummingbird's connection loop, reading the rest of the body from the same
+    /// iterator, could meet the handler's read still waiting: NIO stopped the process. Many such
+    /// requests at one deadline tick, three times: each is answered 408 and its connection
+    /// closed (the body's sequence ended with the handler's cancellation), and the server goes on.
+    @Test func manyBodiesStillBeingReadAtTheirDeadlineLeaveTheServerServing() async throws {
+        try await TestApp.run(mode: .live, httpLimits: HTTPLimits(requestTimeout: .seconds(1))) { _, client in
+            let port = try #require(client.port)
+            for _ in 0..<3 {
+                let connections = try (0..<24).map { _ in try RawConnection(port: port) }
+                for connection in connections {
+                    connection.send(
+                        "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate=")
+                }
+                for connection in connections {
+                    let (answer, closed) = await connection.answerUntilClosed(timeoutSeconds: 20)
+                    #expect(answer.hasPrefix("HTTP/1.1 408 ") && answer.contains("request_body_timeout"), "\(answer)")
+                    #expect(closed, "the connection of a request whose body never came is closed")
+                    connection.close()
+                }
+                #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            }
+        }
+    }
+
     @Test func droppedRequestsAreCountedAtMostOncePerPeriod() {
         let log = DroppedRequestLog(period: .seconds(60))
         let start = ContinuousClock.now

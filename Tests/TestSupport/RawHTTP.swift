@@ -148,6 +148,11 @@ public final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// ``readUntilClosed(timeoutSeconds:)`` on a thread of its own (see ``read(until:timeoutSeconds:)``).
+    public func answerUntilClosed(timeoutSeconds: Int) async -> (answer: String, closed: Bool) {
+        await onOwnThread { self.readUntilClosed(timeoutSeconds: timeoutSeconds) }
+    }
+
     /// Reads until what was read contains `marker`, the server closes the connection, or
     /// `timeoutSeconds` pass without a byte; returns what it read. The blocking read runs on a
     /// thread of its own: on the cooperative pool (two threads on a 2-core machine) two such

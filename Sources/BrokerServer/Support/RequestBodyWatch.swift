@@ -10,14 +10,18 @@ final class RequestBodyWatch: Sendable {
 
     private let reading = Atomic<Bool>(false)
 
-    /// True while the request waits for its body.
+    /// True while the request waits for its body, and after a read that ended without the
+    /// whole body: the deadline cancels the handler (and its read) before it answers
+    /// (``withDeadline(_:executorPreference:_:)``), and the answer is still that the client
+    /// did not send its body.
     var isReading: Bool { reading.load(ordering: .acquiring) }
 
     /// Runs `read` (the body's read) marked as waiting on the client, for the current request.
     static func reading<T>(_ read: () async throws -> T) async rethrows -> T {
         guard let watch = current else { return try await read() }
         watch.reading.store(true, ordering: .releasing)
-        defer { watch.reading.store(false, ordering: .releasing) }
-        return try await read()
+        let body = try await read()
+        watch.reading.store(false, ordering: .releasing)
+        return body
     }
 }

@@ -1,0 +1,106 @@
+import BrokerCore
+import Synchronization
+import Testing
+import TestSupport
+
+/// `withDeadline`: who answers the caller, and in which order things happen when the deadline
+/// wins.
+@Suite struct OperationDeadlineTests {
+    /// Runs every job the moment it is enqueued, on the thread that enqueues it: a caller whose
+    /// task prefers it resumes inside `continuation.resume`, so anything `withDeadline` does
+    /// after resuming its caller happens after the caller's next step, deterministically.
+    final class InlineExecutor: TaskExecutor {
+        func enqueue(_ job: consuming ExecutorJob) {
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+    }
+
+    final class Flag: Sendable {
+        private let value = Mutex(false)
+        func set() { value.withLock { $0 = true } }
+        var isSet: Bool { value.withLock { $0 } }
+    }
+
+    /// Waits until its task is cancelled; `cancelled` is set by the cancellation handler.
+    static func waitForCancellation(_ cancelled: Flag) async {
+        await withTaskCancellationHandler {
+            let never = AsyncStream<Int> { _ in }
+            for await _ in never {}
+        } onCancel: {
+            cancelled.set()
+        }
+    }
+
+    /// The CI crash of 88f3fcc: a request answered by its deadline (408 `request_body_timeout`)
+    /// while its handler still read the body; Hummingbird's connection loop then read the rest
+    /// of the body from the same iterator, and NIO stopped the process ("only allow a single
+    /// Iterator"). The operation was cancelled just after its caller resumed. It must be
+    /// cancelled before: the caller, resumed inline here, sees the cancellation already done.
+    @Test func whenTheDeadlineWinsTheOperationIsCancelledBeforeItsCallerResumes() async {
+        for _ in 0..<20 {
+            let cancelled = Flag()
+            let seenByCaller = await Task(executorPreference: InlineExecutor()) { () -> Bool? in
+                do {
+                    try await withDeadline(.milliseconds(1)) { await Self.waitForCancellation(cancelled) }
+                    return nil
+                } catch is DeadlineExceeded {
+                    return cancelled.isSet
+                } catch {
+                    return nil
+                }
+            }.value
+            #expect(seenByCaller == true, "the caller resumed before the operation was cancelled")
+        }
+    }
+
+    @Test func anOperationThatEndsInTimeIsAnsweredAndNotCancelled() async throws {
+        let cancelled = Flag()
+        let value = try await withDeadline(.seconds(30)) {
+            await withTaskCancellationHandler { 42 } onCancel: { cancelled.set() }
+        }
+        #expect(value == 42)
+        #expect(cancelled.isSet == false)
+        await #expect(throws: DeadlineExceeded(timeout: .milliseconds(5))) {
+            try await withDeadline(.milliseconds(5)) { await Self.waitForCancellation(Flag()) }
+        }
+    }
+
+    /// Operations that end at about their deadline, many at once behind a barrier (the deadline
+    /// fires at a 50 ms tick, the operations take 0 to 99 ms): each caller is answered exactly
+    /// once (a second resume of a checked continuation stops the process), with the value or
+    /// with `DeadlineExceeded`; an operation that answered was not cancelled, and one the
+    /// deadline answered for was cancelled before its caller saw the answer.
+    @Test func operationsEndingAtTheirDeadlineAreAnsweredOnceEach() async {
+        let barrier = Barrier(count: 400)
+        let outcomes = await withTaskGroup(of: (answered: Int?, cancelled: Bool).self) { group in
+            for index in 0..<400 {
+                group.addTask {
+                    await barrier.arrive()
+                    let cancelled = Flag()
+                    do {
+                        let answered = try await withDeadline(.milliseconds(50)) {
+                            try await withTaskCancellationHandler {
+                                try await Task.sleep(for: .milliseconds(index % 100))
+                                try Task.checkCancellation()
+                                return index
+                            } onCancel: {
+                                cancelled.set()
+                            }
+                        }
+                        return (answered, cancelled.isSet)
+                    } catch {
+                        #expect(error is DeadlineExceeded, "\(error)")
+                        return (nil, cancelled.isSet)
+                    }
+                }
+            }
+            var all: [(answered: Int?, cancelled: Bool)] = []
+            for await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(outcomes.count == 400)
+        #expect(outcomes.filter { $0.answered != nil && $0.cancelled }.isEmpty, "a value was answered by a cancelled operation")
+        #expect(outcomes.filter { $0.answered == nil && !$0.cancelled }.isEmpty, "a caller saw its deadline before the operation was cancelled")
+        #expect(Set(outcomes.compactMap(\.answered)).count == outcomes.compactMap(\.answered).count)
+    }
+}
