@@ -19,7 +19,10 @@ func whileReadWaitsOnTable<T: Sendable>(
         let reading = Task { try await read() }
         let waiting = try await eventually(timeout: .seconds(10)) {
             let rows = try await locker.query(
-                "SELECT count(*)::int FROM pg_locks WHERE NOT granted AND relation = \(table)::regclass", logger: logger
+                """
+                SELECT count(*)::int FROM pg_locks WHERE NOT granted AND relation = \(table)::regclass
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """, logger: logger
             ).collect()
             return try (rows.first?.decode(Int.self) ?? 0) > 0
         }

@@ -61,6 +61,9 @@ import Testing
     /// test makes that commit wait on a lock the test holds. `whilePaused` runs once the import
     /// waits there (it signals or kills the process); the lock is let go after it. Without the
     /// hold, a loaded machine let imports run to their end before the test's signal arrived.
+    /// `pg_locks` is the cluster's: only waiters in this test's database count (another test's
+    /// paused import once made this one signal its process before it had set its handlers:
+    /// exit 143, no output).
     static func pausing(
         _ database: Database, atRecords records: Int, _ spawn: () throws -> ProcessRunner.Running,
         whilePaused: (ProcessRunner.Running) async throws -> Void
@@ -85,7 +88,10 @@ import Testing
             let running = try spawn()
             let paused = try await SeveralInstancesTests.within(.seconds(120)) {
                 let rows = try await database.client.query(
-                    "SELECT count(*)::int8 FROM pg_locks WHERE locktype = 'advisory' AND objid = 424242 AND NOT granted")
+                    """
+                    SELECT count(*)::int8 FROM pg_locks WHERE locktype = 'advisory' AND objid = 424242 AND NOT granted
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    """)
                 for try await waiting in rows.decode(Int.self) { return waiting > 0 }
                 return false
             }
