@@ -12,10 +12,65 @@ extension PostgresConnection {
     /// PostgresNIO drops it with the write that failed. So nothing is written once the
     /// channel is inactive (a failed commit has closed it by the time its rows are read: the
     /// error and `CommandComplete` come in one flush).
+    ///
+    /// Written behind its statement (``committed(_:logger:)``), the confirmation is already
+    /// queued in PostgresNIO when a failed commit's error arrives after `CommandComplete`:
+    /// PostgresNIO 1.33 takes that error as an unexpected message, closes the connection and
+    /// fails the queued confirmation with it. Any failure of the confirmation is the same
+    /// answer: the commit is unconfirmed.
     func confirmCommitted(logger: Logger) async throws {
         guard !isClosed else { throw CommitUnconfirmed() }
-        for try await _ in try await execute(CommitConfirmation(), logger: logger) {}
+        do {
+            for try await _ in try await execute(CommitConfirmation(), logger: logger) {}
+        } catch {
+            logger.debug("commit unconfirmed", metadata: ["error": "\(String(reflecting: error))"])
+            throw CommitUnconfirmed()
+        }
     }
+}
+
+extension PostgresConnection {
+    /// `first`, then `then` on this connection, with `then` written right behind `first`
+    /// rather than after `first`'s answer: both run on the connection's event loop, `first`
+    /// writes its statement before it first suspends (PostgresNIO 1.33's `execute` and `query`
+    /// write synchronously on the channel's loop), and `then`'s job, queued on that loop behind
+    /// `first`'s, runs only once `first` has suspended. PostgresNIO queues the second statement
+    /// and sends it the moment the first one's `ReadyForQuery` arrives, on the event loop, so the
+    /// caller wakes once for both answers instead of once for each with a write in between
+    /// (decision 0077).
+    ///
+    /// `first` must write exactly one statement, as its first step, and one PostgresNIO sends as
+    /// it comes: a prepared statement the connection has not prepared yet is not (PostgresNIO
+    /// queues its preparation, and its execution only when the preparation is answered, behind
+    /// whatever was queued meanwhile; see ``Pipelining``).
+    func pipelined<First: Sendable, Then: Sendable>(
+        _ first: @Sendable () async throws -> First, then: @escaping @Sendable () async throws -> Then
+    ) async throws -> (First, Then) {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor.executor(for: eventLoop)) {
+            async let second = then()
+            let answer = try await first()
+            return (answer, try await second)
+        }
+    }
+
+    /// `statement`'s result, returned once it is committed: ``confirmCommitted(logger:)``
+    /// written right behind it (``pipelined(_:then:)``).
+    func committed<Result: Sendable>(_ statement: @Sendable () async throws -> Result, logger: Logger) async throws -> Result {
+        try await pipelined(statement, then: { try await self.confirmCommitted(logger: logger) }).0
+    }
+}
+
+/// Whether a one-statement write may have its confirmation written behind it
+/// (``PostgresConnection/pipelined(_:then:)``).
+enum Pipelining: Sendable {
+    /// A body of several statements: confirmed after its last one.
+    case no
+    /// One unnamed statement (`query`): sent as it comes.
+    case unnamed
+    /// One prepared statement: sent as it comes once the connection has prepared it, which the
+    /// pool's ``ConnectionScopes`` record notes after its first execution there; the first one
+    /// is confirmed after its answer.
+    case prepared(ObjectIdentifier)
 }
 
 /// The statement that confirms a commit: prepared once per connection, so that PostgreSQL only

@@ -47,6 +47,18 @@ final class ConnectionScopes: Sendable {
     func record(_ setting: String?, for connection: PostgresConnection) {
         given.withLock { $0[connection.id] = setting }
     }
+
+    /// The prepared statements each connection has executed (so PostgresNIO has prepared them
+    /// there): only those may have a statement written behind them (``Pipelining``).
+    private let prepared = Mutex<[PostgresConnection.ID: Set<ObjectIdentifier>]>([:])
+
+    func hasPrepared(_ statement: ObjectIdentifier, on connection: PostgresConnection) -> Bool {
+        prepared.withLock { $0[connection.id]?.contains(statement) == true }
+    }
+
+    func notePrepared(_ statement: ObjectIdentifier, on connection: PostgresConnection) {
+        _ = prepared.withLock { $0[connection.id, default: []].insert(statement) }
+    }
 }
 
 extension PostgresClient {
@@ -84,17 +96,34 @@ extension PostgresClient {
     /// statement on the same connection confirms it: the server reaches it only after the
     /// commit, and a failed commit closes the connection, which fails it. Per transaction, the
     /// `COMMIT` itself confirms.
+    ///
+    /// `pipelining`: `body` writes one statement as its first step and only reads its answer
+    /// after that (PostgresNIO's `execute` or `query`, then the rows), so the confirmation is
+    /// written right behind it, not after its answer (``PostgresConnection/committed(_:logger:)``).
     func withScopedStatement<Result: Sendable>(
-        writes: Bool, logger: Logger, isolation: isolated (any Actor)? = #isolation,
-        _ body: (PostgresConnection) async throws -> Result
+        writes: Bool, pipelining: Pipelining = .no, logger: Logger, isolation: isolated (any Actor)? = #isolation,
+        _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let record = ConnectionScopes.of(self)
         return try await withOpenConnection(isolation: isolation) { connection in
             guard record?.perTransaction == true else {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
-                let result = try await body(connection)
-                if writes { try await connection.confirmCommitted(logger: logger) }
-                return result
+                guard writes else { return try await body(connection) }
+                switch pipelining {
+                case .unnamed:
+                    return try await connection.committed({ try await body(connection) }, logger: logger)
+                case .prepared(let statement) where record?.hasPrepared(statement, on: connection) == true:
+                    return try await connection.committed({ try await body(connection) }, logger: logger)
+                case .prepared(let statement):
+                    let result = try await body(connection)
+                    try await connection.confirmCommitted(logger: logger)
+                    record?.notePrepared(statement, on: connection)
+                    return result
+                case .no:
+                    let result = try await body(connection)
+                    try await connection.confirmCommitted(logger: logger)
+                    return result
+                }
             }
             try await connection.query("BEGIN", logger: logger)
             do {

@@ -16,7 +16,7 @@ extension PostgresClient {
     /// The rows of `query`, read in full.
     func rows(_ query: PostgresQuery, logger: Logger, function: String = #function) async throws -> [PostgresRow] {
         try await StatementSpan.around(sql: query.sql, function: function) {
-            try await withScopedStatement(writes: StatementEffect.mayWrite(query.sql), logger: logger) { connection in
+            try await withScopedStatement(writes: StatementEffect.mayWrite(query.sql), pipelining: .unnamed, logger: logger) { connection in
                 try await connection.query(query, logger: logger).collect()
             }
         }
@@ -26,10 +26,10 @@ extension PostgresClient {
     func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws -> [Statement.Row]
     where Statement.Row: Sendable {
         try await StatementSpan.around(sql: Statement.sql, function: function) {
-            try await withScopedStatement(writes: StatementEffect.mayWrite(Statement.self), logger: logger) { connection in
-                var rows: [Statement.Row] = []
-                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-                return rows
+            try await withScopedStatement(
+                writes: StatementEffect.mayWrite(Statement.self), pipelining: .prepared(ObjectIdentifier(Statement.self)), logger: logger
+            ) { connection in
+                try await connection.collect(statement, logger: logger)
             }
         }
     }
@@ -44,5 +44,15 @@ extension PostgresClient {
             try await enterTenantScope(on: connection, logger: logger)
             return try await body(connection)
         }
+    }
+}
+
+extension PostgresConnection {
+    /// The rows of the prepared `statement`, read in full.
+    func collect<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws -> [Statement.Row]
+    where Statement.Row: Sendable {
+        var rows: [Statement.Row] = []
+        for try await row in try await execute(statement, logger: logger) { rows.append(row) }
+        return rows
     }
 }

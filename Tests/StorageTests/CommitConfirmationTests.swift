@@ -12,14 +12,18 @@ import TestSupport
 /// confirmed committed before its rows are used (decision 0056); these tests make the commit
 /// fail after `CommandComplete` with a deferred constraint trigger, every time.
 @Suite struct CommitConfirmationTests {
-    /// A table whose every insert is refused at commit, after the INSERT itself succeeded.
-    private func refusingTable(_ database: Database, scope perTransaction: Bool = false) async throws {
+    /// A table whose every insert (`onlyOdd`: with an odd id) is refused at commit, after the
+    /// INSERT itself succeeded.
+    private func refusingTable(_ database: Database, onlyOdd: Bool = false) async throws {
         for statement: PostgresQuery in [
             "CREATE TABLE commit_probe (id int NOT NULL)",
-            """
+            PostgresQuery(unsafeSQL: """
             CREATE FUNCTION commit_probe_refuse() RETURNS trigger LANGUAGE plpgsql
-            AS $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$
-            """,
+            AS $$ BEGIN
+                IF \(onlyOdd ? "NEW.id % 2 = 1" : "true") THEN RAISE EXCEPTION 'refused at commit'; END IF;
+                RETURN NULL;
+            END $$
+            """),
             """
             CREATE CONSTRAINT TRIGGER commit_probe_refuse AFTER INSERT ON commit_probe
             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION commit_probe_refuse()
@@ -53,7 +57,7 @@ import TestSupport
                 #expect(!(error is DatabaseDeadlineExceeded), "attempt \(attempt): the write's answer never came")
                 // Outside a transaction the connection closed under the confirmation: the
                 // database is unavailable as far as the caller knows (503, retried).
-                if !perTransaction { #expect(error?.isDatabaseUnavailable == true, "attempt \(attempt): \(String(describing: error))") }
+                if !perTransaction { #expect(error?.isDatabaseUnavailable == true, "attempt \(attempt): \(String(reflecting: error))") }
             }
             #expect(try await probeRows(admin) == 0)
             // The pool goes on: the next statement gets a working connection.
@@ -61,6 +65,45 @@ import TestSupport
                 try await serving.client.rows("SELECT count(*) FROM commit_probe", logger: TestDatabase.logger)
             }
             #expect(try answer.first?.decode(Int.self) == 0)
+        }
+    }
+
+    /// The same through a prepared statement, whose confirmation is written right behind it
+    /// once the connection has prepared it (decision 0077). Only odd ids are refused: each
+    /// refused insert follows one that committed (and prepared the statement on the
+    /// connection the pool hands out again), so it is written with its confirmation behind it.
+    struct ProbeInsert: PostgresPreparedStatement {
+        static let name = "test_commit_probe_insert"
+        static let sql = "INSERT INTO commit_probe VALUES ($1) RETURNING id"
+        typealias Row = Int
+        let id: Int
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings()
+            bindings.append(id)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int.self) }
+    }
+
+    @Test func aPreparedWriteWhoseCommitFailsIsAFailureNotItsRows() async throws {
+        try await TestDatabase.withFreshServing(perTransaction: false) { admin, serving, _ in
+            try await refusingTable(admin, onlyOdd: true)
+            for attempt in 1...25 {
+                let committed = try await TenantScope.acrossTenants(because: "a test table that holds no tenant's rows") {
+                    try await serving.client.rows(ProbeInsert(id: 2 * attempt), logger: TestDatabase.logger)
+                }
+                #expect(committed == [2 * attempt])
+                let error = await #expect(throws: (any Error).self, "attempt \(attempt): the INSERT's rows came back although its commit failed") {
+                    try await withDatabaseDeadline(.seconds(10)) {
+                        try await TenantScope.acrossTenants(because: "a test table that holds no tenant's rows") {
+                            try await serving.client.rows(ProbeInsert(id: 2 * attempt + 1), logger: TestDatabase.logger)
+                        }
+                    }
+                }
+                #expect(!(error is DatabaseDeadlineExceeded), "attempt \(attempt): the write's answer never came")
+                #expect(error?.isDatabaseUnavailable == true, "attempt \(attempt): \(String(reflecting: error))")
+            }
+            #expect(try await probeRows(admin) == 25)
         }
     }
 
