@@ -67,7 +67,26 @@ import TestSupport
                 let base = "http://127.0.0.1:\(port)"
                 try await readiness.awaitReady(server, base: base)
 
-                // An import under way (it runs through the sign-ins below).
+                // An import under way (it runs through the sign-ins below), paced so that it is in
+                // the middle of its file when PostgreSQL stops: each commit of its job's progress
+                // takes a quarter of a second more (a fast run once imported all 30,000 before the
+                // stop, and there was nothing to interrupt).
+                try await Outage.withClient(cluster) { client in
+                    for statement: PostgresQuery in [
+                        "CREATE TABLE test_import_pace (seconds float8 NOT NULL)",
+                        "INSERT INTO test_import_pace VALUES (0.25)",
+                        """
+                        CREATE FUNCTION test_import_pace() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN
+                            PERFORM pg_sleep((SELECT seconds FROM test_import_pace));
+                            RETURN NEW;
+                        END $$
+                        """,
+                        "CREATE TRIGGER test_import_pace BEFORE UPDATE ON import_jobs FOR EACH ROW EXECUTE FUNCTION test_import_pace()",
+                    ] {
+                        _ = try await client.query(statement, logger: TestDatabase.logger).collect()
+                    }
+                }
                 let importing = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "500", "--json"])
                 defer {
                     importing.signal(SIGKILL)
@@ -101,6 +120,13 @@ import TestSupport
                 // From here Apple holds its answers: three people stay (their tokens checked)...
                 apple.hold(.revoke)
                 apple.hold(.refreshGrant)
+                // A failure below must not leave the mocks holding calls (their servers would
+                // wait on them at the end of the test).
+                defer {
+                    apple.release(.revoke)
+                    apple.release(.refreshGrant)
+                    sink.releaseHeld()
+                }
                 let checking = try cli.spawn(["apple", "check-credentials", "--tenant", "acme", "--now", "--json"])
                 defer {
                     checking.signal(SIGKILL)
@@ -117,6 +143,12 @@ import TestSupport
                 // Each worker is in the middle of a call, and the import in the middle of its file.
                 await apple.waitForArrivals(.revoke, count: 1)
                 await sink.waitForDeliveries(7)
+                var records = 0
+                try await Outage.withClient(cluster) { client in
+                    let rows = try await client.query("SELECT records::int8 FROM import_jobs", logger: TestDatabase.logger)
+                    for try await value in rows.decode(Int.self) { records = value }
+                }
+                try #require(records < Self.imported, "the import ended before the stop: \(importing.output.suffix(1_000))")
                 await cluster.stop(mode: "fast")
                 let stopped = ContinuousClock.now
 
@@ -129,6 +161,9 @@ import TestSupport
                 #expect(interrupted.output.contains("--resume"))
                 try await cluster.start()
                 let restarted = ContinuousClock.now
+                try await Outage.withClient(cluster) { client in
+                    _ = try await client.query("UPDATE test_import_pace SET seconds = 0", logger: TestDatabase.logger).collect()
+                }
                 // Which outcomes waited in memory (a write that found the pool waiting for the
                 // database just waits with it instead, and says nothing).
                 let waited = (server.output + checking.output).split(separator: "\n").filter {
