@@ -72,31 +72,20 @@ import TestSupport
     /// once the connection has prepared it (decision 0077). Only odd ids are refused: each
     /// refused insert follows one that committed (and prepared the statement on the
     /// connection the pool hands out again), so it is written with its confirmation behind it.
-    struct ProbeInsert: PostgresPreparedStatement {
-        static let name = "test_commit_probe_insert"
-        static let sql = "INSERT INTO commit_probe VALUES ($1) RETURNING id"
-        typealias Row = Int
-        let id: Int
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings()
-            bindings.append(id)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int.self) }
-    }
+    enum CommitProbe: ProbeTable { static let table = "commit_probe" }
 
     @Test func aPreparedWriteWhoseCommitFailsIsAFailureNotItsRows() async throws {
         try await TestDatabase.withFreshServing(perTransaction: false) { admin, serving, _ in
             try await refusingTable(admin, onlyOdd: true)
             for attempt in 1...25 {
                 let committed = try await TenantScope.acrossTenants(because: "a test table that holds no tenant's rows") {
-                    try await serving.client.rows(ProbeInsert(id: 2 * attempt), logger: TestDatabase.logger)
+                    try await serving.client.rows(ProbeInsert<CommitProbe>(id: 2 * attempt), logger: TestDatabase.logger)
                 }
                 #expect(committed == [2 * attempt])
                 let error = await #expect(throws: (any Error).self, "attempt \(attempt): the INSERT's rows came back although its commit failed") {
                     try await withDatabaseDeadline(.seconds(10)) {
                         try await TenantScope.acrossTenants(because: "a test table that holds no tenant's rows") {
-                            try await serving.client.rows(ProbeInsert(id: 2 * attempt + 1), logger: TestDatabase.logger)
+                            try await serving.client.rows(ProbeInsert<CommitProbe>(id: 2 * attempt + 1), logger: TestDatabase.logger)
                         }
                     }
                 }

@@ -14,18 +14,8 @@ import TestSupport
 /// callers from every isolation the broker has (a plain task, an actor, a task pinned to another
 /// event loop), many at once behind a barrier, on one pool of few connections.
 @Suite struct PipelinedStatementTests {
-    struct Insert: PostgresPreparedStatement {
-        static let name = "test_pipeline_insert"
-        static let sql = "INSERT INTO pipeline_probe VALUES ($1) RETURNING id"
-        typealias Row = Int
-        let id: Int
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings()
-            bindings.append(id)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int.self) }
-    }
+    enum PipelineProbe: ProbeTable { static let table = "pipeline_probe" }
+    typealias Insert = ProbeInsert<PipelineProbe>
 
     /// Sees the row only when PostgreSQL ran it after the insert.
     static func count(_ id: Int, on connection: PostgresConnection) async throws -> Int {
