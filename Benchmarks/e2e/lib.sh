@@ -211,5 +211,11 @@ cpu_report() {
     local hz broker pg
     hz=$(getconf CLK_TCK)
     broker=$(( $(cpu_ticks broker) - broker_ticks )) pg=$(( $(cpu_ticks postgres) - pg_ticks ))
+    # A process of either kind that ended during the phase took its ticks with it (at-once.sh:
+    # the other build's broker restarting); the difference means nothing then.
+    if (( broker < 0 || pg < 0 )); then
+        echo "   (CPU during the phase: not measured, a broker or PostgreSQL process ended during it)"
+        return
+    fi
     echo "   (CPU during the phase: broker $(( broker / hz )).$(( broker % hz * 100 / hz ))s, PostgreSQL $(( pg / hz )).$(( pg % hz * 100 / hz ))s, wall $(echo "$(date +%s.%N) - $cpu_wall" | bc)s; per request: broker $(( broker * 1000000 / hz / $1 )) µs, PostgreSQL $(( pg * 1000000 / hz / $1 )) µs)"
 }
