@@ -71,6 +71,15 @@ enum Pipelining: Sendable {
     /// pool's ``ConnectionScopes`` record notes after its first execution there; the first one
     /// is confirmed after its answer.
     case prepared(ObjectIdentifier)
+
+    /// Whether the confirmation may be written behind the statement on `connection`.
+    func applies(record: ConnectionScopes?, connection: PostgresConnection) -> Bool {
+        switch self {
+        case .no: false
+        case .unnamed: true
+        case .prepared(let statement): record?.hasPrepared(statement, on: connection) == true
+        }
+    }
 }
 
 /// The statement that confirms a commit: prepared once per connection, so that PostgreSQL only

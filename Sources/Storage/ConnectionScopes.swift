@@ -109,21 +109,13 @@ extension PostgresClient {
             guard record?.perTransaction == true else {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
                 guard writes else { return try await body(connection) }
-                switch pipelining {
-                case .unnamed:
+                if pipelining.applies(record: record, connection: connection) {
                     return try await connection.committed({ try await body(connection) }, logger: logger)
-                case .prepared(let statement) where record?.hasPrepared(statement, on: connection) == true:
-                    return try await connection.committed({ try await body(connection) }, logger: logger)
-                case .prepared(let statement):
-                    let result = try await body(connection)
-                    try await connection.confirmCommitted(logger: logger)
-                    record?.notePrepared(statement, on: connection)
-                    return result
-                case .no:
-                    let result = try await body(connection)
-                    try await connection.confirmCommitted(logger: logger)
-                    return result
                 }
+                let result = try await body(connection)
+                try await connection.confirmCommitted(logger: logger)
+                if case .prepared(let statement) = pipelining { record?.notePrepared(statement, on: connection) }
+                return result
             }
             try await connection.query("BEGIN", logger: logger)
             do {
