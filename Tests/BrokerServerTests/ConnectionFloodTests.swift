@@ -26,7 +26,7 @@ import Testing
                 let start = ContinuousClock.now
                 let probe = try RawConnection(port: port, from: "127.0.0.1")
                 probe.send("GET \(uri) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                let answer = probe.readUntilClosed(timeoutSeconds: 5)
+                let answer = await probe.readUntilClosed(timeoutSeconds: 5)
                 let elapsed = start.duration(to: .now)
                 #expect(answer.answer.hasPrefix("HTTP/1.1 200"), "\(uri): \(answer.answer.prefix(60))")
                 #expect(elapsed < .seconds(1), "\(uri) took \(elapsed)")

@@ -17,8 +17,8 @@ import Testing
     /// closes the connection; false when it was still open after 30 s. No clock decides a
     /// pass: a server that closes answers at once, and one that keeps the connection open
     /// serves a second request on it.
-    static func answers(port: Int, _ requests: String...) throws -> (count: Int, closedByServer: Bool) {
-        let exchange = try RawHTTP.converse(port: port, Array(requests.joined().utf8), timeoutSeconds: 30)
+    static func answers(port: Int, _ requests: String...) async throws -> (count: Int, closedByServer: Bool) {
+        let exchange = try await RawHTTP.converse(port: port, Array(requests.joined().utf8), timeoutSeconds: 30)
         let text = String(decoding: exchange.answer, as: UTF8.self)
         return (text.components(separatedBy: "HTTP/1.1 200 ").count - 1, exchange.closedByServer)
     }
@@ -27,17 +27,38 @@ import Testing
         try await TestApp.run(mode: .live) { _, client in
             let port = try #require(client.port)
             // HTTP/1.0 without keep-alive, and HTTP/1.1 with Connection: close: answered, then closed.
-            let plain = try Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            let plain = try await Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
             #expect(plain.count == 1 && plain.closedByServer, "\(plain)")
-            let closing = try Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let closing = try await Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             #expect(closing.count == 1 && closing.closedByServer, "\(closing)")
             // HTTP/1.0 with keep-alive, and HTTP/1.1: the connection serves the next request too
             // (the last one asks to close).
             let last = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-            let kept = try Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", last)
+            let kept = try await Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", last)
             #expect(kept.count == 2 && kept.closedByServer, "\(kept)")
-            let persistent = try Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", last)
+            let persistent = try await Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", last)
             #expect(persistent.count == 2 && persistent.closedByServer, "\(persistent)")
+        }
+    }
+
+    /// The raw readers themselves: more blocking reads at once than the cooperative pool has
+    /// threads, each waiting for an answer the server under test (in this process) computes on
+    /// that pool. When the reads blocked pool threads, they starved the server until their
+    /// timeouts passed and read nothing (CI on 67f60cf); on threads of their own, all are answered.
+    @Test func moreRawReadsAtOnceThanCoresAreAllAnswered() async throws {
+        try await TestApp.run(mode: .live) { _, client in
+            let port = try #require(client.port)
+            let readers = ProcessInfo.processInfo.activeProcessorCount * 2 + 1
+            let results = try await withThrowingTaskGroup(of: (count: Int, closedByServer: Bool).self) { group in
+                for _ in 0..<readers {
+                    group.addTask {
+                        try await Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.count == readers)
+            for result in results { #expect(result.count == 1 && result.closedByServer, "\(result)") }
         }
     }
 
@@ -99,7 +120,7 @@ import Testing
                         "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate=")
                 }
                 for connection in connections {
-                    let (answer, closed) = await connection.answerUntilClosed(timeoutSeconds: 20)
+                    let (answer, closed) = await connection.readUntilClosed(timeoutSeconds: 20)
                     #expect(answer.hasPrefix("HTTP/1.1 408 ") && answer.contains("request_body_timeout"), "\(answer)")
                     #expect(closed, "the connection of a request whose body never came is closed")
                     connection.close()

@@ -126,12 +126,12 @@ import Testing
             var request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             for index in 0..<12 { request += "X-Filler-\(index): \(String(repeating: "a", count: 8_000))\r\n" }
             request += "\r\n"
-            let answer = String(decoding: try RawHTTP.exchange(port: port, Array(request.utf8)), as: UTF8.self)
+            let answer = String(decoding: try await RawHTTP.exchange(port: port, Array(request.utf8)), as: UTF8.self)
             #expect(answer.hasPrefix("HTTP/1.1 431 "), "\(answer.prefix(200))")
             #expect(answer.lowercased().contains("content-type: application/problem+json"))
             #expect(answer.contains(#""code":"headers_too_large""#))
             // A request line that is not HTTP gets a problem too.
-            let garbage = String(decoding: try RawHTTP.exchange(port: port, Array("HELLO\r\n\r\n".utf8)), as: UTF8.self)
+            let garbage = String(decoding: try await RawHTTP.exchange(port: port, Array("HELLO\r\n\r\n".utf8)), as: UTF8.self)
             #expect(garbage.hasPrefix("HTTP/1.1 400 "), "\(garbage.prefix(200))")
             #expect(garbage.contains(#""code":"invalid_request""#))
             // The server is fine afterwards.

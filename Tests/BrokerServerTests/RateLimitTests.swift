@@ -177,7 +177,7 @@ import Testing
             for connection in held { connection.send("GET /healthz HTTP/1.1\r\nHo") }
             let fifth = try RawConnection(port: port, from: "127.0.0.2")
             fifth.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            let refused = fifth.readUntilClosed(timeoutSeconds: 30)
+            let refused = await fifth.readUntilClosed(timeoutSeconds: 30)
             // Under a full run's load the server can accept the fifth connection before one of
             // the held ones (accept order is not open order); that held one is then the one
             // over the cap, and the fifth is served. Seen in CI; the answer is checked otherwise.
@@ -190,17 +190,17 @@ import Testing
             // opened before and idle for longer than the header timeout, is closed by now).
             let other = try RawConnection(port: port, from: "127.0.0.1")
             other.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            #expect(other.readUntilClosed(timeoutSeconds: 30).answer.hasPrefix("HTTP/1.1 200"))
+            #expect(await other.readUntilClosed(timeoutSeconds: 30).answer.hasPrefix("HTTP/1.1 200"))
             // The half-sent heads are closed by the header timeout (5 s here, long enough that they
             // are still open when the fifth connection is answered on a loaded machine), unanswered.
             for connection in held {
-                let closed = connection.readUntilClosed(timeoutSeconds: 30)
+                let closed = await connection.readUntilClosed(timeoutSeconds: 30)
                 #expect(closed.closed)
             }
             // A whole request is answered.
             let whole = try RawConnection(port: port, from: "127.0.0.2")
             whole.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            let answered = whole.readUntilClosed(timeoutSeconds: 30)
+            let answered = await whole.readUntilClosed(timeoutSeconds: 30)
             #expect(answered.answer.hasPrefix("HTTP/1.1 200"), "\(answered.answer.prefix(40))")
         }
     }

@@ -8,14 +8,25 @@ import Darwin
 /// Sends raw bytes to 127.0.0.1:`port` and returns everything the server answers until it
 /// closes (or `timeoutSeconds`): for requests an HTTP client library refuses to send, such as
 /// an oversized header block, and to see exactly what goes over the wire.
+///
+/// Every blocking read here runs on a thread of its own, never on the cooperative pool: that
+/// pool has as many threads as cores (two here), and the server under test answers on it. Two
+/// tests blocked in `recv` at once starved the server they were waiting for, until their
+/// timeouts passed (CI on 67f60cf: two connection tests read nothing for 30 s, 190 s in all).
 public enum RawHTTP {
-    public static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) throws -> [UInt8] {
-        try converse(port: port, request, timeoutSeconds: timeoutSeconds).answer
+    public static func exchange(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) async throws -> [UInt8] {
+        try await converse(port: port, request, timeoutSeconds: timeoutSeconds).answer
     }
 
     /// ``exchange(port:_:timeoutSeconds:)``, and whether the server closed the connection
     /// (false: it was still open when `timeoutSeconds` passed with nothing more to read).
-    public static func converse(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) throws
+    public static func converse(port: Int, _ request: [UInt8], timeoutSeconds: Int = 5) async throws
+        -> (answer: [UInt8], closedByServer: Bool)
+    {
+        try await onOwnThread { try blockingConverse(port: port, request, timeoutSeconds: timeoutSeconds) }
+    }
+
+    private static func blockingConverse(port: Int, _ request: [UInt8], timeoutSeconds: Int) throws
         -> (answer: [UInt8], closedByServer: Bool)
     {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -132,8 +143,12 @@ public final class RawConnection: @unchecked Sendable {
     }
 
     /// Reads until the server closes the connection (`closed`) or `timeoutSeconds` pass without
-    /// a byte; returns what it read.
-    public func readUntilClosed(timeoutSeconds: Int) -> (answer: String, closed: Bool) {
+    /// a byte; returns what it read. On a thread of its own (see ``RawHTTP``).
+    public func readUntilClosed(timeoutSeconds: Int) async -> (answer: String, closed: Bool) {
+        await onOwnThread { self.blockingReadUntilClosed(timeoutSeconds: timeoutSeconds) }
+    }
+
+    private func blockingReadUntilClosed(timeoutSeconds: Int) -> (answer: String, closed: Bool) {
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var buffer = [UInt8](repeating: 0, count: 4_096)
@@ -148,15 +163,8 @@ public final class RawConnection: @unchecked Sendable {
         }
     }
 
-    /// ``readUntilClosed(timeoutSeconds:)`` on a thread of its own (see ``read(until:timeoutSeconds:)``).
-    public func answerUntilClosed(timeoutSeconds: Int) async -> (answer: String, closed: Bool) {
-        await onOwnThread { self.readUntilClosed(timeoutSeconds: timeoutSeconds) }
-    }
-
     /// Reads until what was read contains `marker`, the server closes the connection, or
-    /// `timeoutSeconds` pass without a byte; returns what it read. The blocking read runs on a
-    /// thread of its own: on the cooperative pool (two threads on a 2-core machine) two such
-    /// reads would starve the server under test that is to answer them.
+    /// `timeoutSeconds` pass without a byte; returns what it read. On a thread of its own (see ``RawHTTP``).
     public func read(until marker: String, timeoutSeconds: Int) async -> String {
         await onOwnThread { self.blockingRead(until: marker, timeoutSeconds: timeoutSeconds) }
     }
