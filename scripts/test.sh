@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what is missing and runs every test against a real, throwaway PostgreSQL cluster
-# that this script starts (and stops on exit). Also validates openapi.yaml.
+# that this script starts (and stops on exit). Also validates openapi.yaml and checks the
+# decision records against their index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,6 +9,8 @@ scripts/setup.sh
 # The OpenAPI contract must validate with a stock validator.
 python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install -q openapi-spec-validator
 python3 -m openapi_spec_validator openapi.yaml
+# Every decision record has a status line and a row in docs/decisions/README.md.
+scripts/check-decisions.sh
 # Broker access tokens are checked with a stock JOSE library in the tests.
 python3 -c "import joserfc" 2>/dev/null || python3 -m pip install -q joserfc
 # Webhook deliveries are verified with the stock Standard Webhooks library.
