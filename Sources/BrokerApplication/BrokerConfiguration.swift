@@ -2,7 +2,7 @@ import BrokerCore
 import Foundation
 import Providers
 
-/// The broker's settings, read from environment variables (see README "Configuration").
+/// The broker's settings, read from environment variables (see docs/configuration.md).
 public struct BrokerConfiguration: Sendable {
     /// `DATABASE_URL`: an existing PostgreSQL; nil means the embedded default.
     public var databaseURL: String?
