@@ -228,7 +228,8 @@ let package = Package(
         .testTarget(
             name: "brokerTests",
             dependencies: [
-                "TestSupport", "Storage", "MockIdP",
+                // BrokerApplication: `serve --help` is checked against BrokerConfiguration.settings.
+                "TestSupport", "Storage", "MockIdP", "BrokerApplication",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -2,7 +2,9 @@ import BrokerCore
 import Foundation
 import Providers
 
-/// The broker's settings, read from environment variables (see docs/configuration.md).
+/// The broker's settings, read from environment variables. Every variable read here is listed,
+/// with its default and meaning, in ``settings`` (BrokerConfiguration+Settings.swift), from which
+/// docs/configuration.md's tables and `broker serve --help` are made.
 public struct BrokerConfiguration: Sendable {
     /// `DATABASE_URL`: an existing PostgreSQL; nil means the embedded default.
     public var databaseURL: String?
@@ -72,50 +74,6 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_APPLE_RELAY_DOMAINS`: relay domains Apple announces after this release, added to
     /// the built-in ones (``ProviderIdentity/builtInAppleRelayDomains``); lowercased.
     public var appleRelayDomains: [String]
-
-    public static let variables: [(name: String, meaning: String)] = [
-        ("DATABASE_URL", "PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require); unset = embedded PostgreSQL"),
-        ("BROKER_DATA_DIR", "folder of the embedded PostgreSQL and its generated master key (default ./.broker)"),
-        ("BROKER_MASTER_KEY", "base64 of 32 random bytes that encrypts secrets at rest (required with DATABASE_URL)"),
-        ("BROKER_HOST", "address to listen on (default 127.0.0.1)"),
-        ("BROKER_PORT", "port to listen on (default 8080)"),
-        ("BROKER_PUBLIC_URL", "external base URL used in issuer URLs (default http://HOST:PORT)"),
-        ("BROKER_DB_POOL_SIZE", "maximum PostgreSQL connections (default three times the CPU cores, at least 4)"),
-        ("BROKER_DB_STATEMENT_TIMEOUT", "seconds a database statement may run; one that runs out answers 503 database_unavailable (default 5)"),
-        ("BROKER_DB_CONNECT_TIMEOUT", "seconds to connect to PostgreSQL; commands and serve that cannot connect fail within it, naming the cause (default 10)"),
-        ("BROKER_DB_SIGN_IN_BATCHES", "sign-ins and refreshes arriving together are written in one statement; at most this many such statements of each kind at once (default 2; 0 = one statement each)"),
-        ("BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL", "seconds between two checks of one stored Apple refresh token through the refresh grant (default 86400; 0 = no checks)"),
-        ("BROKER_APPLE_MAX_CALLS_PER_SECOND", "calls a second to Apple for credential checks, all instances together (default 10)"),
-        ("BROKER_APPLE_RELAY_DOMAINS", "comma-separated email domains Apple announces for private-relay addresses, added to privaterelay.appleid.com and private.icloud.com (default none)"),
-        ("BROKER_WEBHOOK_ALLOW_INSECURE", "1: webhooks may be http:// and point at loopback or private addresses (tests, demos only; default 0)"),
-        ("BROKER_REQUEST_TIMEOUT", "seconds within which every request is answered, 503 if need be (default 10)"),
-        ("BROKER_HTTP_IDLE_TIMEOUT", "seconds after which an idle or half-sent connection is closed (default 60)"),
-        ("BROKER_HTTP_MAX_CONNECTIONS", "connections served at once; more wait in the listen backlog (default 1024)"),
-        ("BROKER_METRICS_PORT", "serve /metrics on this port of BROKER_HOST only, not on the API's port (default: on the API's port)"),
-        ("BROKER_HTTP_MAX_CONNECTIONS_PER_IP", "connections one client address may hold open; a request on one more is answered 503 connection_limit with Retry-After and the connection closed (default 512, above a busy backend's pool; trusted proxies are not capped)"),
-        ("BROKER_HTTP_HEADER_TIMEOUT", "seconds within which a connection must send a whole request head once it started one, or as its first request (default 10)"),
-        ("BROKER_API_KEY_RATE_LIMIT", "requests a second per API key and instance unless its tenant sets its own (default 200)"),
-        ("BROKER_API_KEY_RATE_BURST", "requests at once per API key and instance (default 400)"),
-        ("BROKER_PUBLIC_RATE_LIMIT", "requests a second per client address and instance on the public routes: Apple's callback and notifications, the OpenID Connect callback, discovery and JWKS (default 50)"),
-        ("BROKER_PUBLIC_RATE_BURST", "requests at once per client address and instance on the public routes (default 100)"),
-        ("BROKER_FAILED_AUTH_RATE_LIMIT", "refused API-key authentications a second per client address and instance; past them, that address's unknown keys answer 429 without a lookup (default 5)"),
-        ("BROKER_FAILED_AUTH_RATE_BURST", "refused API-key authentications at once per client address and instance (default 20)"),
-        ("BROKER_TRUSTED_PROXIES", "comma-separated CIDR blocks of the proxies whose X-Forwarded-For is believed (default none: the peer's address is the client's)"),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", "OpenTelemetry collector's OTLP/HTTP address (e.g. http://127.0.0.1:4318): traces of requests, statements and outbound calls go to its /v1/traces (default unset: no traces); the other OTEL_* variables apply"),
-        ("NOTIFY_SOCKET", "set by systemd for Type=notify: serve sends READY=1 to this unix datagram socket once it listens and has asked the database (default unset: nothing sent)"),
-        ("BROKER_POSTGRES_BIN", "folder holding initdb and pg_ctl (default: newest /usr/lib/postgresql/N/bin)"),
-        ("BROKER_POSTGRES_USER", "OS user running the embedded PostgreSQL when started as root (default postgres)"),
-        ("BROKER_LOG_LEVEL", "trace|debug|info|notice|warning|error|critical (default info)"),
-        ("BROKER_LOG_FORMAT", "json|text (default json)"),
-        ("BROKER_MAX_BODY_BYTES", "largest accepted request body in bytes (default 65536)"),
-        ("BROKER_APPLE_BASE_URL", "Apple's base URL: keys at /auth/keys, tokens at /auth/token (default https://appleid.apple.com)"),
-        ("BROKER_GOOGLE_JWKS_URL", "Google's signing keys (default \(Google.defaultKeysURL))"),
-        ("BROKER_GOOGLE_DISCOVERY_URL", "Google's discovery document, for its web flow (default \(Google.defaultDiscoveryURL))"),
-        ("BROKER_FACEBOOK_GRAPH_URL", "Facebook Graph API base URL, versioned (default \(Facebook.defaultGraphURL))"),
-        ("BROKER_FACEBOOK_JWKS_URL", "Facebook Limited Login signing keys (default \(Facebook.defaultKeysURL))"),
-        ("BROKER_PROVIDER_TIMEOUT", "seconds an outbound call to a provider may take; longer is 503 provider_unavailable (default 10); a call a request waits on is also cut to what the request has left, less 0.75 s, so that the outage is answered before BROKER_REQUEST_TIMEOUT"),
-        ("BROKER_REFRESH_REUSE_INTERVAL", "seconds a just-rotated refresh token still returns its successor (retries, races) before reuse revokes the session (default 10; 0 = off)"),
-    ]
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws(BrokerError) {
         func value(_ name: String) -> String? {

@@ -17,8 +17,9 @@ struct ServeCommand: AsyncParsableCommand {
             BROKER_DATA_DIR and stops it on SIGINT/SIGTERM unless another broker process still uses it. \
             Pending migrations are applied before the port opens.
 
-            Environment:
-            \(BrokerConfiguration.variables.map { "  \($0.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \($0.meaning)" }.joined(separator: "\n"))
+            Environment (every command reads the same; docs/configuration.md has this list as tables):
+
+            \(Setting.helpText(BrokerConfiguration.settings))
             """
     )
 
