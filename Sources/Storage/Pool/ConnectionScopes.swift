@@ -49,7 +49,9 @@ final class ConnectionScopes: Sendable {
     }
 
     /// The prepared statements each connection has executed (so PostgresNIO has prepared them
-    /// there): only those may have a statement written behind them (``Pipelining``).
+    /// there): only those may have a statement written behind them (``Pipelining``). Kept for
+    /// PostgresNIO 1.33.2's order of a first execution (docs/upstream.md, "A prepared statement
+    /// overtaken"); goes with ``Pipelining/prepared(_:)``'s first run alone.
     private let prepared = Mutex<[PostgresConnection.ID: Set<ObjectIdentifier>]>([:])
 
     func hasPrepared(_ statement: ObjectIdentifier, on connection: PostgresConnection) -> Bool {
@@ -95,11 +97,19 @@ extension PostgresClient {
     /// constraint) would otherwise leave a success for a write that was rolled back. One more
     /// statement on the same connection confirms it: the server reaches it only after the
     /// commit, and a failed commit closes the connection, which fails it. Per transaction, the
-    /// `COMMIT` itself confirms.
+    /// `COMMIT` itself confirms. Seen with PostgresNIO 1.33.2; when the confirmation may go:
+    /// ``PostgresConnection/confirmCommitted(logger:)`` (docs/upstream.md, "Commit after the rows").
     ///
     /// `pipelining`: `body` writes one statement as its first step and only reads its answer
     /// after that (PostgresNIO's `execute` or `query`, then the rows), so the confirmation is
     /// written right behind it, not after its answer (``PostgresConnection/committed(_:logger:)``).
+    ///
+    /// Per transaction, `BEGIN`, `COMMIT` and `ROLLBACK` are written here rather than through
+    /// PostgresNIO's `withTransaction`, which (1.33.2) wraps whatever the body throws in
+    /// `PostgresTransactionError`: a caller catches the same errors in both scope modes. A
+    /// design choice upstream, not a defect (docs/upstream.md, "Transaction errors wrapped"); this
+    /// can go if `Benchmarks/upstream`'s `repro-transaction-error` exits 1 (the closure's own
+    /// error comes through) or every caller unwraps `PostgresTransactionError`.
     func withScopedStatement<Result: Sendable>(
         writes: Bool, pipelining: Pipelining = .no, logger: Logger, isolation: isolated (any Actor)? = #isolation,
         _ body: @Sendable (PostgresConnection) async throws -> Result

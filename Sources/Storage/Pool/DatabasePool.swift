@@ -12,7 +12,13 @@ import Synchronization
 /// unreachable, the supervisor pings the pool every half second; while the ping fails it tries
 /// one connection of its own, and once that connects after having failed for want of the
 /// database, it puts a new pool in place. The old one is shut down after the statement
-/// timeout, so a statement still running on it finishes.
+/// timeout, so a statement still running on it finishes. Seen with PostgresNIO 1.33.2
+/// (`_ConnectionPoolModule`: `calculateBackoff`, 100 ms × 1.25ⁿ capped at 60 s;
+/// `circuitBreakerTripAfter` 60 s; neither settable through `PostgresClient.Configuration`, and
+/// no call to retry now). The replacement can go when a release lets a client retry at once
+/// (or caps the backoff) and `LongDatabaseOutageTests` passes without it; no reproduction in
+/// `Benchmarks/upstream` (it takes a stopped database for over a minute; docs/upstream.md,
+/// "The pool's backoff after a long outage").
 final class DatabasePool: Sendable {
     private let current: Mutex<PostgresClient>
     private let makeClient: @Sendable () throws -> PostgresClient

@@ -8,6 +8,12 @@ import Synchronization
 /// called `updated_at` does not: words are whole identifiers) costs a round trip, and a write is
 /// never taken for a read. The broker's own SQL functions (migration 0028's scope functions)
 /// only read.
+///
+/// Upstream (docs/upstream.md, "Commit after the rows"): the SQL is read only because the
+/// confirmation costs a round trip, and it costs one because PostgresNIO 1.33.2 tells the caller
+/// nothing of a commit that fails at `Sync` after `CommandComplete` (nor when the statement's
+/// `ReadyForQuery` arrives). This type goes with ``PostgresConnection/confirmCommitted(logger:)``
+/// when `Benchmarks/upstream`'s `repro-commit-after-rows` exits 1 against a newer release.
 enum StatementEffect {
     /// Words that make a statement a write: data-modifying commands (also in a `WITH`), row locks
     /// (`FOR UPDATE`, `FOR NO KEY UPDATE`) and the functions whose effect is kept at commit.

@@ -197,7 +197,10 @@ struct ImportBatchWriter: Sendable {
 
     /// One statement of a batch, its rows read, within ``statementTimeout``: PostgresNIO may never
     /// answer a statement written to a connection that an outage closed (decision 0056), and
-    /// a batch must fail then, not wait; the job resumes after its last commit.
+    /// a batch must fail then, not wait; the job resumes after its last commit. Seen with
+    /// PostgresNIO 1.33.2; the deadline is kept even once `Benchmarks/upstream`'s
+    /// `repro-closed-connection` exits 1 (docs/upstream.md, "A statement on a closed connection"):
+    /// a connection cut off without a word is not answered either.
     @discardableResult
     func statement(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [PostgresRow] {
         let logger = logger
@@ -209,7 +212,10 @@ struct ImportBatchWriter: Sendable {
     /// PostgresNIO's `copyFrom` stops the process (a `preconditionFailure`) when the server
     /// goes away between its `CopyInResponse` and the data, which a database restart during an
     /// import met (`WorkerOutageTests`). An insert also passes the tenant wall (decision 0055)
-    /// as it is, where `COPY FROM` into a table under row-level security is refused.
+    /// as it is, where `COPY FROM` into a table under row-level security is refused. Seen with
+    /// PostgresNIO 1.33.2 (decision 0060; docs/upstream.md, "COPY stops the process"); the
+    /// crash is gone when `Benchmarks/upstream`'s `repro-copy-precondition` exits 1, but the
+    /// tenant wall still keeps this an INSERT.
     private func insert(_ rows: InsertedRows, into table: String, on connection: PostgresConnection) async throws {
         let list = rows.columns.joined(separator: ", ")
         var bound = PostgresQuery(

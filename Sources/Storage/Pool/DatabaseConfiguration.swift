@@ -159,6 +159,12 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
                 host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         configuration.options.maximumConnections = maxConnections
+        // No connections kept open below the maximum (decision 0022): PostgresNIO 1.33.2's pool
+        // stops the process on `precondition(minimumConcurrentConnections <= stats.active)`
+        // (`createNewDemandConnectionIfPossible`) when a lease arrives while fewer than the
+        // minimum are up, as after a PostgreSQL restart under load. A minimum may be tried again
+        // when that precondition is gone from `PoolStateMachine+ConnectionGroup.swift` in a newer
+        // release (docs/upstream.md, "The pool's minimum connections").
         configuration.options.minimumConnections = 0
         configuration.options.connectTimeout = connectTimeout
         configuration.options.additionalStartupParameters = startupParameters

@@ -18,6 +18,15 @@ extension PostgresConnection {
     /// PostgresNIO 1.33 takes that error as an unexpected message, closes the connection and
     /// fails the queued confirmation with it. Any failure of the confirmation is the same
     /// answer: the commit is unconfirmed.
+    ///
+    /// Upstream (docs/upstream.md, "Commit after the rows"): seen with PostgresNIO 1.33.2, which
+    /// hands a statement's rows over at `CommandComplete`, reports nothing of a commit that fails
+    /// at `Sync` after it, and has no call that resolves at the statement's `ReadyForQuery`. The
+    /// confirmation (and ``StatementEffect``, which picks the statements that pay for it) can go
+    /// when `Benchmarks/upstream`'s `repro-commit-after-rows` exits 1 against a newer release
+    /// (the INSERT fails with the commit's error) and `CommitConfirmationTests` pass without it.
+    /// The guard on `isClosed` is the other hole (docs/upstream.md, "A statement on a closed
+    /// connection"): it can go when `repro-closed-connection` exits 1.
     func confirmCommitted(logger: Logger) async throws {
         guard !isClosed else { throw CommitUnconfirmed() }
         do {
@@ -43,6 +52,13 @@ extension PostgresConnection {
     /// it comes: a prepared statement the connection has not prepared yet is not (PostgresNIO
     /// queues its preparation, and its execution only when the preparation is answered, behind
     /// whatever was queued meanwhile; see ``Pipelining``).
+    ///
+    /// Upstream (docs/upstream.md, "A prepared statement overtaken"): seen with PostgresNIO
+    /// 1.33.2 (`PostgresChannelHandler`'s `.executePreparedStatement`: `prepareStatementComplete`
+    /// enqueues the execution only when the preparation is answered). The first run alone on
+    /// each connection (``Pipelining/prepared(_:)``, ``ConnectionScopes/hasPrepared(_:on:)``)
+    /// can go when `PipelinedStatementTests.aFollowerOvertakesAStatementNotPreparedYet` fails,
+    /// or `Benchmarks/upstream`'s `repro-prepared-overtake` exits 1, against a newer release.
     func pipelined<First: Sendable, Then: Sendable>(
         _ first: @Sendable () async throws -> First, then: @escaping @Sendable () async throws -> Then
     ) async throws -> (First, Then) {
@@ -108,6 +124,12 @@ extension PostgresClient {
     /// by then): each try costs no round trip and drops one closed connection, and after
     /// ``openConnectionTries`` (more than a pool's connections) the database is unavailable
     /// (``ConnectionClosedBeforeUse``).
+    ///
+    /// Upstream (docs/upstream.md, "A statement on a closed connection"): seen with PostgresNIO
+    /// 1.33.2, whose `query`/`execute` write with `channel.write(…, promise: nil)`, so a statement
+    /// written to a closed channel is neither answered nor failed. The check can go when
+    /// `Benchmarks/upstream`'s `repro-closed-connection` exits 1 (the statement fails at once)
+    /// against a newer release; the request and batch deadlines stay (decision 0015).
     func withOpenConnection<Result: Sendable>(
         isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
