@@ -6,7 +6,9 @@ import Foundation
 /// in an `Int` (PostgresNIO binds a `Date` that way, and traps on one that does not fit). A
 /// number outside, a fraction of a nanosecond, `1.8e18` milliseconds read as seconds: nil, never
 /// a trap (issue 39 C9: one Apple notification with `event_time` in nanoseconds stopped the
-/// process).
+/// process). The trap is PostgresNIO's (1.33.2: `Date.encode` is non-throwing and converts with
+/// `Int64(_:)`; `Benchmarks/upstream`'s `repro-date-trap` exits 0 while it does). The range
+/// stays either way: it is the broker's rule for instants (docs/upstream.md, "A far Date traps").
 public enum UnixTime {
     /// 0001-01-01T00:00:00Z.
     public static let earliest: TimeInterval = -62_135_596_800

@@ -11,10 +11,14 @@ struct ProviderAnswer: Sendable {
     /// Sends `request` and collects the answer, at most `maxBytes` of body, all within
     /// `timeout`: connecting, the head and the whole body (AsyncHTTPClient's own deadline ends
     /// at the head, so a provider sending one byte a second would hold the caller for as long as
-    /// it liked). Throws ``DeadlineExceeded`` when the time is up; the request is cancelled and
-    /// its connection closed. Throws ``ProviderCircuitOpen`` at once, sending nothing, while the
-    /// endpoint's circuit is open (``ProviderCircuits``, decision 0049); `circuits` nil: a call
-    /// that paces itself (key sets are fetched in the background at their own rate).
+    /// it liked). Seen with AsyncHTTPClient 1.37.0: `execute(_:deadline:)` cancels its deadline
+    /// timer once the head has arrived (`executeCancellable`'s `defer`). The outer deadline can
+    /// go if a release bounds the body too and `ProviderSlowAnswerTests` pass without it
+    /// (docs/upstream.md, "Other libraries"). Throws ``DeadlineExceeded`` when the time is up;
+    /// the request is cancelled and its connection closed. Throws ``ProviderCircuitOpen`` at
+    /// once, sending nothing, while the endpoint's circuit is open (``ProviderCircuits``,
+    /// decision 0049); `circuits` nil: a call that paces itself (key sets are fetched in the
+    /// background at their own rate).
     static func fetch(
         _ request: HTTPClientRequest, with client: HTTPClient, timeout: Duration, maxBytes: Int = 1 << 20,
         circuits: ProviderCircuits? = .shared

@@ -6,6 +6,11 @@ import NIOHTTP1
 /// request loop looks for: it then closes the connection after the answer. Sits between the
 /// HTTP/1 decoder and the conversion to HTTP types, the last place the request's version is
 /// known. Without it an HTTP/1.0 client's connection stayed open until the idle timeout.
+/// Seen with Hummingbird 2.28.1 (`HTTPChannelHandler.handleHTTP` closes after an answer only
+/// when the request says `Connection: close`). Can go when `Benchmarks/upstream`'s
+/// `repro-http10-close` exits 1 against a newer release and
+/// `ConnectionHandlingTests.anHTTP10RequestWithoutKeepAliveIsClosedAfterItsAnswer` passes
+/// without it (docs/upstream.md, "HTTP/1.0 connections left open").
 final class HTTP1KeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart

@@ -321,6 +321,9 @@ public actor JWKSCache {
 
 /// A JWKS whose keys decode one at a time: a key jwt-kit cannot even decode (`kty` `oct`, an
 /// `alg` it does not know) is skipped like any other unusable key instead of failing the set.
+/// Seen with jwt-kit 5.8.0 (`JWKS` decodes `keys` as `[JWK]`, and `JWK.KeyType` throws on an
+/// unknown `kty`). Can go when jwt-kit's own `JWKS` skips such keys and the key-set test with
+/// an `oct` key (`JWKSCacheTests`) passes through it (docs/upstream.md, "Other libraries").
 private struct LenientJWKS: Decodable {
     struct Entry: Decodable {
         let key: JWK?
