@@ -42,7 +42,7 @@ let package = Package(
         .target(
             name: "BrokerCore",
             dependencies: [
-                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Crypto", package: "swift-crypto")
             ],
             swiftSettings: swiftSettings
         ),
@@ -86,7 +86,7 @@ let package = Package(
         .target(
             name: "BrokerAPI",
             dependencies: [
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")
             ],
             // Generated code only: swift-openapi-generator 1.14 emits `public import`s it does not
             // always use and silences that diagnostic only from Swift 6.4 on.
@@ -211,7 +211,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "TestSupport", "BrokerCore", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "StorageTests",
+            dependencies: [
+                "Storage", "TestSupport", "BrokerCore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [

@@ -107,7 +107,8 @@ public struct BrokerConfiguration: Sendable {
         case "transaction": databaseTenantScopePerTransaction = true
         case let other?:
             throw .invalidArgument(
-                "BROKER_DB_TENANT_SCOPE must be 'connection' (the default) or 'transaction' (behind a pooler in transaction mode), not '\(other)'.")
+                "BROKER_DB_TENANT_SCOPE must be 'connection' (the default) or 'transaction' (behind a pooler in transaction mode), not '\(other)'."
+            )
         }
         httpLimits = HTTPLimits(
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),
@@ -132,7 +133,8 @@ public struct BrokerConfiguration: Sendable {
         case .success(let ranges): trusted = ranges
         case .failure(let failure):
             throw .invalidArgument(
-                "BROKER_TRUSTED_PROXIES must be comma-separated CIDR blocks or addresses such as 10.0.0.0/8,fd00::/8; '\(failure.entry)' is neither.")
+                "BROKER_TRUSTED_PROXIES must be comma-separated CIDR blocks or addresses such as 10.0.0.0/8,fd00::/8; '\(failure.entry)' is neither."
+            )
         }
         abuseLimits = AbuseLimits(
             apiKey: try rate("BROKER_API_KEY_RATE_LIMIT", "BROKER_API_KEY_RATE_BURST", default: AbuseLimits.defaultAPIKey),
@@ -173,7 +175,8 @@ public struct BrokerConfiguration: Sendable {
             let domain = entry.trimmingCharacters(in: .whitespaces).lowercased()
             guard Self.isDomainName(domain) else {
                 throw .invalidArgument(
-                    "BROKER_APPLE_RELAY_DOMAINS must be comma-separated domain names such as relay.example.com; '\(FreeText.escaped(String(domain.prefix(80))))' is not one.")
+                    "BROKER_APPLE_RELAY_DOMAINS must be comma-separated domain names such as relay.example.com; '\(FreeText.escaped(String(domain.prefix(80))))' is not one."
+                )
             }
             appleRelayDomains.append(domain)
         }
@@ -191,7 +194,10 @@ extension BrokerConfiguration {
         return text.utf8.count <= 253 && labels.count >= 2
             && labels.allSatisfy { label in
                 (1...63).contains(label.utf8.count) && label.first != "-" && label.last != "-"
-                    && label.utf8.allSatisfy { ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "-") }
+                    && label.utf8.allSatisfy {
+                        ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
+                            || $0 == UInt8(ascii: "-")
+                    }
             }
     }
 
@@ -200,4 +206,3 @@ extension BrokerConfiguration {
         ProviderIdentity.addAppleRelayDomains(appleRelayDomains)
     }
 }
-

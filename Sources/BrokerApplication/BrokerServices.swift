@@ -105,7 +105,8 @@ public struct BrokerServices: Sendable {
         let keySets = ProviderKeySets(httpClient: httpClient, logger: logger, fetchTimeout: .seconds(endpoints.timeoutSeconds))
         self.keySets = keySets
         let appleKeys =
-            appleKeys.map { keySets.declare("apple", cache: $0) } ?? keySets.declare("apple", url: Apple.keysURL(base: endpoints.appleBaseURL))
+            appleKeys.map { keySets.declare("apple", cache: $0) }
+            ?? keySets.declare("apple", url: Apple.keysURL(base: endpoints.appleBaseURL))
         self.appleKeys = appleKeys
         self.googleKeys = keySets.declare("google", url: endpoints.googleKeysURL)
         self.facebookKeys = keySets.declare("facebook", url: endpoints.facebookKeysURL)
@@ -159,21 +160,24 @@ public struct BrokerServices: Sendable {
     package func appleCredentialChecker(_ settings: AppleCredentialChecks) -> AppleCredentialChecker {
         AppleCredentialChecker(
             database: database, store: providerSettings, secrets: secrets,
-            tokenClient: AppleTokenClient(baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
+            tokenClient: AppleTokenClient(
+                baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
             clientSecrets: appleClientSecrets, settings: settings, logger: database.logger)
     }
 
     package var appleRevocationWorker: AppleRevocationWorker {
         AppleRevocationWorker(
             database: database, store: providerSettings, secrets: secrets,
-            tokenClient: AppleTokenClient(baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
+            tokenClient: AppleTokenClient(
+                baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
             clientSecrets: appleClientSecrets, logger: database.logger)
     }
 
     package func appleTeamTransfer(actor: String) -> AppleTeamTransfer {
         AppleTeamTransfer(
             database: database,
-            tokenClient: AppleTokenClient(baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
+            tokenClient: AppleTokenClient(
+                baseURL: endpoints.appleBaseURL, httpClient: httpClient, timeout: .seconds(endpoints.timeoutSeconds)),
             clientSecrets: appleClientSecrets, actor: actor, logger: database.logger)
     }
 
@@ -247,7 +251,8 @@ public struct BrokerServices: Sendable {
             } catch is CancellationError {
                 return
             } catch {
-                database.logger.debug("could not sweep finished lifecycle records", metadata: ["error": "\(String(describing: type(of: error)))"])
+                database.logger.debug(
+                    "could not sweep finished lifecycle records", metadata: ["error": "\(String(describing: type(of: error)))"])
                 try? await Task.sleep(for: .seconds(3_600))
             }
         }

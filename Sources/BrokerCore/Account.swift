@@ -297,8 +297,11 @@ public struct NewSession: Sendable {
             id = .timeOrdered(at: issuedAt, filling: key)
         } else {
             let bytes = Array(key.prefix(16)) + Array(repeating: 0, count: max(0, 16 - key.count))
-            id = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
-                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            id = UUID(
+                uuid: (
+                    bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                    bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+                ))
         }
     }
 }

@@ -20,7 +20,8 @@ public struct ImportRecord: Sendable, Equatable {
     public var hadPasswordOrPhone: Bool
 
     public init(
-        externalID: String, email: String? = nil, emailVerified: Bool = false, name: PersonName = PersonName(givenName: nil, familyName: nil),
+        externalID: String, email: String? = nil, emailVerified: Bool = false,
+        name: PersonName = PersonName(givenName: nil, familyName: nil),
         status: AccountStatus = .active, createdAt: Date? = nil, identities: [ImportIdentity], hadPasswordOrPhone: Bool = false
     ) {
         self.externalID = externalID

@@ -97,7 +97,9 @@ public struct SigningKeyRing: Sendable {
             } else if key.id == live.last?.id {
                 result.append(.init(record: key, state: .active, retiredSince: nil))
             } else {
-                let successor = live.first { $0.activatesAt > key.activatesAt || ($0.activatesAt == key.activatesAt && $0.createdAt > key.createdAt) }
+                let successor = live.first {
+                    $0.activatesAt > key.activatesAt || ($0.activatesAt == key.activatesAt && $0.createdAt > key.createdAt)
+                }
                 result.append(.init(record: key, state: .retired, retiredSince: successor?.activatesAt ?? key.activatesAt))
             }
         }

@@ -96,7 +96,10 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
         try await notifications.receive(request, context: context)
     }
     let servedDirectly =
-        SignInRoute.operations + [AccountRoute.operation, AccountRoute.listOperation, AccountImportRoute.operation, LoginOptionsRoute.operation, AppleNotificationRoute.operation, EventsRoute.operation]
+        SignInRoute.operations + [
+            AccountRoute.operation, AccountRoute.listOperation, AccountImportRoute.operation, LoginOptionsRoute.operation,
+            AppleNotificationRoute.operation, EventsRoute.operation,
+        ]
         + IdentityLinkRoute.operations
         + AccountStatusRoute.operations + WebSignInRoute.operations
     try handlers.registerHandlers(

@@ -65,7 +65,8 @@ extension MockAppleIdP {
             var user = state.webUser
             if state.webNewPersonEachTime {
                 let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-                user = WebUser(subject: "001000.\(id).0001", email: "web.\(id.prefix(12))@example.com", givenName: "Web", familyName: "Person")
+                user = WebUser(
+                    subject: "001000.\(id).0001", email: "web.\(id.prefix(12))@example.com", givenName: "Web", familyName: "Person")
                 return (user, state.authorizeFault, true)
             }
             let first = state.authorizedOnce.insert("\(clientID) \(user.subject)").inserted

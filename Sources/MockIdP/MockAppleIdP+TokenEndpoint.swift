@@ -97,7 +97,8 @@ extension MockAppleIdP {
                 fault == .none && issued.idToken != nil
                 ? issued.idToken ?? "" : try mint(claims(subject: subject, audience: issued.clientID, issuedAt: now, extra: issued.claims))
             var body: [(String, MockJSON.Value)] = [
-                ("access_token", .string("a" + UUID().uuidString.lowercased())), ("token_type", .string("Bearer")), ("expires_in", .int(3600)),
+                ("access_token", .string("a" + UUID().uuidString.lowercased())), ("token_type", .string("Bearer")),
+                ("expires_in", .int(3600)),
             ]
             if fault != .omitIDToken { body.append(("id_token", .string(idToken))) }
             if let refreshToken { body.append(("refresh_token", .string(refreshToken))) }

@@ -21,7 +21,8 @@ public final class MockAppleIdP: MockTokenIssuer {
         var verifiedSecrets: [String: (clientID: String, expiresAt: Double)] = [:]
         /// The web flow's authorize page: who consents, its fault, and (client, subject) pairs
         /// that authorized before (Apple sends `user` the first time only).
-        var webUser = WebUser(subject: "000123.web0user0000000000000000000.0001", email: "web.user@example.com", givenName: "Web", familyName: "User")
+        var webUser = WebUser(
+            subject: "000123.web0user0000000000000000000.0001", email: "web.user@example.com", givenName: "Web", familyName: "User")
         var authorizeFault = AuthorizeFault.none
         var authorizedOnce: Set<String> = []
         /// Each consent on the authorize page is a new person (a benchmark's every sign-in new).

@@ -84,7 +84,8 @@ public final class MockCodeFlow: Sendable {
             let code = "oc" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             let user =
                 web.newPersonEachTime
-                ? MockOIDCIssuer.WebUser(subject: "p" + code.dropFirst(2), email: "web.\(code.dropFirst(2).prefix(12))@example.com", name: "Web Person")
+                ? MockOIDCIssuer.WebUser(
+                    subject: "p" + code.dropFirst(2), email: "web.\(code.dropFirst(2).prefix(12))@example.com", name: "Web Person")
                 : web.user
             web.codes[code] = Code(
                 clientID: clientID, redirectURI: redirectURI, challenge: challenge, nonce: query["nonce"], user: user, issuedAt: now)
@@ -102,7 +103,9 @@ public final class MockCodeFlow: Sendable {
     func redeem(form: [String: String], authorization: String?, now: Date = Date()) -> Result<Redeemed, TokenError> {
         // Only the client authentication methods discovery lists are taken.
         let methods = state.withLock { $0.authMethods }
-        if authorization != nil, !methods.contains("client_secret_basic") { return .failure(TokenError(status: 401, code: "invalid_client")) }
+        if authorization != nil, !methods.contains("client_secret_basic") {
+            return .failure(TokenError(status: 401, code: "invalid_client"))
+        }
         if form["client_secret"] != nil, !methods.contains("client_secret_post") {
             return .failure(TokenError(status: 401, code: "invalid_client"))
         }
@@ -129,7 +132,9 @@ public final class MockCodeFlow: Sendable {
             web.codes[code] = entry
             return entry
         }
-        guard let issued, form["redirect_uri"] == issued.redirectURI else { return .failure(TokenError(status: 400, code: "invalid_grant")) }
+        guard let issued, form["redirect_uri"] == issued.redirectURI else {
+            return .failure(TokenError(status: 400, code: "invalid_grant"))
+        }
         if let challenge = issued.challenge {
             guard let verifier = form["code_verifier"], Self.s256(verifier) == challenge else {
                 return .failure(TokenError(status: 400, code: "invalid_grant"))

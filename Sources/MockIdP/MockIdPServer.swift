@@ -166,7 +166,8 @@ public enum MockIdPServer {
             }
             let userID = user.user_id ?? MockFacebookIdP.randomUserID()
             let expiresAt = user.expires_in.map { Date().addingTimeInterval(TimeInterval($0)) }
-            let token = facebook.issueAccessToken(appID: user.app_id, userID: userID, name: user.name, email: user.email, expiresAt: expiresAt)
+            let token = facebook.issueAccessToken(
+                appID: user.app_id, userID: userID, name: user.name, email: user.email, expiresAt: expiresAt)
             return json(
                 .ok,
                 try MockKeyRing.json([

@@ -82,7 +82,8 @@ extension MockOIDCIssuer {
     func authorizeRedirect(_ query: [String: String], base: String, now: Date = Date()) -> String? {
         web.authorizeRedirect(query, now: now) { clientID, nonce, user in
             guard !self.webHS256 else { return nil }
-            let claims = self.claims(base: base, subject: user.subject, audience: clientID, nonce: nonce, email: user.email, name: user.name, now: now)
+            let claims = self.claims(
+                base: base, subject: user.subject, audience: clientID, nonce: nonce, email: user.email, name: user.name, now: now)
             return try? self.mint(claims, algorithm: self.algorithms.contains(.es256) ? .es256 : nil)
         }
     }
@@ -107,12 +108,15 @@ extension MockOIDCIssuer {
                 idToken = minted
             } else {
                 let claims = self.claims(
-                    base: base, subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce, email: redeemed.user.email,
+                    base: base, subject: redeemed.user.subject, audience: redeemed.clientID, nonce: redeemed.nonce,
+                    email: redeemed.user.email,
                     name: redeemed.user.name, now: now)
                 // ES256 when the issuer has such a key: a P-256 signature costs the mock a fraction of
                 // an RSA one (the broker accepts what discovery lists).
                 idToken =
-                    hs256 ? try Self.hs256(claims, secret: redeemed.secret) : try mint(claims, algorithm: algorithms.contains(.es256) ? .es256 : nil)
+                    hs256
+                    ? try Self.hs256(claims, secret: redeemed.secret)
+                    : try mint(claims, algorithm: algorithms.contains(.es256) ? .es256 : nil)
             }
             return .response(status: 200, body: MockCodeFlow.tokenBody(idToken: idToken))
         }

@@ -152,7 +152,7 @@ extension IdentityTokenVerifier {
     {
         do {
             return try await verify(token, nonce: nonce, at: now)
-        } catch where error.isProviderUnavailable {
+        } catch  where error.isProviderUnavailable {
             throw .unavailable(provider, .keys)
         } catch {
             throw .rejected(error)

@@ -21,9 +21,11 @@ public struct ProviderAbilities: OptionSet, Sendable {
 
     /// The abilities' names, for `broker provider show`.
     public var names: [String] {
-        [(Self.idTokens, "id_tokens"), (.codeExchange, "code_exchange"), (.webAuthorization, "web_authorization"),
-         (.revocation, "revocation"), (.notifications, "notifications")]
-            .filter { contains($0.0) }.map(\.1)
+        [
+            (Self.idTokens, "id_tokens"), (.codeExchange, "code_exchange"), (.webAuthorization, "web_authorization"),
+            (.revocation, "revocation"), (.notifications, "notifications"),
+        ]
+        .filter { contains($0.0) }.map(\.1)
     }
 }
 

@@ -19,13 +19,16 @@ public struct ProviderRegistry: Sendable {
     /// One registered provider, its type erased.
     public struct Entry: Sendable {
         /// Resolves the tenant's settings of the provider id for the proof and verifies it.
-        public let verify: @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification
+        public let verify:
+            @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification
         /// The tenant's web client (client id or nil for its only one), when the type has a web
         /// flow (``WebAuthorizing``).
         public let webClient: (@Sendable (String?, ProviderID, UUID, any ProviderConfigurationStore) async throws -> WebClient)?
 
         public init(
-            verify: @escaping @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws -> ProviderVerification,
+            verify:
+                @escaping @Sendable (ProviderProof, ProviderID, UUID, any ProviderConfigurationStore, Date) async throws ->
+                ProviderVerification,
             webClient: (@Sendable (String?, ProviderID, UUID, any ProviderConfigurationStore) async throws -> WebClient)? = nil
         ) {
             self.verify = verify
@@ -114,4 +117,3 @@ public struct ProviderRegistry: Sendable {
         }
     }
 }
-

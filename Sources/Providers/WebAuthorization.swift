@@ -81,9 +81,10 @@ public struct WebClient: Sendable {
     public init(
         provider: ProviderID, clientID: String, redirectURI: String, returnURLs: [String], providerScope: String? = nil,
         authorizationURL: @escaping @Sendable (AuthorizationRequest) -> String,
-        complete: @escaping @Sendable (
-            AuthorizationResponse, AuthorizationRequest, UUID, @Sendable (ProviderIdentity) async throws -> Void, Date
-        ) async throws -> WebVerification,
+        complete:
+            @escaping @Sendable (
+                AuthorizationResponse, AuthorizationRequest, UUID, @Sendable (ProviderIdentity) async throws -> Void, Date
+            ) async throws -> WebVerification,
         revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = nil
     ) {
         self.revokeLater = revokeLater

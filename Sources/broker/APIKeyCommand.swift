@@ -133,7 +133,9 @@ struct APIKeyCommand: AsyncParsableCommand {
                 let record = try await context.withDatabase { database in
                     try await APIKeyAdmin(database: database, actor: context.actor).revoke(tenant: tenant, id: id)
                 }
-                if options.json { try Output.json(KeyJSON(record)) } else {
+                if options.json {
+                    try Output.json(KeyJSON(record))
+                } else {
                     print("API key \(record.id.lowercasedString) (\(record.prefix)…) of tenant '\(tenant)' is revoked.")
                 }
             }

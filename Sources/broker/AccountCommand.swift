@@ -122,7 +122,8 @@ struct AccountCommand: AsyncParsableCommand {
 
         func printText() {
             let fullName = [name?.givenName, name?.familyName].compactMap { $0 }.joined(separator: " ")
-            print("""
+            print(
+                """
                 account:     \(id)
                 tenant:      \(tenant)
                 status:      \(status)
@@ -221,10 +222,13 @@ struct AccountCommand: AsyncParsableCommand {
                 let output = Deleted(
                     account_id: id.lowercased(), revoked_sessions: deletion.revokedSessions, deleted_identities: deletion.deletedIdentities,
                     apple_revocations_queued: deletion.appleRevocationsQueued)
-                if options.json { try Output.json(output) } else {
+                if options.json {
+                    try Output.json(output)
+                } else {
                     print(
                         "Deleted account \(output.account_id) of tenant '\(tenant)': ended \(deletion.revokedSessions) session(s), "
-                            + "deleted \(deletion.deletedIdentities) identity(ies), queued \(deletion.appleRevocationsQueued) Apple revocation(s).")
+                            + "deleted \(deletion.deletedIdentities) identity(ies), queued \(deletion.appleRevocationsQueued) Apple revocation(s)."
+                    )
                     if deletion.appleRevocationsQueued > 0 {
                         print("Next: broker serve makes the revocations; broker apple revocations list --tenant \(tenant) shows them.")
                     }

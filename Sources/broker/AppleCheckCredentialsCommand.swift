@@ -43,12 +43,16 @@ extension AppleCommand {
                     let failed: Int
                 }
                 let output = Checked(checked: report.checked, still_valid: report.valid, revoked: report.revoked, failed: report.failed)
-                if options.json { try Output.json(output) } else {
+                if options.json {
+                    try Output.json(output)
+                } else {
                     print(
                         "Checked \(report.checked) Apple refresh token(s) of tenant '\(tenant)': \(report.valid) still valid, "
                             + "\(report.revoked) revoked (handled as consent-revoked), \(report.failed) failed.")
                     if report.failed > 0 {
-                        print("Next: the failed ones are tried again in 10 minutes by broker serve; the log says why (Apple unreachable or refusing the client).")
+                        print(
+                            "Next: the failed ones are tried again in 10 minutes by broker serve; the log says why (Apple unreachable or refusing the client)."
+                        )
                     }
                 }
             }

@@ -89,9 +89,12 @@ struct AppleCommand: AsyncParsableCommand {
                     let context = try CLIContext()
                     let (actor, tenant, group, teamID) = (context.actor, tenant, group, teamId)
                     try await context.withDatabase { database in
-                        try await AppleAdmin(database: database, actor: actor).moveGroup(tenant: tenant, primaryAppID: group, teamID: teamID)
+                        try await AppleAdmin(database: database, actor: actor).moveGroup(
+                            tenant: tenant, primaryAppID: group, teamID: teamID)
                     }
-                    if options.json { try Output.json(["primary_app_id": group, "team_id": teamID]) } else {
+                    if options.json {
+                        try Output.json(["primary_app_id": group, "team_id": teamID])
+                    } else {
                         print("App group '\(group)' of '\(tenant)' now belongs to team \(teamID).")
                     }
                 }
@@ -183,7 +186,9 @@ struct AppleCommand: AsyncParsableCommand {
                     if options.json {
                         try Output.json(AppleShowJSON.ClientJSON(client, group: group))
                     } else {
-                        print("Client '\(client.clientID)' (\(client.kind.rawValue) on \(client.platforms.map(\.rawValue).joined(separator: ",")), nonce \(client.nonceMode.rawValue)\(client.nonceRequired ? ", required" : ", optional")) added to group '\(group)'.")
+                        print(
+                            "Client '\(client.clientID)' (\(client.kind.rawValue) on \(client.platforms.map(\.rawValue).joined(separator: ",")), nonce \(client.nonceMode.rawValue)\(client.nonceRequired ? ", required" : ", optional")) added to group '\(group)'."
+                        )
                     }
                 }
             }
@@ -225,7 +230,8 @@ struct AppleCommand: AsyncParsableCommand {
                     } else {
                         print(
                             "Client '\(removed.client.clientID)' removed from tenant '\(tenant)'."
-                                + (removed.groupRemoved ? " It was its group's primary App ID, alone in it: the group was removed too." : ""))
+                                + (removed.groupRemoved
+                                    ? " It was its group's primary App ID, alone in it: the group was removed too." : ""))
                     }
                 }
             }
@@ -235,7 +241,9 @@ struct AppleCommand: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "set",
                 abstract: "Change a client's settings.",
-                discussion: "--nonce-required: sign-ins through the client must send the raw nonce (400 nonce_required otherwise); --no-nonce-required: a nonce is checked only when sent.")
+                discussion:
+                    "--nonce-required: sign-ins through the client must send the raw nonce (400 nonce_required otherwise); --no-nonce-required: a nonce is checked only when sent."
+            )
             @Option(help: "The tenant slug.") var tenant: String
             @Option(help: "The bundle id or Services ID.") var clientId: String
             @Flag(inversion: .prefixedNo, help: "Whether sign-ins through this client must send a nonce.")
@@ -252,7 +260,8 @@ struct AppleCommand: AsyncParsableCommand {
                     if options.json {
                         try Output.json(AppleShowJSON.ClientJSON(client, group: nil))
                     } else {
-                        print("Client '\(client.clientID)' \(client.nonceRequired ? "requires a nonce" : "takes a nonce when one is sent").")
+                        print(
+                            "Client '\(client.clientID)' \(client.nonceRequired ? "requires a nonce" : "takes a nonce when one is sent").")
                     }
                 }
             }
@@ -334,7 +343,8 @@ struct AppleShowJSON: Encodable {
         for group in groups {
             print("group \(group.primary_app_id) (team \(group.team_id ?? "-"))")
             for client in group.clients {
-                var line = "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  platforms \(client.platforms.joined(separator: ","))  nonce \(client.nonce)\(client.nonce_required ? " (required)" : "")"
+                var line =
+                    "  \(client.kind.padding(toLength: 7, withPad: " ", startingAt: 0)) \(client.client_id)  platforms \(client.platforms.joined(separator: ","))  nonce \(client.nonce)\(client.nonce_required ? " (required)" : "")"
                 if !client.redirect_uris.isEmpty { line += "  redirect \(client.redirect_uris.joined(separator: ","))" }
                 if !client.return_urls.isEmpty { line += "  return \(client.return_urls.joined(separator: ","))" }
                 print(Output.text(line))

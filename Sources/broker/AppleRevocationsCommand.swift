@@ -32,7 +32,9 @@ extension AppleCommand {
                         return try await database.appleRevocations.list(tenantID: found.id, status: filter)
                     }
                     let output = revocations.map(RevocationJSON.init)
-                    if options.json { try Output.json(output) } else if output.isEmpty {
+                    if options.json {
+                        try Output.json(output)
+                    } else if output.isEmpty {
                         print("Tenant '\(tenant)' has no\(status.map { " \($0)" } ?? "") Apple revocations.")
                     } else {
                         Output.table(
@@ -102,7 +104,8 @@ extension AppleCommand {
         static func status(_ text: String) throws -> AppleRevocationRepository.Status {
             guard let status = AppleRevocationRepository.Status(rawValue: text) else {
                 throw BrokerError.invalidArgument(
-                    "--status '\(text.prefix(40))' is not a revocation status.", hint: "Use --status pending, --status failed or --status done.")
+                    "--status '\(text.prefix(40))' is not a revocation status.",
+                    hint: "Use --status pending, --status failed or --status done.")
             }
             return status
         }

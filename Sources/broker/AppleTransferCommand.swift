@@ -81,7 +81,9 @@ extension AppleCommand {
                     let output = Output_(
                         file: out, total: summary.total, exported: summary.exported, skipped: summary.skipped,
                         failed: summary.failed.map { ["identity_id": $0.identityID, "error": $0.error] })
-                    if options.json { try Output.json(output) } else {
+                    if options.json {
+                        try Output.json(output)
+                    } else {
                         print(
                             "Exported \(summary.exported) of \(summary.total) Apple identities of '\(tenant)' for team \(targetTeam) to \(out)"
                                 + (summary.skipped > 0 ? " (\(summary.skipped) already in the file)." : "."))
@@ -141,14 +143,20 @@ extension AppleCommand {
                         rekeyed: summary.rekeyed, already: summary.already, not_found: summary.notFound,
                         conflicts: summary.conflicts.map { ["identity_id": $0.identityID, "error": $0.error] },
                         failed: summary.failed.map { ["identity_id": $0.identityID, "error": $0.error] })
-                    if options.json { try Output.json(output) } else {
+                    if options.json {
+                        try Output.json(output)
+                    } else {
                         print(
                             "\(dryRun ? "Dry run: would re-key" : "Re-keyed") \(summary.rekeyed) identities of '\(tenant)' from \(input); "
                                 + "\(summary.already) already on the new team, \(summary.notFound.count) not found, "
                                 + "\(summary.conflicts.count) conflicts, \(summary.failed.count) failed"
                                 + (start > 0 ? " (\(lines.count - remaining.count) lines skipped by --resume)." : "."))
-                        for id in summary.notFound.prefix(20) { print("  not found \(id): no identity of its account waits with that transfer_sub") }
-                        for failure in (summary.conflicts + summary.failed).prefix(20) { print("  \(failure.identityID): \(failure.error)") }
+                        for id in summary.notFound.prefix(20) {
+                            print("  not found \(id): no identity of its account waits with that transfer_sub")
+                        }
+                        for failure in (summary.conflicts + summary.failed).prefix(20) {
+                            print("  \(failure.identityID): \(failure.error)")
+                        }
                     }
                     if !summary.failed.isEmpty {
                         throw BrokerError(
@@ -177,7 +185,8 @@ final class TransferFile: Sendable {
             }
             let lines = try Self.read(path)
             if let other = lines.first(where: { $0.target_team != targetTeam }) {
-                throw BrokerError.invalidArgument("\(path) was exported for team \(other.target_team.prefix(10)), not \(targetTeam.prefix(10)).")
+                throw BrokerError.invalidArgument(
+                    "\(path) was exported for team \(other.target_team.prefix(10)), not \(targetTeam.prefix(10)).")
             }
             identities = Set(lines.map(\.identity_id))
         } else {
@@ -219,7 +228,9 @@ final class TransferFile: Sendable {
     }
 
     static func progress(at path: String) -> Int {
-        FileManager.default.contents(atPath: path).flatMap { Int(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+        FileManager.default.contents(atPath: path).flatMap {
+            Int(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        } ?? 0
     }
 
     static func saveProgress(_ done: Int, at path: String) {

@@ -27,11 +27,13 @@ enum CLIHints {
     /// The hints of the domain's input rules, by the rule the failure names.
     private static func invalidArgument(_ arguments: [String: String]) -> String? {
         switch arguments["rule"] {
-        case "api_key_scope": return "Pass --scopes with a comma-separated list of \(APIKeyScope.allCases.map(\.rawValue).joined(separator: ", "))."
+        case "api_key_scope":
+            return "Pass --scopes with a comma-separated list of \(APIKeyScope.allCases.map(\.rawValue).joined(separator: ", "))."
         case "master_key": return "Generate one with: openssl rand -base64 32"
         case "apple_client_platforms":
             let names = arguments["allowed"] ?? "ios"
-            return "A --kind \(arguments["kind"] ?? "app") client takes --platforms with a comma-separated list within \(names), e.g. --platforms \(names)."
+            return
+                "A --kind \(arguments["kind"] ?? "app") client takes --platforms with a comma-separated list within \(names), e.g. --platforms \(names)."
         case "apple_identifier": return "Copy it from the Apple developer account (Membership for the team id, Keys for the key id)."
         case "free_text": return "Give \(arguments["option"] ?? "it") as plain text on one line, without escape sequences."
         default: return nil

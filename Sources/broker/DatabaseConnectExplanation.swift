@@ -35,7 +35,8 @@ struct DatabaseConnectExplanation {
         case .timedOut(let endpoint, let seconds):
             code = "database_connect_timeout"
             message = "No answer from PostgreSQL at \(endpoint) within \(seconds) s."
-            hint = "Check that the host and port in DATABASE_URL reach PostgreSQL (a firewall may drop them); BROKER_DB_CONNECT_TIMEOUT sets the wait."
+            hint =
+                "Check that the host and port in DATABASE_URL reach PostgreSQL (a firewall may drop them); BROKER_DB_CONNECT_TIMEOUT sets the wait."
         case .notAccepting(let endpoint, let reason):
             code = "database_unavailable"
             message = "PostgreSQL at \(endpoint) is not accepting connections: \(reason)"

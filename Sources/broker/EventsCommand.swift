@@ -80,7 +80,9 @@ struct EventsCommand: AsyncParsableCommand {
                     try await WebhookAdmin(database: database, actor: actor).deliveries(tenant: tenant, status: filter, limit: limit)
                 }
                 let output = deliveries.map(DeliveryJSON.init)
-                if options.json { try Output.json(output) } else if output.isEmpty {
+                if options.json {
+                    try Output.json(output)
+                } else if output.isEmpty {
                     print("Tenant '\(tenant)' has no\(status.map { " \($0)" } ?? "") webhook deliveries.")
                 } else {
                     Output.table(
@@ -110,7 +112,8 @@ struct EventsCommand: AsyncParsableCommand {
                     let digits = text.hasPrefix("evt_") ? String(text.dropFirst(4)) : text
                     guard let id = Int64(digits), id > 0 else {
                         throw BrokerError.invalidArgument(
-                            "'\(text.prefix(40))' is not an event id.", hint: "Take the EVENT column of: broker events list --tenant \(slug)")
+                            "'\(text.prefix(40))' is not an event id.",
+                            hint: "Take the EVENT column of: broker events list --tenant \(slug)")
                     }
                     return id
                 }
@@ -119,10 +122,14 @@ struct EventsCommand: AsyncParsableCommand {
                 let queued = try await context.withDatabase { database in
                     try await WebhookAdmin(database: database, actor: actor).redeliver(tenant: tenant, eventIDs: ids)
                 }
-                if options.json { try Output.json(["redelivered": queued.map { "evt_\($0)" }]) } else if queued.isEmpty {
+                if options.json {
+                    try Output.json(["redelivered": queued.map { "evt_\($0)" }])
+                } else if queued.isEmpty {
                     print("Tenant '\(tenant)' has no failed webhook deliveries.")
                 } else {
-                    print("\(queued.count) deliver\(queued.count == 1 ? "y" : "ies") of '\(tenant)' queued again; broker serve sends them now.")
+                    print(
+                        "\(queued.count) deliver\(queued.count == 1 ? "y" : "ies") of '\(tenant)' queued again; broker serve sends them now."
+                    )
                 }
             }
         }

@@ -152,7 +152,9 @@ struct ImportCommand: AsyncParsableCommand {
                 }
                 display.finish()
                 let job = report.job
-                if options.json { try Output.json(JobJSON(job)) } else {
+                if options.json {
+                    try Output.json(JobJSON(job))
+                } else {
                     let verb = job.dryRun ? "Dry run of" : (report.resumed ? "Continued" : "Imported")
                     print("\(verb) \(file) into '\(tenant)' (job \(job.id.lowercasedString)): \(ImportCommand.summary(job)).")
                     if job.counts.conflicts + job.counts.skipped + job.counts.errors > 0 {
@@ -173,7 +175,9 @@ struct ImportCommand: AsyncParsableCommand {
                         throw BrokerError(
                             code: "import_file_invalid", kind: .invalidInput, title: "Import file broken",
                             detail: "Job \(id) \(reason). The records before it are imported (the job read to line \(job.cursorLine)).",
-                            hint: "Get the whole file (export it again), then: \(resume) (it continues when the part already read is unchanged)")
+                            hint:
+                                "Get the whole file (export it again), then: \(resume) (it continues when the part already read is unchanged)"
+                        )
                     }
                     throw BrokerError(
                         code: "import_stopped", kind: .invalidInput, title: "Import stopped",
@@ -290,10 +294,13 @@ extension ImportCommand {
                             code: "import_job_not_found", kind: .notFound, title: "Import job not found",
                             detail: "No import job \(id.lowercasedString).", hint: "List jobs with: broker import list --tenant T")
                     }
-                    guard !job.dryRun else { throw BrokerError.invalidArgument("Job \(id.lowercasedString) was a dry run: it created nothing.") }
+                    guard !job.dryRun else {
+                        throw BrokerError.invalidArgument("Job \(id.lowercasedString) was a dry run: it created nothing.")
+                    }
                     return (
                         job,
-                        try await database.imports.rollback(jobID: job.id, tenantID: job.tenantID, force: force, dryRun: dryRun, actor: actor)
+                        try await database.imports.rollback(
+                            jobID: job.id, tenantID: job.tenantID, force: force, dryRun: dryRun, actor: actor)
                     )
                 }
                 let (job, rollback) = result
@@ -313,7 +320,9 @@ extension ImportCommand {
                             identities_kept: rollback.identitiesKept))
                 }
                 let verb = dryRun ? "Would remove" : "Removed"
-                print("\(verb) \(rollback.accountsRemoved) accounts and \(rollback.identitiesRemoved) identities of job \(job.id.lowercasedString).")
+                print(
+                    "\(verb) \(rollback.accountsRemoved) accounts and \(rollback.identitiesRemoved) identities of job \(job.id.lowercasedString)."
+                )
                 if rollback.accountsKept + rollback.identitiesKept > 0 {
                     print(
                         "Kept \(rollback.accountsKept) accounts and \(rollback.identitiesKept) identities: they have signed in since the import "

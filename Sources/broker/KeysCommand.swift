@@ -81,11 +81,14 @@ struct KeysCommand: AsyncParsableCommand {
                     try await SigningKeyAdmin(database: database, secrets: secrets, actor: context.actor).rotate(
                         tenant: tenant, delay: delay)
                 }
-                if options.json { try Output.json(KeyJSON(status)) } else if status.state == .active {
+                if options.json {
+                    try Output.json(KeyJSON(status))
+                } else if status.state == .active {
                     print("Key \(status.record.kid) is active for tenant '\(tenant)'.")
                 } else {
                     print(
-                        "Key \(status.record.kid) is published as next for tenant '\(tenant)' and signs from \(Output.date(status.record.activatesAt)).")
+                        "Key \(status.record.kid) is published as next for tenant '\(tenant)' and signs from \(Output.date(status.record.activatesAt))."
+                    )
                 }
             }
         }
@@ -111,7 +114,10 @@ struct KeysCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Retire a key. Retiring the active key promotes the 'next' key at once (refused if there is none).")
         @Option(help: "The tenant slug.") var tenant: String
-        @Argument(help: "The key id (kid). A kid is base64url and may start with '-': put '--' before it (broker keys retire --tenant T -- <kid>).") var kid: String
+        @Argument(
+            help:
+                "The key id (kid). A kid is base64url and may start with '-': put '--' before it (broker keys retire --tenant T -- <kid>).")
+        var kid: String
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
@@ -120,7 +126,9 @@ struct KeysCommand: AsyncParsableCommand {
                 let keys = try await context.withDatabase { database in
                     try await KeysCommand.admin(context, database).retire(tenant: tenant, kid: kid)
                 }
-                if options.json { try Output.json(keys.map(KeyJSON.init)) } else {
+                if options.json {
+                    try Output.json(keys.map(KeyJSON.init))
+                } else {
                     print("Key \(kid) of tenant '\(tenant)' is retired.")
                     KeysCommand.printTable(keys)
                 }
@@ -138,7 +146,10 @@ struct KeysCommand: AsyncParsableCommand {
                 a new key active at once when none is pending. A revocation cannot be undone.
                 """)
         @Option(help: "The tenant slug.") var tenant: String
-        @Argument(help: "The key id (kid). A kid is base64url and may start with '-': put '--' before it (broker keys revoke --tenant T -- <kid>).") var kid: String
+        @Argument(
+            help:
+                "The key id (kid). A kid is base64url and may start with '-': put '--' before it (broker keys revoke --tenant T -- <kid>).")
+        var kid: String
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
@@ -147,7 +158,9 @@ struct KeysCommand: AsyncParsableCommand {
                 let revocation = try await context.withDatabase { database in
                     try await KeysCommand.admin(context, database).revoke(tenant: tenant, kid: kid)
                 }
-                if options.json { try Output.json(revocation.keys.map(KeyJSON.init)) } else {
+                if options.json {
+                    try Output.json(revocation.keys.map(KeyJSON.init))
+                } else {
                     if revocation.alreadyRevoked {
                         print("Key \(kid) of tenant '\(tenant)' was already revoked; nothing changed.")
                     } else {

@@ -3,7 +3,7 @@ import BrokerCore
 import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A socket that could not be opened for listening, said with the address and the setting that

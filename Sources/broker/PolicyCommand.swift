@@ -88,7 +88,9 @@ struct PolicyCommand: AsyncParsableCommand {
                     if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
                     return updated
                 }
-                if options.json { try Output.json(SettingsJSON(updated)) } else {
+                if options.json {
+                    try Output.json(SettingsJSON(updated))
+                } else {
                     print("Tenant '\(tenant)' is held to guideline 4.8 in mode \(updated.policy.mode.rawValue).")
                 }
             }
@@ -132,7 +134,9 @@ struct PolicyCommand: AsyncParsableCommand {
                         if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
                         return updated
                     }
-                    if options.json { try Output.json(SettingsJSON(updated)) } else {
+                    if options.json {
+                        try Output.json(SettingsJSON(updated))
+                    } else {
                         print("Tenant '\(tenant)' is no longer exempt from guideline 4.8.")
                     }
                     return
@@ -144,7 +148,9 @@ struct PolicyCommand: AsyncParsableCommand {
                 guard let reason else {
                     throw BrokerError.invalidArgument(
                         "Give --reason and --note, or --clear.",
-                        hint: "broker policy exempt --tenant \(tenant) --reason <\(reasons.replacingOccurrences(of: ", ", with: "|"))> --note \"...\"")
+                        hint:
+                            "broker policy exempt --tenant \(tenant) --reason <\(reasons.replacingOccurrences(of: ", ", with: "|"))> --note \"...\""
+                    )
                 }
                 guard let parsed = LoginPolicyExemptionReason(rawValue: reason.lowercased()) else {
                     throw BrokerError.invalidArgument(
@@ -154,8 +160,12 @@ struct PolicyCommand: AsyncParsableCommand {
                     try await PolicyAdmin(database: database, actor: context.actor).exempt(
                         tenant: tenant, reason: parsed, note: note ?? "")
                 }
-                if options.json { try Output.json(SettingsJSON(updated)) } else {
-                    print("Tenant '\(tenant)' is exempt from guideline 4.8 (\(parsed.rawValue)): \(Output.text(updated.policy.exemption?.note ?? ""))")
+                if options.json {
+                    try Output.json(SettingsJSON(updated))
+                } else {
+                    print(
+                        "Tenant '\(tenant)' is exempt from guideline 4.8 (\(parsed.rawValue)): \(Output.text(updated.policy.exemption?.note ?? ""))"
+                    )
                 }
             }
         }
@@ -215,11 +225,13 @@ struct PolicyCommand: AsyncParsableCommand {
             for report in reports {
                 if let exemption = report.exemption {
                     print(
-                        "\(report.tenant) \(report.platform.rawValue): exempt (\(exemption.reason.rawValue), since \(Output.date(exemption.since))): \(Output.text(exemption.note))")
+                        "\(report.tenant) \(report.platform.rawValue): exempt (\(exemption.reason.rawValue), since \(Output.date(exemption.since))): \(Output.text(exemption.note))"
+                    )
                 }
                 if let fix = report.fix {
                     print(
-                        "\(report.tenant) \(report.platform.rawValue): \(names(report.nonQualifyingProviders)) offered without a qualifying option. Fix: \(fix)")
+                        "\(report.tenant) \(report.platform.rawValue): \(names(report.nonQualifyingProviders)) offered without a qualifying option. Fix: \(fix)"
+                    )
                 }
             }
         }

@@ -23,7 +23,9 @@ struct ProviderCommand: AsyncParsableCommand {
         guard let provider = ProviderID(rawValue: name) else {
             throw BrokerError.invalidArgument(
                 "'\(name.prefix(40))' is not a provider id.",
-                hint: "Use apple, google, facebook or the tenant's own id, as it is written: 2-32 lowercase letters, digits and dashes starting with a letter (see 'broker provider list --tenant <slug>').")
+                hint:
+                    "Use apple, google, facebook or the tenant's own id, as it is written: 2-32 lowercase letters, digits and dashes starting with a letter (see 'broker provider list --tenant <slug>')."
+            )
         }
         return provider
     }
@@ -51,7 +53,9 @@ struct ProviderCommand: AsyncParsableCommand {
                     case .bool(let flag): flag ? "yes" : "no"
                     default: "-"
                     }
-                Swift.print("  \((name.replacingOccurrences(of: "_", with: " ") + ":").padding(toLength: 15, withPad: " ", startingAt: 0))\(Output.text(text.isEmpty ? "-" : text))")
+                Swift.print(
+                    "  \((name.replacingOccurrences(of: "_", with: " ") + ":").padding(toLength: 15, withPad: " ", startingAt: 0))\(Output.text(text.isEmpty ? "-" : text))"
+                )
             }
         }
         if !status.platforms.isEmpty { Swift.print("  platforms:     \(status.platforms.joined(separator: ","))") }
@@ -180,7 +184,9 @@ struct ProviderCommand: AsyncParsableCommand {
                 let values = try values()
                 let context = try CLIContext()
                 // Only a type that keeps a secret needs the master key.
-                let secrets = try values["app-secret"] == nil && values["client-secret"] == nil ? SecretBox(masterKey: MasterKey.generate().key) : SecretBox(masterKey: context.masterKey())
+                let secrets =
+                    try values["app-secret"] == nil && values["client-secret"] == nil
+                    ? SecretBox(masterKey: MasterKey.generate().key) : SecretBox(masterKey: context.masterKey())
                 let registry = ProviderAdmin.registry(
                     secrets: secrets, endpoints: context.configuration.providerEndpoints, logger: context.logger)
                 let status = try await context.withDatabase { database in
@@ -190,7 +196,9 @@ struct ProviderCommand: AsyncParsableCommand {
                     if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
                     return status
                 }
-                if options.json { try Output.json(status) } else {
+                if options.json {
+                    try Output.json(status)
+                } else {
                     Swift.print("\(status.provider) is enabled for tenant '\(tenant)'.")
                     ProviderCommand.print(status)
                     ProviderCommand.noteWithdrawal(status.attestationWithdrawn, tenant: tenant)
@@ -228,7 +236,9 @@ struct ProviderCommand: AsyncParsableCommand {
                     let provider: String
                     let enabled: Bool
                 }
-                if options.json { try Output.json(Disabled(provider: name.rawValue, enabled: false)) } else {
+                if options.json {
+                    try Output.json(Disabled(provider: name.rawValue, enabled: false))
+                } else {
                     Swift.print("\(name.rawValue) is disabled for tenant '\(tenant)'; its settings and identities are kept.")
                     ProviderCommand.noteWithdrawal(withdrawn, tenant: tenant)
                 }
@@ -247,7 +257,9 @@ struct ProviderCommand: AsyncParsableCommand {
                 let statuses = try await context.withDatabase { database in
                     try await ProviderAdmin(database: database, actor: context.actor).list(tenant: tenant)
                 }
-                if options.json { try Output.json(statuses) } else {
+                if options.json {
+                    try Output.json(statuses)
+                } else {
                     Output.table(
                         ["PROVIDER", "TYPE", "ENABLED", "PLATFORMS", "CLIENTS"],
                         statuses.map { status in
@@ -282,7 +294,8 @@ struct ProviderCommand: AsyncParsableCommand {
 
     struct Attest: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Attest that a provider (Google, Facebook, an OpenID Connect id) meets App Store Review Guideline 4.8's three criteria (or --revoke).",
+            abstract:
+                "Attest that a provider (Google, Facebook, an OpenID Connect id) meets App Store Review Guideline 4.8's three criteria (or --revoke).",
             discussion: """
                 Under the privacy-equivalent mode an attested provider counts as the equivalent login \
                 option of guideline 4.8, as Sign in with Apple does built in (Apple takes no attestation). \
@@ -349,7 +362,8 @@ struct ProviderCommand: AsyncParsableCommand {
                         if force, !options.json { try await PolicyCommand.warnViolations(tenant: tenant, database: database) }
                     }
                     if options.json {
-                        try Output.json(Attested(tenant: tenant, provider: name.rawValue, attested: false, attested_at: nil, attested_by: nil))
+                        try Output.json(
+                            Attested(tenant: tenant, provider: name.rawValue, attested: false, attested_at: nil, attested_by: nil))
                     } else {
                         Swift.print("The attestation of \(name.rawValue) for tenant '\(tenant)' is withdrawn.")
                     }
@@ -368,7 +382,8 @@ struct ProviderCommand: AsyncParsableCommand {
                 } else {
                     Swift.print(
                         "\(name.rawValue) is attested for tenant '\(tenant)' as meeting App Store Review Guideline 4.8's three criteria "
-                            + "(by \(Output.text(attestation.attestedBy)), \(Output.date(attestation.attestedAt))). It qualifies under the privacy-equivalent mode.")
+                            + "(by \(Output.text(attestation.attestedBy)), \(Output.date(attestation.attestedAt))). It qualifies under the privacy-equivalent mode."
+                    )
                 }
             }
         }

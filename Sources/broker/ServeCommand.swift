@@ -61,7 +61,8 @@ struct ServeCommand: AsyncParsableCommand {
                         "address": "\(configuration.host):\(configuration.port)",
                         "public_url": "\(configuration.publicURL)",
                         "metrics": "\(configuration.metricsPort.map { "\(configuration.host):\($0)" } ?? "on the API's port")",
-                        "database": "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
+                        "database":
+                            "\(configuration.databaseURL == nil ? "embedded (\(configuration.dataDirectory.path))" : "DATABASE_URL")",
                     ])
                 if try await !database.tenantWallApplies() {
                     logger.warning(

@@ -92,7 +92,8 @@ struct TenantCommand: AsyncParsableCommand {
         }
 
         func printText() {
-            print("""
+            print(
+                """
                 slug:        \(slug)
                 name:        \(Output.text(name))
                 status:      \(status)
@@ -129,7 +130,9 @@ struct TenantCommand: AsyncParsableCommand {
                         slug: slug, name: name, secrets: secrets)
                 }
                 let output = TenantJSON(tenant, publicURL: context.configuration.publicURL)
-                if options.json { try Output.json(output) } else {
+                if options.json {
+                    try Output.json(output)
+                } else {
                     print("Created tenant '\(tenant.slug)' with an active signing key.")
                     output.printText()
                     print("Next: broker api-key create --tenant \(tenant.slug)")
@@ -206,7 +209,9 @@ struct TenantCommand: AsyncParsableCommand {
                 guard autoLinkVerifiedEmail != nil || rateLimit != nil || maxSessionsPerAccount != nil else {
                     throw BrokerError.invalidArgument(
                         "Nothing to change.",
-                        hint: "For example: broker tenant set --tenant \(tenant) --auto-link-verified-email on, or --rate-limit 500 --burst 1000")
+                        hint:
+                            "For example: broker tenant set --tenant \(tenant) --auto-link-verified-email on, or --rate-limit 500 --burst 1000"
+                    )
                 }
                 let autoLink: Bool? = try autoLinkVerifiedEmail.map { value in
                     guard let on = ["on": true, "off": false][value.lowercased()] else {
@@ -242,7 +247,9 @@ struct TenantCommand: AsyncParsableCommand {
         /// `--rate-limit N [--burst M]` as a change; nil: no change.
         static func rateLimit(_ text: String?, burst: Int?) throws -> RateLimitChange? {
             guard let text else {
-                if burst != nil { throw BrokerError.invalidArgument("--burst goes with --rate-limit.", hint: "For example: --rate-limit 500 --burst 1000") }
+                if burst != nil {
+                    throw BrokerError.invalidArgument("--burst goes with --rate-limit.", hint: "For example: --rate-limit 500 --burst 1000")
+                }
                 return nil
             }
             if text.lowercased() == "default" {

@@ -36,7 +36,10 @@ struct TokenCommand: AsyncParsableCommand {
         @Option(help: "Apple: how the nonce is compared, sha256 or raw (Google and Facebook put the raw nonce).")
         var nonceMode: String = "sha256"
         @Option(help: "Google: the Workspace domain the token's hd must name.") var hostedDomain: String?
-        @Option(help: "Another client of the tenant the token's azp may name (repeatable; e.g. the Android client of a token issued to the web client).")
+        @Option(
+            help:
+                "Another client of the tenant the token's azp may name (repeatable; e.g. the Android client of a token issued to the web client)."
+        )
         var authorizedParty: [String] = []
         @Flag(name: .long, help: "Print machine-readable JSON.") var json = false
 
@@ -44,7 +47,8 @@ struct TokenCommand: AsyncParsableCommand {
             try await runReporting(json: json) {
                 guard let name = ProviderID(rawValue: provider) else {
                     throw BrokerError.invalidArgument(
-                        "'\(provider.prefix(40))' is not a provider id.", hint: "Use --provider apple, google, facebook or a tenant's own id with --tenant.")
+                        "'\(provider.prefix(40))' is not a provider id.",
+                        hint: "Use --provider apple, google, facebook or a tenant's own id with --tenant.")
                 }
                 if hostedDomain != nil, name != .google {
                     throw BrokerError.invalidArgument("--hosted-domain applies to Google tokens only.", hint: "Add --provider google.")
@@ -76,7 +80,8 @@ struct TokenCommand: AsyncParsableCommand {
                 let registry = ProviderAdmin.registry(
                     secrets: SecretBox(masterKey: MasterKey.generate().key), endpoints: configuration.providerEndpoints, logger: logger)
                 guard let descriptor = registry[type]?.descriptor else {
-                    throw BrokerError.invalidArgument("Provider '\(name.rawValue)' has a type this broker does not know (\(type.rawValue)).")
+                    throw BrokerError.invalidArgument(
+                        "Provider '\(name.rawValue)' has a type this broker does not know (\(type.rawValue)).")
                 }
                 let source: JWKSCache.Source
                 if let jwks, jwks.hasPrefix("http://") || jwks.hasPrefix("https://") {
@@ -143,7 +148,9 @@ struct TokenCommand: AsyncParsableCommand {
                 return
             }
             for check in report.checks {
-                Swift.print("\(check.passed ? "ok  " : "FAIL") \(check.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(Output.text(check.detail))")
+                Swift.print(
+                    "\(check.passed ? "ok  " : "FAIL") \(check.name.padding(toLength: 10, withPad: " ", startingAt: 0)) \(Output.text(check.detail))"
+                )
             }
             if let failure = report.failure {
                 Swift.print("invalid: \(failure.code)")

@@ -25,7 +25,9 @@ enum TraceExport {
         {
             throw BrokerError.invalidArgument(
                 "OTEL_EXPORTER_OTLP_PROTOCOL is '\(chosen)', and the broker sends traces over HTTP only.",
-                hint: "Set OTEL_EXPORTER_OTLP_PROTOCOL to http/protobuf (the default) or http/json, with the collector's OTLP/HTTP address (port 4318) in OTEL_EXPORTER_OTLP_ENDPOINT.")
+                hint:
+                    "Set OTEL_EXPORTER_OTLP_PROTOCOL to http/protobuf (the default) or http/json, with the collector's OTLP/HTTP address (port 4318) in OTEL_EXPORTER_OTLP_ENDPOINT."
+            )
         }
         var configuration = OTel.Configuration.default
         configuration.serviceName = "identity-broker"
@@ -48,7 +50,9 @@ enum TraceExport {
         } catch {
             throw BrokerError.invalidArgument(
                 "The OpenTelemetry settings cannot be used: \(error).",
-                hint: "Check the OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT is the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318), or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without traces.")
+                hint:
+                    "Check the OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT is the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318), or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without traces."
+            )
         }
     }
 }

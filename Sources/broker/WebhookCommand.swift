@@ -66,7 +66,9 @@ struct WebhookCommand: AsyncParsableCommand {
                 }
                 var output = WebhookJSON(result.webhook)
                 output.secret = result.secret
-                if options.json { try Output.json(output) } else {
+                if options.json {
+                    try Output.json(output)
+                } else {
                     print("Webhook of '\(tenant)' \(result.created ? "created" : "updated"): \(output.url)")
                     print("Events: \(result.webhook.eventTypes?.joined(separator: ", ") ?? "every type")")
                     if let secret = result.secret {
@@ -81,7 +83,8 @@ struct WebhookCommand: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the tenant's webhook and its deliveries by status (never the secret).")
+        static let configuration = CommandConfiguration(
+            abstract: "Show the tenant's webhook and its deliveries by status (never the secret).")
         @Option(help: "The tenant slug.") var tenant: String
         @OptionGroup var options: CommonOptions
 
@@ -100,7 +103,9 @@ struct WebhookCommand: AsyncParsableCommand {
                 var output = WebhookJSON(webhook)
                 output.deliveries = Dictionary(
                     uniqueKeysWithValues: WebhookRepository.DeliveryStatus.allCases.map { ($0.rawValue, status.deliveries[$0] ?? 0) })
-                if options.json { try Output.json(output) } else {
+                if options.json {
+                    try Output.json(output)
+                } else {
                     print("URL:        \(output.url)")
                     print("Enabled:    \(output.enabled ? "yes" : "no")")
                     print("Events:     \(webhook.eventTypes?.joined(separator: ", ") ?? "every type")")

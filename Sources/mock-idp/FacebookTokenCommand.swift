@@ -3,7 +3,7 @@ import Foundation
 import MockIdP
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 extension MockIdPCommand {

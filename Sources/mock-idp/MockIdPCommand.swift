@@ -47,7 +47,8 @@ struct MockIdPCommand: AsyncParsableCommand {
 
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Serve Apple (/auth/keys, /auth/token, /auth/revoke), Google's and Facebook's key sets, Facebook's Graph, and OpenID Connect issuers.",
+            abstract:
+                "Serve Apple (/auth/keys, /auth/token, /auth/revoke), Google's and Facebook's key sets, Facebook's Graph, and OpenID Connect issuers.",
             discussion: """
                 Routes: /auth/keys, /auth/token, /auth/revoke (Apple); /google/oauth2/v3/certs; \
                 /facebook/.well-known/oauth/openid/jwks/; /facebook/graph/debug_token and /facebook/graph/me \

@@ -18,7 +18,10 @@ import Testing
     }
 
     @Test func theApplicationLayerImportsNoHTTP() throws {
-        let http = ["Hummingbird", "HummingbirdCore", "HTTPTypes", "NIOHTTP1", "NIOHTTPTypes", "NIOHTTPTypesHTTP1", "OpenAPIRuntime", "BrokerAPI", "BrokerServer"]
+        let http = [
+            "Hummingbird", "HummingbirdCore", "HTTPTypes", "NIOHTTP1", "NIOHTTPTypes", "NIOHTTPTypesHTTP1", "OpenAPIRuntime", "BrokerAPI",
+            "BrokerServer",
+        ]
         let files = try Self.sources("BrokerApplication")
         #expect(files.count > 20)
         for (path, text) in files {

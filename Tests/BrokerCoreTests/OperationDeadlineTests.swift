@@ -56,7 +56,11 @@ import TestSupport
     @Test func anOperationThatEndsInTimeIsAnsweredAndNotCancelled() async throws {
         let cancelled = Flag()
         let value = try await withDeadline(.seconds(30)) {
-            await withTaskCancellationHandler { 42 } onCancel: { cancelled.set() }
+            await withTaskCancellationHandler {
+                42
+            } onCancel: {
+                cancelled.set()
+            }
         }
         #expect(value == 42)
         #expect(cancelled.isSet == false)
@@ -100,7 +104,8 @@ import TestSupport
         }
         #expect(outcomes.count == 400)
         #expect(outcomes.filter { $0.answered != nil && $0.cancelled }.isEmpty, "a value was answered by a cancelled operation")
-        #expect(outcomes.filter { $0.answered == nil && !$0.cancelled }.isEmpty, "a caller saw its deadline before the operation was cancelled")
+        #expect(
+            outcomes.filter { $0.answered == nil && !$0.cancelled }.isEmpty, "a caller saw its deadline before the operation was cancelled")
         #expect(Set(outcomes.compactMap(\.answered)).count == outcomes.compactMap(\.answered).count)
     }
 }

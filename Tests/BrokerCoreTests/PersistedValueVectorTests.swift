@@ -150,11 +150,13 @@ import Testing
         let opened = try Self.open(sealed, context: context)
         #expect(
             String(decoding: opened, as: UTF8.self)
-                == "-----BEGIN PRIVATE KEY-----\nTUlHVEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkhrd2R3SUJBUVFn\n-----END PRIVATE KEY-----\n")
+                == "-----BEGIN PRIVATE KEY-----\nTUlHVEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkhrd2R3SUJBUVFn\n-----END PRIVATE KEY-----\n"
+        )
     }
 
     @Test func aSealedFacebookAppSecretOpens() throws {
-        let context = ProviderConfiguration.secretContext(tenantID: try #require(Self.tenantID), provider: .facebook, clientID: "1234567890")
+        let context = ProviderConfiguration.secretContext(
+            tenantID: try #require(Self.tenantID), provider: .facebook, clientID: "1234567890")
         #expect(context == "provider_secret:0b5e1a7c-3d2f-4e6a-9b8c-1d2e3f405162:facebook:1234567890")
         // provider_configs.secret_sealed
         let sealed = "AV83MbUq0PsvgguRSfUOBgeJD1u93G/MWvDobOuq8MJsgYjT/MKaOQNizk3ivR6+57Jfirx06psNxS5xIw=="
@@ -164,7 +166,8 @@ import Testing
 
     /// What opening checks: the version byte, the master key and the context.
     @Test func aSealedValueOpensNowhereElse() throws {
-        let sealed = try #require(Data(base64Encoded: "AV83MbUq0PsvgguRSfUOBgeJD1u93G/MWvDobOuq8MJsgYjT/MKaOQNizk3ivR6+57Jfirx06psNxS5xIw=="))
+        let sealed = try #require(
+            Data(base64Encoded: "AV83MbUq0PsvgguRSfUOBgeJD1u93G/MWvDobOuq8MJsgYjT/MKaOQNizk3ivR6+57Jfirx06psNxS5xIw=="))
         let context = "provider_secret:0b5e1a7c-3d2f-4e6a-9b8c-1d2e3f405162:facebook:1234567890"
         #expect(sealed.first == 1)
         #expect(throws: BrokerError.self) {

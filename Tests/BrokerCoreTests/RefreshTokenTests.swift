@@ -64,7 +64,8 @@ import Testing
     @Test func onlyTheTwoCanonicalShapesParse() {
         let token = RefreshToken.generate(sessionID: UUID()).value
         for junk in [
-            "", "ibr_", String(token.dropLast()), token + "A", "ibx_" + token.dropFirst(4), token.replacingOccurrences(of: "ibr_", with: "IBR_"),
+            "", "ibr_", String(token.dropLast()), token + "A", "ibx_" + token.dropFirst(4),
+            token.replacingOccurrences(of: "ibr_", with: "IBR_"),
             "ibr_" + String(repeating: "*", count: 64), "ibr_" + String(repeating: "A", count: 63) + "=",
         ] {
             #expect(RefreshToken(parsing: junk) == nil, "\(junk)")

@@ -90,6 +90,7 @@ import Testing
         #expect(other.id != first.id)
         var later = first
         later.identify(byReplayKey: Data(key.reversed()), issuedAt: issued.addingTimeInterval(1))
-        #expect(withUnsafeBytes(of: first.id.uuid) { Array($0) }.lexicographicallyPrecedes(withUnsafeBytes(of: later.id.uuid) { Array($0) }))
+        #expect(
+            withUnsafeBytes(of: first.id.uuid) { Array($0) }.lexicographicallyPrecedes(withUnsafeBytes(of: later.id.uuid) { Array($0) }))
     }
 }

@@ -52,7 +52,8 @@ import Testing
         let stock = JWTKeyCollection()
         await stock.add(ecdsa: key.publicKey, kid: "k1")
         // Not expired when verified: issued now, in whole seconds as the broker issues them.
-        let value = claims(audiences: ["acme"], clientID: "com.acme.app", now: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
+        let value = claims(
+            audiences: ["acme"], clientID: "com.acme.app", now: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
         let token = try await signing.sign(value, kid: "k1")
         let verified = try await stock.verify(token, as: AccessTokenClaims.self)
         #expect(verified == value)

@@ -44,7 +44,9 @@ import Testing
         try await AppleTestSetup.run { setup in
             let person = try await Self.signInWithCode(setup, subject: "leaver")
             // A second session through another client of the group, without a code.
-            _ = try await setup.signIn(["client_id": "com.acme.app.widget", "identity_token": try setup.token(subject: "leaver", clientID: "com.acme.app.widget")])
+            _ = try await setup.signIn([
+                "client_id": "com.acme.app.widget", "identity_token": try setup.token(subject: "leaver", clientID: "com.acme.app.widget"),
+            ])
             #expect(try await setup.liveSessionCount() == 2)
 
             let deleted = try await Self.delete(setup, person.account)
@@ -68,7 +70,8 @@ import Testing
             #expect(queued.first?.attempts == 1)
             #expect(queued.first?.accountID.lowercasedString == person.account)
             #expect(
-                try await Self.scalar(setup, "SELECT count(*)::int8 FROM apple_revocations WHERE token_sealed IS NOT NULL", as: Int.self) == 0,
+                try await Self.scalar(setup, "SELECT count(*)::int8 FROM apple_revocations WHERE token_sealed IS NOT NULL", as: Int.self)
+                    == 0,
                 "the token is dropped once Apple took it")
 
             // The tombstone: status, when and why; nothing personal, no identity.
@@ -180,7 +183,8 @@ import Testing
             let failed = try #require(try await setup.app.database.appleRevocations.list(tenantID: setup.tenant.id).first)
             #expect(failed.status == .failed)
             #expect(try await worker.runDue(now: { Date().addingTimeInterval(100_000) }) == 0, "a failed revocation is not tried")
-            #expect(try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action).contains("apple.revocation_failed"))
+            #expect(
+                try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action).contains("apple.revocation_failed"))
 
             // The operator retries it once Apple takes it again.
             setup.apple.revokeFault = nil
@@ -188,7 +192,9 @@ import Testing
             #expect(requeued == [failed.id])
             #expect(try await worker.runDue() == 1)
             #expect(setup.apple.revocations.map(\.token) == [person.apple])
-            #expect(try await setup.app.database.appleRevocations.retry(tenantID: setup.tenant.id, id: failed.id, actor: "test").isEmpty, "done stays done")
+            #expect(
+                try await setup.app.database.appleRevocations.retry(tenantID: setup.tenant.id, id: failed.id, actor: "test").isEmpty,
+                "done stays done")
         }
     }
 

@@ -37,14 +37,16 @@ import Testing
     }
 
     static func status(_ setup: S, _ account: String) async throws -> String? {
-        let response = try await setup.client.execute(uri: "/v1/accounts/\(account)", method: .get, headers: bearer(setup.keys["acme"] ?? ""))
+        let response = try await setup.client.execute(
+            uri: "/v1/accounts/\(account)", method: .get, headers: bearer(setup.keys["acme"] ?? ""))
         return try response.json()[path: "account.status"] as? String
     }
 
     @Test func disablingEndsTheSessionsAndRefusesTheAccountEverywhere() async throws {
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.disabled")
-            let linked = try await L.link(setup, account: person.accountID, token: person.accessToken, try L.google(setup, subject: "g-disabled"))
+            let linked = try await L.link(
+                setup, account: person.accountID, token: person.accessToken, try L.google(setup, subject: "g-disabled"))
             #expect(linked.status == .created)
             let googleIdentity = try #require(try linked.json()[path: "identity.id"] as? String)
             let viaGoogle = try await L.signIn(setup, "google", ["id_token": try setup.googleToken(subject: "g-disabled")])
@@ -66,7 +68,8 @@ import Testing
 
             // Sign-in: 403 account_disabled, through either identity.
             let apple = try await setup.post(
-                "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try L.appleToken(setup, subject: "001.disabled")])
+                "/v1/sign-in/apple",
+                json: ["client_id": "com.acme.app", "identity_token": try L.appleToken(setup, subject: "001.disabled")])
             #expect(apple.status == .forbidden)
             #expect(apple.problemCode == "account_disabled")
             let google = try await setup.post("/v1/sign-in/google", json: ["id_token": try setup.googleToken(subject: "g-disabled")])
@@ -140,11 +143,13 @@ import Testing
     @Test func aSessionThatEscapedTheDisablingIsInactive() async throws {
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.escaped")
-            let linked = try await L.link(setup, account: person.accountID, token: person.accessToken, try L.google(setup, subject: "g-escaped"))
+            let linked = try await L.link(
+                setup, account: person.accountID, token: person.accessToken, try L.google(setup, subject: "g-escaped"))
             let googleIdentity = try #require(try linked.json()[path: "identity.id"] as? String)
             let id = try #require(UUID(uuidString: person.accountID))
             _ = try await setup.app.database.client.query(
-                "UPDATE accounts SET status = 'disabled' WHERE tenant_id = \(setup.tenant.id) AND id = \(id)").collect()
+                "UPDATE accounts SET status = 'disabled' WHERE tenant_id = \(setup.tenant.id) AND id = \(id)"
+            ).collect()
 
             #expect(try await Self.introspect(setup, person.accessToken) == false)
             #expect(try await Self.introspect(setup, person.refreshToken) == false)
@@ -174,10 +179,13 @@ import Testing
                     #expect(response.headers[.contentType] == "application/problem+json")
                 }
             }
-            #expect(try await L.signIn(
-                setup, "google", ["id_token": try setup.googleToken(subject: "g-bravo-status", audience: S.bravoClient)], tenant: "bravo"
-            ).accountID == bravo.accountID, "bravo's account is untouched")
-            #expect(try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).filter { $0.action.hasPrefix("account.") }.isEmpty)
+            #expect(
+                try await L.signIn(
+                    setup, "google", ["id_token": try setup.googleToken(subject: "g-bravo-status", audience: S.bravoClient)],
+                    tenant: "bravo"
+                ).accountID == bravo.accountID, "bravo's account is untouched")
+            #expect(
+                try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).filter { $0.action.hasPrefix("account.") }.isEmpty)
         }
     }
 

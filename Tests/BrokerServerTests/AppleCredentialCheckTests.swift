@@ -53,7 +53,10 @@ import Testing
             _ = try await AccountDeletionTests.signInWithCode(setup, subject: "steady.1")
             _ = try await AccountDeletionTests.signInWithCode(setup, subject: "steady.2")
             let checker = Self.checker(setup)
-            for fault in [MockAppleIdP.TokenFault.answer(status: 503, body: Data()), .answer(status: 400, body: Data(#"{"error":"invalid_client"}"#.utf8))] {
+            for fault in [
+                MockAppleIdP.TokenFault.answer(status: 503, body: Data()),
+                .answer(status: 400, body: Data(#"{"error":"invalid_client"}"#.utf8)),
+            ] {
                 setup.apple.tokenFault = fault
                 let report = try await checker.checkTenant(setup.tenant.id, all: true)
                 #expect(report == .init(checked: 2, valid: 0, revoked: 0, failed: 2))

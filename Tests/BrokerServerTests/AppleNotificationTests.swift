@@ -25,7 +25,8 @@ import Testing
         _ setup: AppleTestSetup, _ type: String, subject: String, audience: String = primaryAppID, jti: String? = nil,
         forgery: TokenForgery = .valid
     ) async throws -> TestResponse {
-        try await post(setup, try setup.apple.notificationBody(audience: audience, type: type, subject: subject, jti: jti, forgery: forgery))
+        try await post(
+            setup, try setup.apple.notificationBody(audience: audience, type: type, subject: subject, jti: jti, forgery: forgery))
     }
 
     static func account(_ setup: AppleTestSetup, _ id: String) async throws -> [String: Any] {
@@ -69,7 +70,8 @@ import Testing
             // The event names the account and the identity, as every Apple event does.
             let data = try await Self.count(
                 setup,
-                "SELECT count(*)::int8 FROM events_outbox WHERE payload->>'account_id' = '\(id)' AND payload ? 'identity_id' AND payload ? 'event_time'")
+                "SELECT count(*)::int8 FROM events_outbox WHERE payload->>'account_id' = '\(id)' AND payload ? 'identity_id' AND payload ? 'event_time'"
+            )
             #expect(data == 2)
         }
     }
@@ -215,7 +217,9 @@ import Testing
 
     /// Posts `type` for `subject` with the `events` member's `event_time` replaced by `time`
     /// (any JSON number text) and the given `jti`.
-    static func notify(_ setup: AppleTestSetup, _ type: String, subject: String, eventTimeText time: String, jti: String) async throws -> TestResponse {
+    static func notify(_ setup: AppleTestSetup, _ type: String, subject: String, eventTimeText time: String, jti: String) async throws
+        -> TestResponse
+    {
         var claims = try setup.apple.notificationClaims(audience: primaryAppID, type: type, subject: subject, jti: jti)
         var email = ""
         if type.hasPrefix("email-") { email = #","email":"x@privaterelay.appleid.com","is_private_email":"true""# }
@@ -236,9 +240,11 @@ import Testing
                 let response = try await Self.notify(setup, type, subject: "odd-\(n)", eventTimeText: time, jti: "odd-time-\(n)")
                 #expect(response.status == .ok, "\(time): \(String(buffer: response.body))")
             }
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == times.count)
+            #expect(
+                try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == times.count)
             let timed = try await setup.app.database.client.query(
-                "SELECT jti, coalesce(event_time::text, 'none') FROM notification_receipts ORDER BY jti").collect()
+                "SELECT jti, coalesce(event_time::text, 'none') FROM notification_receipts ORDER BY jti"
+            ).collect()
             let stored: [(String, String)] = try timed.map { try $0.decode((String, String).self) }
             let untimed: [String] = stored.filter { $0.1 == "none" }.map(\.0)
             let expected: [String] = (0..<4).map { "odd-time-\($0)" }

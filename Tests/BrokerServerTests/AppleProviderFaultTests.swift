@@ -151,7 +151,8 @@ import Testing
 
     func sealedRefreshTokenCount(_ setup: AppleTestSetup) async throws -> Int {
         try await count(
-            setup, "SELECT count(*)::int FROM identities WHERE tenant_id = \(setup.tenant.id) AND provider_refresh_token_sealed IS NOT NULL")
+            setup, "SELECT count(*)::int FROM identities WHERE tenant_id = \(setup.tenant.id) AND provider_refresh_token_sealed IS NOT NULL"
+        )
     }
 
     func count(_ setup: AppleTestSetup, _ query: PostgresQuery) async throws -> Int {

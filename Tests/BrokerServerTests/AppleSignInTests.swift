@@ -151,12 +151,18 @@ import Testing
                 ),
                 (
                     "expired",
-                    ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "s", issuedAt: Date().addingTimeInterval(-2 * hour))],
+                    [
+                        "client_id": "com.acme.app",
+                        "identity_token": try setup.token(subject: "s", issuedAt: Date().addingTimeInterval(-2 * hour)),
+                    ],
                     "token_expired"
                 ),
                 (
                     "wrong nonce",
-                    ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "s", nonce: AppleTestSetup.sha256Hex("a")), "nonce": "b"],
+                    [
+                        "client_id": "com.acme.app", "identity_token": try setup.token(subject: "s", nonce: AppleTestSetup.sha256Hex("a")),
+                        "nonce": "b",
+                    ],
                     "nonce_mismatch"
                 ),
                 (
@@ -166,7 +172,11 @@ import Testing
                 ),
                 (
                     "forged",
-                    ["client_id": "com.acme.app", "identity_token": try setup.apple.mint(setup.apple.claims(subject: "s", audience: "com.acme.app"), forgery: .hs256WithPublicKey)],
+                    [
+                        "client_id": "com.acme.app",
+                        "identity_token": try setup.apple.mint(
+                            setup.apple.claims(subject: "s", audience: "com.acme.app"), forgery: .hs256WithPublicKey),
+                    ],
                     "invalid_token"
                 ),
                 ("garbage", ["client_id": "com.acme.app", "identity_token": "not.a.jwt"], "invalid_token"),
@@ -263,10 +273,12 @@ extension AppleSignInTests {
         try await AppleTestSetup.run { setup in
             let database = setup.app.database
             let rows = try await database.client.query(
-                "SELECT private_key_sealed FROM signing_keys WHERE tenant_id = \(setup.tenant.id)").collect()
+                "SELECT private_key_sealed FROM signing_keys WHERE tenant_id = \(setup.tenant.id)"
+            ).collect()
             let sealed = try #require(try rows.first?.decode(Data.self))
             try await database.client.query(
-                "UPDATE signing_keys SET private_key_sealed = \(Data([1] + Array(repeating: 0, count: 60))) WHERE tenant_id = \(setup.tenant.id)")
+                "UPDATE signing_keys SET private_key_sealed = \(Data([1] + Array(repeating: 0, count: 60))) WHERE tenant_id = \(setup.tenant.id)"
+            )
             let token = try setup.token(subject: "unsigned")
             let failed = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
             #expect(failed.status == .internalServerError)

@@ -107,7 +107,8 @@ import Testing
 
             // Bob signs in with his new sub alone: his account.
             let bobBack = try await setup.signIn([
-                "client_id": "com.acme.app", "identity_token": try setup.token(subject: MockAppleIdP.subjectAfterTransfer("bob", to: Self.newTeam)),
+                "client_id": "com.acme.app",
+                "identity_token": try setup.token(subject: MockAppleIdP.subjectAfterTransfer("bob", to: Self.newTeam)),
             ])
             #expect(bobBack[path: "account.id"] as? String == accounts["bob"])
             let audit = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
@@ -149,7 +150,8 @@ import Testing
             let dry = try await Self.transfer(setup).importLines(
                 tenant: setup.tenant, lines: lines, dryRun: true, maxPerSecond: 1_000, progress: { _, _ in })
             #expect(dry.rekeyed == 1 && dry.dryRun)
-            #expect(try await Self.identity(setup, account: lines[0].account_id).scope == AppleTestSetup.teamID, "a dry run changes nothing")
+            #expect(
+                try await Self.identity(setup, account: lines[0].account_id).scope == AppleTestSetup.teamID, "a dry run changes nothing")
             setup.apple.migrationFault = 500
             let down = try await Self.transfer(setup).importLines(
                 tenant: setup.tenant, lines: lines, dryRun: false, maxPerSecond: 1_000, progress: { _, _ in })
@@ -171,7 +173,8 @@ import Testing
             let report = try await checker.checkTenant(setup.tenant.id, all: true)
             #expect(report.checked == 0 && report.revoked == 0)
             let linked = try await setup.app.database.client.query(
-                "SELECT count(*)::int8 FROM identities WHERE account_id = \(UUID(uuidString: person.account))").collect().first?.decode(Int.self)
+                "SELECT count(*)::int8 FROM identities WHERE account_id = \(UUID(uuidString: person.account))"
+            ).collect().first?.decode(Int.self)
             #expect(linked == 1)
         }
     }

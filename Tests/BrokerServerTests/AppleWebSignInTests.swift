@@ -41,7 +41,8 @@ import Testing
         return WebBrowser.query(back)
     }
 
-    static func exchange(_ setup: AppleTestSetup, code: String, provider: String = "apple", key: String? = nil) async throws -> TestResponse {
+    static func exchange(_ setup: AppleTestSetup, code: String, provider: String = "apple", key: String? = nil) async throws -> TestResponse
+    {
         try await setup.post("/v1/sign-in/\(provider)/web/exchange", json: ["code": code], key: key)
     }
 
@@ -100,7 +101,8 @@ import Testing
     @Test func oneAccountAcrossTheAppAndTheWebAndNoSideBlanksTheOther() async throws {
         try await AppleTestSetup.run { setup in
             let subject = "000777.shared0person000000000000000.0001"
-            setup.apple.webUser = MockAppleIdP.WebUser(subject: subject, email: "shared@example.com", givenName: "Ada", familyName: "Lovelace")
+            setup.apple.webUser = MockAppleIdP.WebUser(
+                subject: subject, email: "shared@example.com", givenName: "Ada", familyName: "Lovelace")
             // Natively first, through the App ID, without a name.
             let native = try await setup.signIn([
                 "client_id": "com.acme.app", "identity_token": try setup.token(subject: subject, email: "shared@example.com"),
@@ -153,7 +155,8 @@ import Testing
             #expect(replayed.location == nil)
             #expect(!replayed.body.contains("eyJ") && !replayed.body.contains("@") && !replayed.body.contains("Error"))
 
-            let unknown = try await browser.submit(action: form.action, fields: [("state", "not-a-state"), ("code", "c"), ("id_token", "x.y.z")])
+            let unknown = try await browser.submit(
+                action: form.action, fields: [("state", "not-a-state"), ("code", "c"), ("id_token", "x.y.z")])
             #expect(unknown.status == 400)
             let missing = try await browser.submit(action: form.action, fields: [("code", "c")])
             #expect(missing.status == 400)
@@ -218,7 +221,8 @@ import Testing
             let fields = Dictionary(stuckForm.fields, uniquingKeysWith: { $1 })
             let response = AuthorizationResponse(code: fields["code"], idToken: fields["id_token"], user: fields["user"])
             let waited = await RequestBudget.$deadline.withValue(.now + .seconds(1)) {
-                await service.callback(route: .apple, state: state, providerError: nil, response: response, context: .detached(setup.app.database.logger))
+                await service.callback(
+                    route: .apple, state: state, providerError: nil, response: response, context: .detached(setup.app.database.logger))
             }
             guard case .redirect(let back) = waited else { Issue.record("\(waited)"); return }
             #expect(WebBrowser.query(back)["error"] == "temporarily_unavailable")

@@ -102,7 +102,8 @@ import Testing
             // The other way round: Apple first, unflagged, then a verified Google email.
             let other = "xyz789@" + domain.uppercased()
             let first = try await L.signIn(
-                setup, "apple", ["client_id": "com.acme.app", "identity_token": try L.appleToken(setup, subject: "001.relay-3", email: other)])
+                setup, "apple",
+                ["client_id": "com.acme.app", "identity_token": try L.appleToken(setup, subject: "001.relay-3", email: other)])
             let then = try await Self.googleSignIn(setup, subject: "g-relay-3", email: other.lowercased())
             #expect(then[path: "account.id"] as? String != first.accountID)
             #expect(then["linked_by"] is NSNull)
@@ -161,7 +162,9 @@ import Testing
         #expect(!identity(.apple, "x@PrivateRelay.AppleID.com").mayAutoLinkByEmail)
         #expect(ProviderIdentity.isAppleRelay("x@PRIVATERELAY.APPLEID.COM") && ProviderIdentity.isAppleRelay("@privaterelay.appleid.com"))
         #expect(!ProviderIdentity.isAppleRelay("x@privaterelay.appleid.co") && !ProviderIdentity.isAppleRelay("xprivaterelay.appleid.com"))
-        #expect(!ProviderIdentity.isAppleRelay("x@privaterelay.appleid.com.evil") && !ProviderIdentity.isAppleRelay("x@éprivaterelay.appleid.com"))
+        #expect(
+            !ProviderIdentity.isAppleRelay("x@privaterelay.appleid.com.evil")
+                && !ProviderIdentity.isAppleRelay("x@éprivaterelay.appleid.com"))
         #expect(!ProviderIdentity.isAppleRelay("relay.appleid.com") && !ProviderIdentity.isAppleRelay(nil))
         #expect(ProviderIdentity.isAppleRelay("x@private.icloud.com") && ProviderIdentity.isAppleRelay("x@Private.iCloud.com"))
         #expect(!ProviderIdentity.isAppleRelay("x@icloud.com") && !ProviderIdentity.isAppleRelay("x@private.icloud.com.evil"))

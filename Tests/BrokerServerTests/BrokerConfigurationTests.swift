@@ -9,14 +9,20 @@ import Testing
     /// process-wide.
     @Test func appleRelayDomainsAreAddedByTheOperator() throws {
         #expect(try BrokerConfiguration(environment: [:]).appleRelayDomains.isEmpty)
-        let configuration = try BrokerConfiguration(environment: ["BROKER_APPLE_RELAY_DOMAINS": " Relay.Config-Test.example ,relay2.config-test.example"])
+        let configuration = try BrokerConfiguration(environment: [
+            "BROKER_APPLE_RELAY_DOMAINS": " Relay.Config-Test.example ,relay2.config-test.example"
+        ])
         #expect(configuration.appleRelayDomains == ["relay.config-test.example", "relay2.config-test.example"])
         #expect(!ProviderIdentity.isAppleRelay("a@relay.config-test.example"))
         configuration.applyProcessSettings()
-        #expect(ProviderIdentity.isAppleRelay("a@RELAY.config-test.example") && ProviderIdentity.isAppleRelay("b@relay2.config-test.example"))
+        #expect(
+            ProviderIdentity.isAppleRelay("a@RELAY.config-test.example") && ProviderIdentity.isAppleRelay("b@relay2.config-test.example"))
         #expect(ProviderIdentity.isAppleRelay("x@private.icloud.com") && ProviderIdentity.isAppleRelay("x@privaterelay.appleid.com"))
         #expect(ProviderIdentity.appleRelayDomains.starts(with: ProviderIdentity.builtInAppleRelayDomains))
-        for bad in ["localhost", "-x.example", "a..example", "@relay.example", "relay.example/x", "rélay.example", "x.example,", "x.example,,y.example"] {
+        for bad in [
+            "localhost", "-x.example", "a..example", "@relay.example", "relay.example/x", "rélay.example", "x.example,",
+            "x.example,,y.example",
+        ] {
             #expect(throws: BrokerError.self, "\(bad)") { try BrokerConfiguration(environment: ["BROKER_APPLE_RELAY_DOMAINS": bad]) }
         }
     }

@@ -23,9 +23,13 @@ import Testing
             }
             await services.invalidate(.providerConfigs, tenantID: acme)
             #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(acme, "google")) == nil, "dropped at once")
-            #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) != nil, "another tenant's is kept")
+            #expect(
+                services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) != nil,
+                "another tenant's is kept")
             await services.invalidate(.providerConfigs, tenantID: nil)
-            #expect(services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) == nil, "a change without a tenant drops all")
+            #expect(
+                services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) == nil,
+                "a change without a tenant drops all")
         }
     }
 }

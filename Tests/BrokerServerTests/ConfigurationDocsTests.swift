@@ -34,7 +34,8 @@ import Testing
         }
         let currentLines = current.split(separator: "\n", omittingEmptySubsequences: false)
         let expectedLines = expected.split(separator: "\n", omittingEmptySubsequences: false)
-        let line = zip(currentLines, expectedLines).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        let line =
+            zip(currentLines, expectedLines).enumerated().first { $0.element.0 != $0.element.1 }?.offset
             ?? min(currentLines.count, expectedLines.count)
         let row = text[..<begin.upperBound].split(separator: "\n", omittingEmptySubsequences: false).count + line
         Issue.record(

@@ -34,7 +34,8 @@ import Testing
             // HTTP/1.0 with keep-alive, and HTTP/1.1: the connection serves the next request too
             // (the last one asks to close).
             let last = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-            let kept = try await Self.answers(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", last)
+            let kept = try await Self.answers(
+                port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n", last)
             #expect(kept.count == 2 && kept.closedByServer, "\(kept)")
             let persistent = try await Self.answers(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", last)
             #expect(persistent.count == 2 && persistent.closedByServer, "\(persistent)")
@@ -69,7 +70,9 @@ import Testing
                 // The body is announced as 100 bytes and cut short: the client closes.
                 try RawHTTP.sendAndReset(
                     port: port,
-                    Array("POST /v1/sessions/refresh HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\"".utf8))
+                    Array(
+                        "POST /v1/sessions/refresh HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\""
+                            .utf8))
             }
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
         }
@@ -86,7 +89,8 @@ import Testing
             let connections = try (0..<6).map { _ in try RawConnection(port: port) }
             for connection in connections {
                 connection.send(
-                    "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate=")
+                    "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate="
+                )
             }
             for connection in connections {
                 let answer = await connection.read(until: "request_body_timeout", timeoutSeconds: 20)
@@ -117,7 +121,8 @@ import Testing
                 let connections = try (0..<24).map { _ in try RawConnection(port: port) }
                 for connection in connections {
                     connection.send(
-                        "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate=")
+                        "POST /apple/callback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate="
+                    )
                 }
                 for connection in connections {
                     let (answer, closed) = await connection.readUntilClosed(timeoutSeconds: 20)

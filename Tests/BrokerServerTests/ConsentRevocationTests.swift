@@ -46,7 +46,8 @@ import TestSupport
     @Test func anAccountWithAnotherIdentityKeepsItAndItsSessions() async throws {
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.two-ways")
-            let linked = try await L.link(setup, account: person.accountID, token: person.accessToken, try L.google(setup, subject: "g-two-ways"))
+            let linked = try await L.link(
+                setup, account: person.accountID, token: person.accessToken, try L.google(setup, subject: "g-two-ways"))
             #expect(linked.status == .created)
             let viaGoogle = try await L.signIn(setup, "google", ["id_token": try setup.googleToken(subject: "g-two-ways")])
             #expect(viaGoogle.accountID == person.accountID)
@@ -81,9 +82,13 @@ import TestSupport
             #expect(events.last?["provider"] as? String == "apple")
 
             // Apple's second delivery of the same notification changes nothing.
-            let before = try await Self.count(setup, "SELECT count(*)::int8 FROM audit_log") + Self.count(setup, "SELECT count(*)::int8 FROM events_outbox")
+            let before =
+                try await Self.count(setup, "SELECT count(*)::int8 FROM audit_log")
+                + Self.count(setup, "SELECT count(*)::int8 FROM events_outbox")
             #expect(try await Self.notify(setup, subject: "001.two-ways", jti: jti).status == .ok)
-            let after = try await Self.count(setup, "SELECT count(*)::int8 FROM audit_log") + Self.count(setup, "SELECT count(*)::int8 FROM events_outbox")
+            let after =
+                try await Self.count(setup, "SELECT count(*)::int8 FROM audit_log")
+                + Self.count(setup, "SELECT count(*)::int8 FROM events_outbox")
             #expect(before == after)
             #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == 1)
         }

@@ -18,7 +18,9 @@ import Testing
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Sources/BrokerAPI/openapi.yaml")
         let lines = try String(contentsOf: url, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
-        guard let start = lines.firstIndex(where: { $0 == "    \(schema):" }) else { throw ContractMismatch(description: "no schema \(schema)") }
+        guard let start = lines.firstIndex(where: { $0 == "    \(schema):" }) else {
+            throw ContractMismatch(description: "no schema \(schema)")
+        }
         var names: [String] = []
         var inProperties = false
         for line in lines[(start + 1)...] {
@@ -40,8 +42,10 @@ import Testing
         case "intent": ("sign_up", "sign_in")
         case "platform": ("android", "ios")
         case "user":
-            (["name": ["firstName": "Ada", "lastName": "L"], "email": "e@example.com"],
-             ["name": ["firstName": "Grace", "lastName": "H"], "email": "e@example.com"])
+            (
+                ["name": ["firstName": "Ada", "lastName": "L"], "email": "e@example.com"],
+                ["name": ["firstName": "Grace", "lastName": "H"], "email": "e@example.com"]
+            )
         default: ("value-of-\(name)", "other-value-of-\(name)")
         }
     }

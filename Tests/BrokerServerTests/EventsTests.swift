@@ -25,7 +25,9 @@ import Testing
 
             // Visible once every transaction of the PostgreSQL cluster older than them finished
             // (the other suites' databases share it): polled, not assumed at once.
-            let all = try await eventuallyValue { try await Self.page(setup).json() } until: {
+            let all = try await eventuallyValue {
+                try await Self.page(setup).json()
+            } until: {
                 ($0["events"] as? [Any])?.count == 2
             }
             let events = all["events"] as? [[String: Any]] ?? []
@@ -54,7 +56,11 @@ import Testing
             _ = try await setup.app.createTenant("globex")
             let globex = try await setup.app.createKey("globex")
             // acme's account.created is visible to acme first, then globex is asked.
-            _ = try await eventuallyValue { try await Self.page(setup).json() } until: { ($0["events"] as? [Any])?.count == 1 }
+            _ = try await eventuallyValue {
+                try await Self.page(setup).json()
+            } until: {
+                ($0["events"] as? [Any])?.count == 1
+            }
             #expect((try await Self.page(setup, key: globex).json()["events"] as? [Any])?.isEmpty == true)
             for query in ["?after=abc", "?after=1", "?after=1.2.3", "?after=-1.5", "?limit=0", "?limit=1001", "?limit=x"] {
                 let response = try await Self.page(setup, query)
@@ -91,7 +97,9 @@ import Testing
             let cursor = try #require(held["next_cursor"] as? String)
             commit.yield()
             try await slow.value
-            let both = try await eventuallyValue { try await Self.page(setup, "?after=\(cursor)").json() } until: {
+            let both = try await eventuallyValue {
+                try await Self.page(setup, "?after=\(cursor)").json()
+            } until: {
                 ($0["events"] as? [Any])?.count == 2
             }
             #expect((both["events"] as? [[String: Any]])?.compactMap { $0["type"] as? String } == ["test.slow", "test.fast"])
@@ -162,7 +170,8 @@ import Testing
             let tenant = setup.tenant.id
             _ = try await database.webhooks.set(
                 tenantID: tenant, url: "https://hooks.example.com/in", eventTypes: nil, sealedSecret: Data([1, 2, 3]), actor: "test")
-            try await database.client.query("UPDATE webhooks SET cursor_tx = '0'::xid8, cursor_id = 0, enabled = false WHERE tenant_id = \(tenant)")
+            try await database.client.query(
+                "UPDATE webhooks SET cursor_tx = '0'::xid8, cursor_id = 0, enabled = false WHERE tenant_id = \(tenant)")
             try await Self.burnTransactionIDs(past: 1_100, database: database)
             _ = try await Self.writeEvents(tenant: tenant, transactions: [5, 6], database: database)
             try await database.client.query("UPDATE webhooks SET enabled = true WHERE tenant_id = \(tenant)")
@@ -175,7 +184,8 @@ import Testing
                 """)
             #expect(try await database.webhooks.releaseLeases([lost]) == 1)
             let due = try await database.client.query(
-                "SELECT count(*)::int FROM webhook_deliveries WHERE tenant_id = \(tenant) AND next_attempt_at <= now()").collect()
+                "SELECT count(*)::int FROM webhook_deliveries WHERE tenant_id = \(tenant) AND next_attempt_at <= now()"
+            ).collect()
             #expect(try due.first?.decode(Int.self) == 1, "only the lost take's delivery is due again")
             #expect(try await database.webhooks.releaseLeases([]) == 0)
         }

@@ -99,7 +99,9 @@ import Testing
             let replay = try await setup.post("/v1/sign-in/facebook", json: ["limited_login_token": token, "nonce": "ll-nonce"])
             #expect(replay.problemCode == "token_replayed")
             let otherApp = try setup.facebook.mint(setup.facebook.claims(subject: "10042", appID: S.otherAppID, nonce: "n"))
-            #expect(try await setup.post("/v1/sign-in/facebook", json: ["limited_login_token": otherApp, "nonce": "n"]).problemCode == "audience_mismatch")
+            #expect(
+                try await setup.post("/v1/sign-in/facebook", json: ["limited_login_token": otherApp, "nonce": "n"]).problemCode
+                    == "audience_mismatch")
         }
     }
 

@@ -136,7 +136,8 @@ import Testing
         try await S.run { setup in
             #expect(try await setup.post("/v1/sign-in/google", json: [:]).problemCode == "invalid_request")
             #expect(try await setup.post("/v1/sign-in/google", json: ["id_token": 5]).problemCode == "invalid_request")
-            #expect(try await setup.post("/v1/sign-in/google", json: ["id_token": "x", "intent": "merge"]).problemCode == "invalid_request")
+            #expect(
+                try await setup.post("/v1/sign-in/google", json: ["id_token": "x", "intent": "merge"]).problemCode == "invalid_request")
             let duplicate = try await setup.client.execute(
                 uri: "/v1/sign-in/google", method: .post,
                 headers: [.authorization: "Bearer \(setup.keys["acme"] ?? "")", .contentType: "application/json"],
@@ -158,14 +159,17 @@ import Testing
             _ = try await AppleAdmin(database: setup.app.database, actor: "test").addGroup(
                 tenant: "acme", primaryAppID: "com.acme.app", nonceRequired: false)
             func apple() throws -> String {
-                try setup.mocks.apple.mint(setup.mocks.apple.claims(subject: "001.same-person", audience: "com.acme.app", email: "same@example.com"))
+                try setup.mocks.apple.mint(
+                    setup.mocks.apple.claims(subject: "001.same-person", audience: "com.acme.app", email: "same@example.com"))
             }
-            let viaApple = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try apple()]).json()
+            let viaApple = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try apple()])
+                .json()
             let viaGoogle = try await setup.post(
                 "/v1/sign-in/google", json: ["id_token": try setup.googleToken(subject: "g-same", email: "same@example.com")]
             ).json()
             #expect(viaApple[path: "account.id"] as? String != viaGoogle[path: "account.id"] as? String)
-            let appleAgain = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try apple()]).json()
+            let appleAgain = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try apple()])
+                .json()
             let googleAgain = try await setup.post(
                 "/v1/sign-in/google", json: ["id_token": try setup.googleToken(subject: "g-same", email: "same@example.com")]
             ).json()

@@ -33,12 +33,14 @@ import Testing
             #expect(native.status == .ok, "\(String(buffer: native.body))")
             let accountID = try #require(try native.json()[path: "account.id"] as? String)
 
-            let start = try await setup.post("/v1/sign-in/google/web/start", json: ["return_url": Self.returnURL, "state": "g"], tenant: "acme")
+            let start = try await setup.post(
+                "/v1/sign-in/google/web/start", json: ["return_url": Self.returnURL, "state": "g"], tenant: "acme")
             #expect(start.status == .ok, "\(String(buffer: start.body))")
             let authorize = try #require(try start.json()["authorize_url"] as? String)
             #expect(authorize.contains("/google/o/oauth2/v2/auth?"))
             #expect(WebBrowser.query(authorize)["client_id"] == ProviderTestSetup.webClient)
-            let back = try await WebBrowser(broker: setup.client, brokerOrigins: [TestApp.publicURL]).follow(authorize, until: Self.returnURL)
+            let back = try await WebBrowser(broker: setup.client, brokerOrigins: [TestApp.publicURL]).follow(
+                authorize, until: Self.returnURL)
             let code = try #require(WebBrowser.query(back)["code"], "\(back)")
             let exchanged = try await setup.post("/v1/sign-in/google/web/exchange", json: ["code": code], tenant: "acme")
             #expect(exchanged.status == .ok, "\(String(buffer: exchanged.body))")

@@ -42,7 +42,9 @@ import Testing
 
     /// A person who signed in with a code is deleted; the revocation of Apple's token is held
     /// at Apple, in flight.
-    static func revocationInFlight(_ setup: AppleTestSetup, subject: String) async throws -> (account: String, refresh: String, apple: String) {
+    static func revocationInFlight(_ setup: AppleTestSetup, subject: String) async throws -> (
+        account: String, refresh: String, apple: String
+    ) {
         let person = try await AccountDeletionTests.signInWithCode(setup, subject: subject)
         setup.apple.hold(.revoke)
         #expect(try await AccountDeletionTests.delete(setup, person.account).status == .ok)
@@ -163,7 +165,9 @@ import Testing
 
             // Cancelled mid-call: due again at once.
             setup.apple.hold(.refreshGrant)
-            let cancelled = Task { try await TenantScope.tenant(tenant) { try await checker.checkDue(tenantID: tenant, stop: GracefulStop()) } }
+            let cancelled = Task {
+                try await TenantScope.tenant(tenant) { try await checker.checkDue(tenantID: tenant, stop: GracefulStop()) }
+            }
             await setup.apple.waitForArrivals(.refreshGrant, count: 2)
             cancelled.cancel()
             _ = try? await cancelled.value

@@ -23,7 +23,8 @@ import TestSupport
     static func run(_ test: @Sendable @escaping (S) async throws -> Void) async throws {
         try await S.run { setup in
             let apple = AppleAdmin(database: setup.app.database, actor: "test")
-            _ = try await apple.setTeam(tenant: "acme", teamID: "TEAM000001", keyID: "KEY0000001", p8PEM: S.p8PEM, secrets: setup.app.secrets)
+            _ = try await apple.setTeam(
+                tenant: "acme", teamID: "TEAM000001", keyID: "KEY0000001", p8PEM: S.p8PEM, secrets: setup.app.secrets)
             _ = try await apple.addGroup(tenant: "acme", primaryAppID: "com.acme.app", nonceRequired: false)
             try await test(setup)
         }
@@ -37,7 +38,9 @@ import TestSupport
         let body: [String: Any]
     }
 
-    static func appleToken(_ setup: S, subject: String, email: String? = "person@example.com", isPrivateEmail: Bool = false) throws -> String {
+    static func appleToken(_ setup: S, subject: String, email: String? = "person@example.com", isPrivateEmail: Bool = false) throws
+        -> String
+    {
         try setup.mocks.apple.mint(
             setup.mocks.apple.claims(subject: subject, audience: "com.acme.app", email: email, isPrivateEmail: isPrivateEmail))
     }
@@ -53,7 +56,8 @@ import TestSupport
     }
 
     static func signInWithApple(_ setup: S, subject: String, email: String? = "person@example.com") async throws -> SignedIn {
-        try await signIn(setup, "apple", ["client_id": "com.acme.app", "identity_token": try appleToken(setup, subject: subject, email: email)])
+        try await signIn(
+            setup, "apple", ["client_id": "com.acme.app", "identity_token": try appleToken(setup, subject: subject, email: email)])
     }
 
     static func link(_ setup: S, account: String, token: String?, _ body: [String: Any], tenant: String = "acme") async throws
@@ -73,12 +77,18 @@ import TestSupport
     }
 
     static func google(_ setup: S, subject: String, email: String? = "person@gmail.com", verified: Bool = true) throws -> [String: Any] {
-        ["provider": "google", "id_token": try setup.google.mint(
-            setup.google.claims(subject: subject, audience: S.webClient, email: email, emailVerified: verified, name: "Grace Hopper"))]
+        [
+            "provider": "google",
+            "id_token": try setup.google.mint(
+                setup.google.claims(subject: subject, audience: S.webClient, email: email, emailVerified: verified, name: "Grace Hopper")),
+        ]
     }
 
     static func facebook(_ setup: S, user: String, email: String = "ada@example.com") -> [String: Any] {
-        ["provider": "facebook", "access_token": setup.facebook.issueAccessToken(appID: S.appID, userID: user, name: "Ada Lovelace", email: email)]
+        [
+            "provider": "facebook",
+            "access_token": setup.facebook.issueAccessToken(appID: S.appID, userID: user, name: "Ada Lovelace", email: email),
+        ]
     }
 
     static func identities(_ setup: S, of account: String) async throws -> [[String: Any]] {
@@ -96,7 +106,8 @@ import TestSupport
     @Test func eachProviderLinksToTheAccountAndSignsIntoItAfterwards() async throws {
         try await Self.run { setup in
             let person = try await Self.signInWithApple(setup, subject: "001.link-each")
-            let google = try await Self.link(setup, account: person.accountID, token: person.accessToken, try Self.google(setup, subject: "g-each"))
+            let google = try await Self.link(
+                setup, account: person.accountID, token: person.accessToken, try Self.google(setup, subject: "g-each"))
             #expect(google.status == .created, "\(String(buffer: google.body))")
             let linked = try google.json()
             #expect(linked[path: "account.id"] as? String == person.accountID)
@@ -105,7 +116,8 @@ import TestSupport
             #expect((linked["account"] as? [String: Any])?.keys.contains("name") == true)
             #expect(google.headers[.cacheControl] == "no-store")
 
-            let facebook = try await Self.link(setup, account: person.accountID, token: person.accessToken, Self.facebook(setup, user: "20001"))
+            let facebook = try await Self.link(
+                setup, account: person.accountID, token: person.accessToken, Self.facebook(setup, user: "20001"))
             #expect(facebook.status == .created, "\(String(buffer: facebook.body))")
             let nonce = "link-nonce-1"
             let limited = try setup.facebook.mint(setup.facebook.claims(subject: "20001", appID: S.appID, nonce: nonce))
@@ -144,8 +156,10 @@ import TestSupport
     @Test func linkingAgainIsANoOpAnswered200() async throws {
         try await Self.run { setup in
             let person = try await Self.signInWithApple(setup, subject: "001.again")
-            let first = try await Self.link(setup, account: person.accountID, token: person.accessToken, try Self.google(setup, subject: "g-again"))
-            let second = try await Self.link(setup, account: person.accountID, token: person.accessToken, try Self.google(setup, subject: "g-again"))
+            let first = try await Self.link(
+                setup, account: person.accountID, token: person.accessToken, try Self.google(setup, subject: "g-again"))
+            let second = try await Self.link(
+                setup, account: person.accountID, token: person.accessToken, try Self.google(setup, subject: "g-again"))
             #expect(first.status == .created)
             #expect(second.status == .ok)
             #expect(try first.json()[path: "identity.id"] as? String == second.json()[path: "identity.id"] as? String)
@@ -158,7 +172,8 @@ import TestSupport
         try await Self.run { setup in
             let ada = try await Self.signInWithApple(setup, subject: "001.ada")
             let grace = try await Self.signIn(setup, "google", ["id_token": try setup.googleToken(subject: "g-grace")])
-            let response = try await Self.link(setup, account: ada.accountID, token: ada.accessToken, try Self.google(setup, subject: "g-grace"))
+            let response = try await Self.link(
+                setup, account: ada.accountID, token: ada.accessToken, try Self.google(setup, subject: "g-grace"))
             #expect(response.status == .conflict)
             #expect(response.problemCode == "identity_already_linked")
             #expect(try response.json()["account_id"] as? String == grace.accountID)
@@ -185,18 +200,21 @@ import TestSupport
             let foreign = try await Self.link(setup, account: bravo.accountID, token: bravo.accessToken, proof)
             #expect(foreign.problemCode == "invalid_account_token")
             // Expired: a token of Ada's live session, well signed, that expired a minute ago.
-            let tokens = SessionTokens(keys: TenantSigningKeys(database: setup.app.database, secrets: setup.app.secrets), publicURL: TestApp.publicURL)
+            let tokens = SessionTokens(
+                keys: TenantSigningKeys(database: setup.app.database, secrets: setup.app.secrets), publicURL: TestApp.publicURL)
             let sid = try #require(try jwtClaims(ada.accessToken)["sid"] as? String)
             var expiredAlready = setup.tenant
             expiredAlready.session.accessTokenTTL = -60
             let expired = try await tokens.accessToken(
                 tenant: expiredAlready, accountID: try #require(UUID(uuidString: ada.accountID)),
-                sessionID: try #require(UUID(uuidString: sid)), idp: "apple", clientID: "com.acme.app").token
+                sessionID: try #require(UUID(uuidString: sid)), idp: "apple", clientID: "com.acme.app"
+            ).token
             #expect(try jwtClaims(expired)["sub"] as? String == ada.accountID)
             #expect(try await Self.link(setup, account: ada.accountID, token: expired, proof).problemCode == "invalid_account_token")
             // Revoked: Ada signed out everywhere.
             _ = try await setup.post("/v1/accounts/\(ada.accountID)/sign-out", json: [:])
-            #expect(try await Self.link(setup, account: ada.accountID, token: ada.accessToken, proof).problemCode == "invalid_account_token")
+            #expect(
+                try await Self.link(setup, account: ada.accountID, token: ada.accessToken, proof).problemCode == "invalid_account_token")
             #expect(try await setup.count("identities") == 3)
         }
     }
@@ -235,7 +253,9 @@ import TestSupport
             #expect(response.status == .serviceUnavailable)
             #expect(try await setup.count("identities") == 1)
             setup.facebook.debugTokenFault = .none
-            #expect(try await Self.link(setup, account: ada.accountID, token: ada.accessToken, Self.facebook(setup, user: "20077")).status == .created)
+            #expect(
+                try await Self.link(setup, account: ada.accountID, token: ada.accessToken, Self.facebook(setup, user: "20077")).status
+                    == .created)
         }
     }
 
@@ -244,7 +264,8 @@ import TestSupport
     @Test func unlinkingRevokesTheSessionsOpenedThroughTheIdentity() async throws {
         try await Self.run { setup in
             let viaApple = try await Self.signInWithApple(setup, subject: "001.unlink")
-            let linked = try await Self.link(setup, account: viaApple.accountID, token: viaApple.accessToken, try Self.google(setup, subject: "g-unlink"))
+            let linked = try await Self.link(
+                setup, account: viaApple.accountID, token: viaApple.accessToken, try Self.google(setup, subject: "g-unlink"))
             let googleIdentity = try #require(try linked.json()[path: "identity.id"] as? String)
             let viaGoogle = try await Self.signIn(setup, "google", ["id_token": try setup.googleToken(subject: "g-unlink")])
             #expect(viaGoogle.accountID == viaApple.accountID)
@@ -280,9 +301,15 @@ import TestSupport
             let foreign = try await Self.unlink(setup, account: ada.accountID, identity: graceIdentity, token: ada.accessToken)
             #expect(foreign.status == .notFound)
             #expect(foreign.problemCode == "identity_not_found")
-            #expect(try await Self.unlink(setup, account: ada.accountID, identity: "not-a-uuid", token: ada.accessToken).problemCode == "identity_not_found")
-            #expect(try await Self.unlink(setup, account: ada.accountID, identity: adaIdentity, token: grace.accessToken).problemCode == "invalid_account_token")
-            #expect(try await Self.unlink(setup, account: ada.accountID, identity: adaIdentity, token: nil).problemCode == "invalid_account_token")
+            #expect(
+                try await Self.unlink(setup, account: ada.accountID, identity: "not-a-uuid", token: ada.accessToken).problemCode
+                    == "identity_not_found")
+            #expect(
+                try await Self.unlink(setup, account: ada.accountID, identity: adaIdentity, token: grace.accessToken).problemCode
+                    == "invalid_account_token")
+            #expect(
+                try await Self.unlink(setup, account: ada.accountID, identity: adaIdentity, token: nil).problemCode
+                    == "invalid_account_token")
             #expect(try await setup.count("identities") == 2)
         }
     }

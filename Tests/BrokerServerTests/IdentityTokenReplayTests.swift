@@ -36,7 +36,11 @@ import Testing
             #expect(try await count("identities", setup) == 1)
             #expect(try await count("sessions", setup) == 1, "five posts, one session")
             // The person signs in again with a fresh token: fine.
-            #expect(try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "replayed.new.user")]).status == .ok)
+            #expect(
+                try await setup.post(
+                    "/v1/sign-in/apple",
+                    json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "replayed.new.user")]
+                ).status == .ok)
         }
     }
 
@@ -75,7 +79,8 @@ import Testing
         try await AppleTestSetup.run { setup in
             // Session ids are ordered by `iat` only for keys that cover it (decision 0023): a
             // `jti` key does not, so another `iat` must not make another token.
-            let first = try setup.token(subject: "jti.apart", issuedAt: Date().addingTimeInterval(-30), extra: ["jti": .string("token-id-9")])
+            let first = try setup.token(
+                subject: "jti.apart", issuedAt: Date().addingTimeInterval(-30), extra: ["jti": .string("token-id-9")])
             let second = try setup.token(subject: "jti.apart", extra: ["jti": .string("token-id-9")])
             #expect(try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": first]).status == .ok)
             let replay = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": second])
@@ -87,7 +92,10 @@ import Testing
         try await AppleTestSetup.run { setup in
             // Two sign-ins make the identity one this process has seen (the quiet statement).
             for _ in 0..<2 {
-                #expect(try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "quiet.user")]).status == .ok)
+                #expect(
+                    try await setup.post(
+                        "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "quiet.user")]
+                    ).status == .ok)
             }
             let token = try setup.token(subject: "quiet.user")
             #expect(try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token]).status == .ok)
@@ -113,10 +121,12 @@ import Testing
             var bodies: [(String, String)] = (0..<6).map { _ in ("replayed", replayed) }
             for subject in subjects.dropFirst() { bodies.append((subject, try setup.token(subject: subject))) }
             let before = try await count("sessions", setup)
-            let statuses = try await withThrowingTaskGroup(of: (String, Int, String?).self, returning: [(String, Int, String?)].self) { group in
+            let statuses = try await withThrowingTaskGroup(of: (String, Int, String?).self, returning: [(String, Int, String?)].self) {
+                group in
                 for (who, token) in bodies {
                     group.addTask {
-                        let response = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
+                        let response = try await setup.post(
+                            "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
                         return (who, response.status.code, response.problemCode)
                     }
                 }

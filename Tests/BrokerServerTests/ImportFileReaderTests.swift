@@ -71,7 +71,9 @@ import Testing
     @Test func aLongFileIsReadInChunksWithTheSameResult() throws {
         var text = "{\"users\": [\n"
         let count = 20_000
-        for n in 0..<count { text += (n == 0 ? "" : ",\n") + "{\"localId\": \"user-\(n)\", \"pad\": \"\(String(repeating: "x", count: 100))\"}" }
+        for n in 0..<count {
+            text += (n == 0 ? "" : ",\n") + "{\"localId\": \"user-\(n)\", \"pad\": \"\(String(repeating: "x", count: 100))\"}"
+        }
         text += "\n]}\n"
         let path = try Self.write(text)
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -97,7 +99,8 @@ import Testing
     }
 
     @Test func aFirebaseUserOverOneMebibyteComesBackOversizedAndTheNextOneIsRead() throws {
-        let long = "{\"localId\": \"big\", \"pad\": \"" + String(repeating: "}", count: ImportFileReader.maxUserBytes + 10) + "\", \"n\": [{}]}"
+        let long =
+            "{\"localId\": \"big\", \"pad\": \"" + String(repeating: "}", count: ImportFileReader.maxUserBytes + 10) + "\", \"n\": [{}]}"
         let path = try Self.write("{\"users\": [\n{\"localId\": \"u1\"},\n" + long + ",\n{\"localId\": \"u3\"}\n]}\n")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let users = try Self.readAll(path, .usersArray)

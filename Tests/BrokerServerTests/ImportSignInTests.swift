@@ -72,10 +72,13 @@ import Testing
             if autoLink { _ = try await TenantAdmin(database: setup.app.database, actor: "test").setAutoLinkVerifiedEmail("acme", true) }
             _ = try await Self.importLines(
                 setup,
-                [#"{"external_id":"kim","email":"kim@example.com","email_verified":true,"identities":[{"provider":"facebook","subject":"20002"}]}"#])
-            let imported = try #require(
-                try await Self.find(setup, "?external_id=kim").json()["accounts"] as? [[String: Any]]
-            ).first?[path: "account.id"] as? String
+                [
+                    #"{"external_id":"kim","email":"kim@example.com","email_verified":true,"identities":[{"provider":"facebook","subject":"20002"}]}"#
+                ])
+            let imported =
+                try #require(
+                    try await Self.find(setup, "?external_id=kim").json()["accounts"] as? [[String: Any]]
+                ).first?[path: "account.id"] as? String
             let apple = try await L.signInWithApple(setup, subject: "001.kim", email: "kim@example.com")
             if autoLink {
                 #expect(apple.accountID == imported)
@@ -100,7 +103,10 @@ import Testing
             let native = try await L.signInWithApple(setup, subject: "001.taken")
             let records: [[String: Any]] = [
                 ["external_id": "api-1", "email": "api1@example.com", "identities": [["provider": "google", "subject": "g-api-1"]]],
-                ["external_id": "api-2", "identities": [["provider": "google", "subject": "g-api-2"], ["provider": "apple", "subject": "001.taken"]]],
+                [
+                    "external_id": "api-2",
+                    "identities": [["provider": "google", "subject": "g-api-2"], ["provider": "apple", "subject": "001.taken"]],
+                ],
                 ["external_id": "api-3", "email": "no-at-sign", "identities": [["provider": "google", "subject": "g-api-3"]]],
                 ["external_id": "api-4", "identities": [["provider": "line", "subject": "U4"]]],
             ]
@@ -115,13 +121,17 @@ import Testing
             // The same record again changes nothing.
             let again = try await Self.postImport(setup, ["records": [records[0]]])
             let second = try #require(try again.json()["results"] as? [[String: Any]])
-            #expect(second.first?["status"] as? String == "unchanged" && second.first?["account_id"] as? String == results[0]["account_id"] as? String)
+            #expect(
+                second.first?["status"] as? String == "unchanged"
+                    && second.first?["account_id"] as? String == results[0]["account_id"] as? String)
             let found = try await Self.find(setup, "?external_id=api-1")
             #expect((try found.json()["accounts"] as? [Any])?.count == 1)
 
             for bad: Any in [["records": []], ["records": Array(repeating: records[0], count: 1_001)], ["people": records], [1, 2]] {
                 let refused = try await Self.postImport(setup, bad)
-                #expect(refused.status == .badRequest && refused.problemCode == "invalid_request", "\(refused.status) \(String(buffer: refused.body).prefix(300))")
+                #expect(
+                    refused.status == .badRequest && refused.problemCode == "invalid_request",
+                    "\(refused.status) \(String(buffer: refused.body).prefix(300))")
             }
         }
     }
@@ -141,7 +151,12 @@ import Testing
                     "records": [
                         ["external_id": composed, "identities": [["provider": "google", "subject": "g-nfc"]]],
                         ["external_id": decomposed, "identities": [["provider": "google", "subject": "g-nfd"]]],
-                        ["external_id": "two-forms", "identities": [["provider": "google", "subject": "s-\(composed)"], ["provider": "google", "subject": "s-\(decomposed)"]]],
+                        [
+                            "external_id": "two-forms",
+                            "identities": [
+                                ["provider": "google", "subject": "s-\(composed)"], ["provider": "google", "subject": "s-\(decomposed)"],
+                            ],
+                        ],
                     ]
                 ])
             let results = try #require(try response.json()["results"] as? [[String: Any]])
@@ -157,10 +172,16 @@ import Testing
             #expect(second.accountID == ids.dropFirst().first)
             #expect(try await setup.count("identities WHERE subject LIKE 's-jos%'") == 2)
             // The same records again are unchanged, each in its own account.
-            let again = try #require(try await Self.postImport(setup, ["records": [
-                ["external_id": decomposed, "identities": [["provider": "google", "subject": "g-nfd"]]],
-                ["external_id": composed, "identities": [["provider": "google", "subject": "g-nfc"]]],
-            ]]).json()["results"] as? [[String: Any]])
+            let again = try #require(
+                try await Self.postImport(
+                    setup,
+                    [
+                        "records": [
+                            ["external_id": decomposed, "identities": [["provider": "google", "subject": "g-nfd"]]],
+                            ["external_id": composed, "identities": [["provider": "google", "subject": "g-nfc"]]],
+                        ]
+                    ]
+                ).json()["results"] as? [[String: Any]])
             #expect(again.map { $0["status"] as? String } == ["unchanged", "unchanged"])
             #expect(again.compactMap { $0["account_id"] as? String } == [ids[1], ids[0]])
         }
@@ -171,10 +192,16 @@ import Testing
     @Test(arguments: ProviderIdentity.builtInAppleRelayDomains)
     func importedRelayAddressesArePrivate(domain: String) async throws {
         try await L.run { setup in
-            let response = try await Self.postImport(setup, ["records": [
-                ["external_id": "relay-1", "email": "r1@\(domain)", "email_verified": true,
-                 "identities": [["provider": "apple", "subject": "001.relay-import", "email": "r1@\(domain.uppercased())"]]],
-            ]])
+            let response = try await Self.postImport(
+                setup,
+                [
+                    "records": [
+                        [
+                            "external_id": "relay-1", "email": "r1@\(domain)", "email_verified": true,
+                            "identities": [["provider": "apple", "subject": "001.relay-import", "email": "r1@\(domain.uppercased())"]],
+                        ]
+                    ]
+                ])
             #expect(try response.json()["results"].map { "\($0)" }?.contains("created") == true, "\(String(buffer: response.body))")
             #expect(try await setup.count("accounts WHERE is_private_email") == 1)
             #expect(try await setup.count("identities WHERE is_private_email") == 1)

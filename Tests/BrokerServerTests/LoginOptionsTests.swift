@@ -23,7 +23,8 @@ import TestSupport
         try await S.run { setup in
             if apple {
                 let admin = AppleAdmin(database: setup.app.database, actor: "test")
-                _ = try await admin.setTeam(tenant: "acme", teamID: "TEAM000001", keyID: "KEY0000001", p8PEM: S.p8PEM, secrets: setup.app.secrets)
+                _ = try await admin.setTeam(
+                    tenant: "acme", teamID: "TEAM000001", keyID: "KEY0000001", p8PEM: S.p8PEM, secrets: setup.app.secrets)
                 _ = try await admin.addGroup(tenant: "acme", primaryAppID: "com.acme.app")
                 _ = try await admin.addClient(
                     tenant: "acme", group: "com.acme.app", clientID: "com.acme.mac", kind: .app, nonceMode: .raw, redirectURIs: [],
@@ -105,15 +106,20 @@ import TestSupport
             #expect(violation["mode"] as? String == "privacy-equivalent")
             #expect(violation["non_qualifying_providers"] as? [String] == ["google", "facebook"])
 
-            _ = try await policy.attest(tenant: "acme", provider: .facebook, limitsDataToNameEmail: true, privateEmail: true, noAdTracking: true)
-            let attested = try await eventuallyValue { try await Self.options(setup, "ios") } until: {
+            _ = try await policy.attest(
+                tenant: "acme", provider: .facebook, limitsDataToNameEmail: true, privateEmail: true, noAdTracking: true)
+            let attested = try await eventuallyValue {
+                try await Self.options(setup, "ios")
+            } until: {
                 Self.option($0, "facebook")["qualifies"] as? Bool == true
             }
             #expect(Self.providers(attested) == ["facebook", "google"], "the qualifying option comes first")
             #expect(attested["policy"] is NSNull)
 
             _ = try await policy.setMode(tenant: "acme", .appleRequired, force: true)
-            let appleRequired = try await eventuallyValue { try await Self.options(setup, "ios") } until: {
+            let appleRequired = try await eventuallyValue {
+                try await Self.options(setup, "ios")
+            } until: {
                 !($0["policy"] is NSNull)
             }
             #expect(Self.option(appleRequired, "facebook")["qualifies"] as? Bool == false)
@@ -161,7 +167,11 @@ import TestSupport
         try await Self.run(apple: false) { setup in
             _ = try await PolicyAdmin(database: setup.app.database, actor: "test").exempt(
                 tenant: "acme", reason: .educationEnterprise, note: "Staff app with company accounts")
-            let ios = try await eventuallyValue { try await Self.options(setup, "ios") } until: { $0["policy"] is NSNull }
+            let ios = try await eventuallyValue {
+                try await Self.options(setup, "ios")
+            } until: {
+                $0["policy"] is NSNull
+            }
             #expect(Self.providers(ios) == ["google", "facebook"])
         }
     }
@@ -176,7 +186,9 @@ import TestSupport
 
     @Test func thePlatformMustBeOneOfTheFour() async throws {
         try await Self.run(apple: false) { setup in
-            for uri in ["/v1/login-options", "/v1/login-options?platform=", "/v1/login-options?platform=windows", "/v1/login-options?platform=IOS"] {
+            for uri in [
+                "/v1/login-options", "/v1/login-options?platform=", "/v1/login-options?platform=windows", "/v1/login-options?platform=IOS",
+            ] {
                 let response = try await Self.get(setup, uri)
                 #expect(response.status == .badRequest, "\(uri)")
                 #expect(response.problemCode == "invalid_request")
@@ -194,7 +206,9 @@ import TestSupport
             #expect(Self.providers(try await Self.options(setup, "ios")) == ["google", "facebook"])
             _ = try await ProviderAdmin(database: setup.app.database, actor: "test").enableGoogle(
                 tenant: "acme", clientIDs: [S.webClient], hostedDomain: nil, platforms: [.web], force: true)
-            let changed = try await eventuallyValue { try await Self.options(setup, "ios") } until: {
+            let changed = try await eventuallyValue {
+                try await Self.options(setup, "ios")
+            } until: {
                 Self.providers($0) == ["facebook"]
             }
             #expect(Self.providers(changed) == ["facebook"])
@@ -214,7 +228,8 @@ import TestSupport
             #expect(counted("ios") == before + 1)
             // Not counted on a platform the guideline does not govern, nor without a platform.
             let webBefore = counted("web")
-            _ = try await setup.post("/v1/sign-in/google", json: ["id_token": try setup.googleToken(subject: "g-violation"), "platform": "web"])
+            _ = try await setup.post(
+                "/v1/sign-in/google", json: ["id_token": try setup.googleToken(subject: "g-violation"), "platform": "web"])
             _ = try await setup.post("/v1/sign-in/google", json: ["id_token": try setup.googleToken(subject: "g-violation")])
             #expect(counted("web") == webBefore)
             #expect(counted("ios") == before + 1)

@@ -34,7 +34,11 @@ import Testing
             // A wrong nonce is still a mismatch.
             let wrong = try await setup.post(
                 "/v1/sign-in/apple",
-                json: ["client_id": "com.acme.strict", "identity_token": try setup.token(subject: "strict.user", clientID: "com.acme.strict", nonce: AppleTestSetup.sha256Hex(raw)), "nonce": "other"])
+                json: [
+                    "client_id": "com.acme.strict",
+                    "identity_token": try setup.token(
+                        subject: "strict.user", clientID: "com.acme.strict", nonce: AppleTestSetup.sha256Hex(raw)), "nonce": "other",
+                ])
             #expect(wrong.problemCode == "nonce_mismatch")
         }
     }
@@ -49,7 +53,10 @@ import Testing
                 try await eventually {
                     try await setup.post(
                         "/v1/sign-in/apple",
-                        json: ["client_id": "com.acme.strict", "identity_token": try setup.token(subject: "relaxed", clientID: "com.acme.strict")]
+                        json: [
+                            "client_id": "com.acme.strict",
+                            "identity_token": try setup.token(subject: "relaxed", clientID: "com.acme.strict"),
+                        ]
                     ).status == .ok
                 })
             _ = try await admin.setNonceRequired(tenant: "acme", clientID: "com.acme.strict", true)
@@ -57,7 +64,10 @@ import Testing
                 try await eventually {
                     try await setup.post(
                         "/v1/sign-in/apple",
-                        json: ["client_id": "com.acme.strict", "identity_token": try setup.token(subject: "relaxed", clientID: "com.acme.strict")]
+                        json: [
+                            "client_id": "com.acme.strict",
+                            "identity_token": try setup.token(subject: "relaxed", clientID: "com.acme.strict"),
+                        ]
                     ).problemCode == "nonce_required"
                 })
             await #expect(throws: BrokerError.self) { try await admin.setNonceRequired(tenant: "acme", clientID: "com.nobody", true) }

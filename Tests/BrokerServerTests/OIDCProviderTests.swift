@@ -38,7 +38,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
 
     @Test func enableReadsDiscoveryAndStoresTheIssuerAndItsKeys() async throws {
         try await S.run(enableLine: false) { setup in
-            let status = try await setup.enable("line", issuer: setup.lineIssuer, clientIDs: [S.lineClient], extra: ["display-name": ["LINE"]])
+            let status = try await setup.enable(
+                "line", issuer: setup.lineIssuer, clientIDs: [S.lineClient], extra: ["display-name": ["LINE"]])
             #expect(status.type == "oidc")
             #expect(status.enabled)
             #expect(status.clientIDs == [S.lineClient])
@@ -53,7 +54,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             let stored = try #require(try await setup.stored("line"))
             #expect(stored.type == .oidc)
             #expect(stored.string("discovered_jwks_uri") == setup.line.jwksURL(base: setup.base))
-            let shown = try await setup.admin.show(tenant: "acme", provider: try #require(ProviderID(rawValue: "line")), registry: setup.registry)
+            let shown = try await setup.admin.show(
+                tenant: "acme", provider: try #require(ProviderID(rawValue: "line")), registry: setup.registry)
             #expect(shown.settings["issuer"] == .string(setup.lineIssuer))
             let listed = try await setup.admin.list(tenant: "acme", registry: setup.registry).map(\.provider)
             #expect(listed == ["apple", "google", "facebook", "line"])
@@ -161,7 +163,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             #expect(setup.line.keyFetches == 0, "refused before any key is fetched")
             let mismatch = try await setup.post("/v1/sign-in/line", json: ["id_token": token, "nonce": "other"])
             #expect(mismatch.problemCode == "nonce_mismatch")
-            let with = try await setup.signIn("line", ["id_token": try setup.token(subject: "u-nonce", nonce: "raw-nonce"), "nonce": "raw-nonce"])
+            let with = try await setup.signIn(
+                "line", ["id_token": try setup.token(subject: "u-nonce", nonce: "raw-nonce"), "nonce": "raw-nonce"])
             #expect(with["is_new_account"] as? Bool == true)
             let options = try await setup.get("/v1/login-options?platform=web").json()
             let line = (options["options"] as? [[String: Any]] ?? []).first { $0["provider"] as? String == "line" }
@@ -220,7 +223,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             // A tenant the provider does not allow.
             let disallowed = try await setup.post(
                 "/v1/sign-in/entra",
-                json: ["id_token": try setup.token(setup.entra, subject: "pairwise-1", audience: S.entraClient, tenant: S.otherEntraTenant)])
+                json: ["id_token": try setup.token(setup.entra, subject: "pairwise-1", audience: S.entraClient, tenant: S.otherEntraTenant)]
+            )
             #expect(disallowed.status == .unauthorized)
             #expect(disallowed.problemCode == "tenant_not_allowed")
             // A foreign tid: the token's iss is another tenant's than its tid.
@@ -229,7 +233,7 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
                 json: [
                     "id_token": try setup.token(
                         setup.entra, subject: "pairwise-1", audience: S.entraClient, tenant: S.entraTenant,
-                        iss: setup.entra.issuer(base: setup.base, tenant: S.otherEntraTenant)),
+                        iss: setup.entra.issuer(base: setup.base, tenant: S.otherEntraTenant))
                 ])
             #expect(foreign.problemCode == "issuer_mismatch")
             // No tid, or one that is not a tenant id.
@@ -249,7 +253,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             let a = try await setup.signIn(
                 "entra", ["id_token": try setup.token(setup.entra, subject: "same-sub", audience: S.entraClient, tenant: S.entraTenant)])
             let b = try await setup.signIn(
-                "entra", ["id_token": try setup.token(setup.entra, subject: "same-sub", audience: S.entraClient, tenant: S.otherEntraTenant)])
+                "entra",
+                ["id_token": try setup.token(setup.entra, subject: "same-sub", audience: S.entraClient, tenant: S.otherEntraTenant)])
             #expect(a[path: "account.id"] as? String != b[path: "account.id"] as? String, "one sub in two Entra tenants is two people")
             #expect(b[path: "identity.provider_scope"] as? String == setup.entra.issuer(base: setup.base, tenant: S.otherEntraTenant))
         }
@@ -269,7 +274,10 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             // entra (verified): joins the account with that email.
             let joined = try await setup.signIn(
                 "entra",
-                ["id_token": try setup.token(setup.entra, subject: "e-1", audience: S.entraClient, tenant: S.entraTenant, email: "Hanako@Example.jp")])
+                [
+                    "id_token": try setup.token(
+                        setup.entra, subject: "e-1", audience: S.entraClient, tenant: S.entraTenant, email: "Hanako@Example.jp")
+                ])
             #expect(joined[path: "account.id"] as? String == accountID)
             #expect(joined["linked_by"] as? String == "verified_email")
             // line (never, the default): a new account, flagged as a possible duplicate.
@@ -287,7 +295,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
     @Test func anOIDCIdentityLinksAndUnlinks() async throws {
         try await S.run { setup in
             try await setup.enable("yahoo", issuer: setup.yahooIssuer, clientIDs: [S.yahooClient])
-            let person = try await setup.signIn("yahoo", ["id_token": try setup.token(setup.yahoo, subject: "y-link", audience: S.yahooClient)])
+            let person = try await setup.signIn(
+                "yahoo", ["id_token": try setup.token(setup.yahoo, subject: "y-link", audience: S.yahooClient)])
             let accountID = try #require(person[path: "account.id"] as? String)
             let accessToken = try #require(person[path: "session.access_token"] as? String)
             let link = try await setup.post(
@@ -302,7 +311,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             // A bad proof links nothing.
             let wrong = try await setup.post(
                 "/v1/accounts/\(accountID)/identities",
-                json: ["provider": "line", "id_token": try setup.token(subject: "l-other", audience: "someone-else")], accountToken: accessToken)
+                json: ["provider": "line", "id_token": try setup.token(subject: "l-other", audience: "someone-else")],
+                accountToken: accessToken)
             #expect(wrong.problemCode == "audience_mismatch")
             #expect(try await setup.identityProviders(of: accountID) == ["line", "yahoo"])
             let viaLine = try await setup.signIn("line", ["id_token": try setup.token(subject: "l-link")])
@@ -336,7 +346,9 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
             #expect((bravo["options"] as? [[String: Any]] ?? []).isEmpty)
             // Without a display name, the login options name it by its id.
             try await setup.enable("yahoo", issuer: setup.yahooIssuer, clientIDs: [S.yahooClient])
-            let named = try await eventuallyValue { try await setup.get("/v1/login-options?platform=web").json() } until: {
+            let named = try await eventuallyValue {
+                try await setup.get("/v1/login-options?platform=web").json()
+            } until: {
                 ($0["options"] as? [[String: Any]] ?? []).contains { $0["provider"] as? String == "yahoo" }
             }
             let yahoo = (named["options"] as? [[String: Any]] ?? []).first { $0["provider"] as? String == "yahoo" }
@@ -368,7 +380,9 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
                 noAdTracking: true)
             let status = try await setup.enable("line", issuer: setup.lineIssuer, clientIDs: [S.lineClient], platforms: [.ios])
             #expect(status.attested == true)
-            let ios = try await eventuallyValue { try await setup.get("/v1/login-options?platform=ios").json() } until: {
+            let ios = try await eventuallyValue {
+                try await setup.get("/v1/login-options?platform=ios").json()
+            } until: {
                 ($0["options"] as? [[String: Any]] ?? []).count == 2
             }
             let options = ios["options"] as? [[String: Any]] ?? []
@@ -420,7 +434,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
         try await S.run { setup in
             try await setup.enable("yahoo", issuer: setup.yahooIssuer, clientIDs: [S.yahooClient])
             let viaLine = try await setup.signIn("line", ["id_token": try setup.token(subject: "same-sub")])
-            let viaYahoo = try await setup.signIn("yahoo", ["id_token": try setup.token(setup.yahoo, subject: "same-sub", audience: S.yahooClient)])
+            let viaYahoo = try await setup.signIn(
+                "yahoo", ["id_token": try setup.token(setup.yahoo, subject: "same-sub", audience: S.yahooClient)])
             #expect(viaLine[path: "account.id"] as? String != viaYahoo[path: "account.id"] as? String)
             #expect(viaYahoo[path: "identity.provider"] as? String == "yahoo")
             #expect(viaYahoo[path: "identity.provider_scope"] as? String == setup.yahooIssuer)
@@ -448,7 +463,8 @@ func brokerErrorCode(_ body: () async throws -> Void) async -> String {
                 "line", ["id_token": try setup.token(subject: "same-person", audience: S.bravoLineClient)], tenant: "bravo")
             #expect(acme[path: "account.id"] as? String != bravo[path: "account.id"] as? String)
             // Each tenant's clients only.
-            let acmeTokenAtBravo = try await setup.post("/v1/sign-in/line", json: ["id_token": try setup.token(subject: "x")], tenant: "bravo")
+            let acmeTokenAtBravo = try await setup.post(
+                "/v1/sign-in/line", json: ["id_token": try setup.token(subject: "x")], tenant: "bravo")
             #expect(acmeTokenAtBravo.problemCode == "audience_mismatch")
             let bravoTokenAtAcme = try await setup.post(
                 "/v1/sign-in/line", json: ["id_token": try setup.token(subject: "x", audience: S.bravoLineClient)])

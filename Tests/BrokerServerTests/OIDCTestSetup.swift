@@ -61,7 +61,8 @@ struct OIDCTestSetup {
             let base = "http://127.0.0.1:\(port)"
             // Nothing else listens where the built-ins would be reached: these tests never need them.
             let endpoints = ProviderEndpoints(
-                appleBaseURL: "http://127.0.0.1:9", googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
+                appleBaseURL: "http://127.0.0.1:9", googleKeysURL: "http://127.0.0.1:9/google",
+                facebookGraphURL: "http://127.0.0.1:9/graph",
                 facebookKeysURL: "http://127.0.0.1:9/facebook", timeoutSeconds: 5)
             try await TestDatabase.withFresh { database, url in
                 let services = BrokerServices(
@@ -90,7 +91,8 @@ struct OIDCTestSetup {
                 try await application.test(.router) { client in
                     try await test(
                         OIDCTestSetup(
-                            app: app, client: client, line: line, yahoo: yahoo, entra: entra, base: base, keys: tenantKeys, registry: registry))
+                            app: app, client: client, line: line, yahoo: yahoo, entra: entra, base: base, keys: tenantKeys,
+                            registry: registry))
                 }
             }
         }

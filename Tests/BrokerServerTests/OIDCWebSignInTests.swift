@@ -29,7 +29,8 @@ import Testing
         WebBrowser(broker: setup.client, brokerOrigins: [TestApp.publicURL])
     }
 
-    static func start(_ setup: OIDCTestSetup, provider: String = "line", state: String = "st", intent: String? = nil) async throws -> String {
+    static func start(_ setup: OIDCTestSetup, provider: String = "line", state: String = "st", intent: String? = nil) async throws -> String
+    {
         var body: [String: Any] = ["return_url": returnURL, "state": state]
         body["intent"] = intent
         let response = try await setup.post("/v1/sign-in/\(provider)/web/start", json: body)

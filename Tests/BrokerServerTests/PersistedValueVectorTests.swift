@@ -85,7 +85,8 @@ import Testing
                         sealed, context: "signing_key:0b5e1a7c-3d2f-4e6a-9b8c-1d2e3f405162:\(signingKey.kid)", what: "signing key")
                     #expect(opened.count == 32)
                 }
-                let sealedSecrets = try await Self.column(app, "SELECT secret_sealed FROM provider_configs WHERE secret_sealed IS NOT NULL", as: Data.self)
+                let sealedSecrets = try await Self.column(
+                    app, "SELECT secret_sealed FROM provider_configs WHERE secret_sealed IS NOT NULL", as: Data.self)
                 #expect(sealedSecrets.count == 1)
                 for sealed in sealedSecrets {
                     // provider_configs.secret_sealed

@@ -176,7 +176,10 @@ import Testing
         for (session, account, identity, clientID, platform, idp, token, legacy) in [
             (Seed.appleSession, Seed.firstAccount, appleIdentity, Seed.appleClient, "ios", "apple", Seed.appleSessionToken, false),
             (Seed.googleSession, Seed.firstAccount, googleIdentity, Seed.googleWebClient, "web", "google", Seed.googleSessionToken, true),
-            (Seed.facebookSession, Seed.secondAccount, facebookIdentity, Seed.facebookAppID, "android", "facebook", Seed.facebookSessionToken, false),
+            (
+                Seed.facebookSession, Seed.secondAccount, facebookIdentity, Seed.facebookAppID, "android", "facebook",
+                Seed.facebookSessionToken, false
+            ),
         ] {
             try await client.query(
                 """
@@ -307,7 +310,8 @@ import Testing
             // Google: the hosted domain setting came along, so a token without it is refused.
             let withoutDomain = try mocks.google.mint(
                 mocks.google.claims(subject: Seed.googleSubject, audience: Seed.googleWebClient, email: "grace@gmail.com"))
-            #expect(try await upgraded.post("/v1/sign-in/google", json: ["id_token": withoutDomain]).problemCode == "hosted_domain_mismatch")
+            #expect(
+                try await upgraded.post("/v1/sign-in/google", json: ["id_token": withoutDomain]).problemCode == "hosted_domain_mismatch")
             let google = try mocks.google.mint(
                 mocks.google.claims(
                     subject: Seed.googleSubject, audience: Seed.googleWebClient, email: "grace@acme.example",

@@ -20,9 +20,10 @@ import Testing
         var read: @Sendable () -> Double { { self.seconds.withLock { $0 } } }
     }
 
-    static func limits(apiKey: RateLimit = AbuseLimits.defaultAPIKey, publicRoutes: RateLimit = AbuseLimits.defaultPublicRoutes,
-        failures: RateLimit = AbuseLimits.defaultFailedAuthentication, trusted: String = "") throws -> AbuseLimits
-    {
+    static func limits(
+        apiKey: RateLimit = AbuseLimits.defaultAPIKey, publicRoutes: RateLimit = AbuseLimits.defaultPublicRoutes,
+        failures: RateLimit = AbuseLimits.defaultFailedAuthentication, trusted: String = ""
+    ) throws -> AbuseLimits {
         AbuseLimits(
             apiKey: apiKey, publicRoutes: publicRoutes, failedAuthentication: failures,
             clientAddresses: ClientAddressResolver(trustedProxies: try ClientAddressResolver.parse(trusted).get()))
@@ -41,7 +42,9 @@ import Testing
             #expect(limited.problemCode == "rate_limited")
             #expect(limited.headers[.retryAfter] == "1")
             #expect(limited.headers[.contentType] == "application/problem+json")
-            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(other)).status == .ok, "each key has its own bucket")
+            #expect(
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(other)).status == .ok,
+                "each key has its own bucket")
 
             clock.advance(1)
             #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok)
@@ -71,10 +74,14 @@ import Testing
         try await TestApp.run { app, _ in
             _ = try await app.createTenant("acme")
             let admin = TenantAdmin(database: app.database, actor: "test")
-            for bad in [RateLimit(perSecond: 0, burst: 1), RateLimit(perSecond: 10, burst: 5), RateLimit(perSecond: 2_000_000, burst: 2_000_000)] {
+            for bad in [
+                RateLimit(perSecond: 0, burst: 1), RateLimit(perSecond: 10, burst: 5), RateLimit(perSecond: 2_000_000, burst: 2_000_000),
+            ] {
                 await #expect(throws: BrokerError.self) { try await admin.setRateLimit("acme", bad) }
             }
-            await #expect(throws: BrokerError.tenantNotFound("nobody")) { try await admin.setRateLimit("nobody", RateLimit(perSecond: 1, burst: 1)) }
+            await #expect(throws: BrokerError.tenantNotFound("nobody")) {
+                try await admin.setRateLimit("nobody", RateLimit(perSecond: 1, burst: 1))
+            }
             #expect(try await app.database.tenants.find(slug: "acme")?.rateLimit == nil)
         }
     }
@@ -131,7 +138,9 @@ import Testing
             #expect(limited.headers[.retryAfter] == "1")
             #expect(try await get(jwks, from: "203.0.113.2").status == .ok, "another client behind the proxy")
             #expect(try await get("/healthz", from: "203.0.113.1").status == .ok, "health is not a public route")
-            for _ in 0..<5 { #expect(try await get("/v1/tenant", from: "203.0.113.1", bearer(key)).status == .ok, "API routes are limited per key") }
+            for _ in 0..<5 {
+                #expect(try await get("/v1/tenant", from: "203.0.113.1", bearer(key)).status == .ok, "API routes are limited per key")
+            }
             let notification = try await client.execute(
                 uri: "/apple/notifications", method: .post, headers: [.contentType: "application/json", .xForwardedFor: "203.0.113.1"],
                 body: ByteBuffer(string: #"{"payload":"x"}"#))
@@ -206,7 +215,8 @@ import Testing
     }
 
     @Test func connectionCountsFreeTheirPlaceAndSkipTrustedProxies() throws {
-        let counts = ConnectionCounts(cap: 2, resolver: ClientAddressResolver(trustedProxies: try ClientAddressResolver.parse("10.0.0.0/8").get()))
+        let counts = ConnectionCounts(
+            cap: 2, resolver: ClientAddressResolver(trustedProxies: try ClientAddressResolver.parse("10.0.0.0/8").get()))
         let client = try #require(IPAddress("203.0.113.1"))
         #expect(counts.open(client) && counts.open(client))
         #expect(!counts.open(client))
@@ -246,7 +256,8 @@ import Testing
             #expect(try await eventually { try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt != nil })
             let first = try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt
             for _ in 0..<5 { #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(key)).status == .ok) }
-            #expect(try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt == first, "not stamped again within the minute")
+            #expect(
+                try await app.database.apiKeys.list(tenantID: tenant.id).first?.lastUsedAt == first, "not stamped again within the minute")
         }
     }
 }

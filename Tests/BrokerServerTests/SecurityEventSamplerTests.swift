@@ -56,7 +56,8 @@ import Testing
         _ = sampler.admit(revoked, subject: .init(tenantID: UUID(), target: "ibk_AAAAAAAA"), at: start)
         _ = sampler.admit(revoked, subject: .init(tenantID: nil, target: "ibk_AAAAAAAA"), at: start + .seconds(1))
         _ = sampler.admit(revoked, subject: .init(tenantID: nil, target: "ibk_AAAAAAAA"), at: start + .seconds(2))
-        let (row, pruned) = sampler.admit(key("missing_api_key", .anonymous), subject: .init(tenantID: nil, target: nil), at: start + .seconds(11))
+        let (row, pruned) = sampler.admit(
+            key("missing_api_key", .anonymous), subject: .init(tenantID: nil, target: nil), at: start + .seconds(11))
         #expect(row?.notRecordedBefore == 0)
         #expect(pruned.count == 1)
         #expect(pruned.first?.key == revoked && pruned.first?.notRecordedBefore == 2 && pruned.first?.trailing == true)

@@ -99,7 +99,9 @@ final class SamplingClock: Sendable {
 
 extension SecurityEventTests {
     /// The rows of `action`, newest first, once every write scheduled so far has finished.
-    static func rows(_ app: TestApp, _ action: String, tenantID: UUID? = nil) async throws -> [(event: AuditLogRepository.SecurityEvent, details: [String: Any])] {
+    static func rows(_ app: TestApp, _ action: String, tenantID: UUID? = nil) async throws -> [(
+        event: AuditLogRepository.SecurityEvent, details: [String: Any]
+    )] {
         await app.services.securityEvents.settled()
         return try await app.database.auditLog.securityEvents(tenantID: tenantID, accountID: nil, action: action, limit: 10_000)
             .filter { $0.action == action }
@@ -123,7 +125,8 @@ extension SecurityEventTests {
                     group.addTask {
                         var replayed = 0
                         for _ in stride(from: worker, to: 2_000, by: 8) {
-                            let replay = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
+                            let replay = try await setup.post(
+                                "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": token])
                             if replay.problemCode == "token_replayed" { replayed += 1 }
                         }
                         return replayed
@@ -167,9 +170,11 @@ extension SecurityEventTests {
                 _ = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": acmeToken])
             }
             let bravoToken = try setup.token(subject: "b", clientID: "com.bravo.app")
-            let first = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.bravo.app", "identity_token": bravoToken], key: bravoKey)
+            let first = try await setup.post(
+                "/v1/sign-in/apple", json: ["client_id": "com.bravo.app", "identity_token": bravoToken], key: bravoKey)
             #expect(first.status == .ok, "\(String(buffer: first.body))")
-            let replay = try await setup.post("/v1/sign-in/apple", json: ["client_id": "com.bravo.app", "identity_token": bravoToken], key: bravoKey)
+            let replay = try await setup.post(
+                "/v1/sign-in/apple", json: ["client_id": "com.bravo.app", "identity_token": bravoToken], key: bravoKey)
             #expect(replay.problemCode == "token_replayed")
 
             let acme = try await Self.rows(setup.app, "sign_in.token_replayed", tenantID: setup.tenant.id)
@@ -200,21 +205,31 @@ extension SecurityEventTests {
             // 300 junk keys, each with a prefix of its own.
             for index in 0..<100 {
                 let junk = APIKeyToken.generate().value
-                #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(junk)) { $0.problemCode } == "invalid_api_key")
+                #expect(
+                    try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(junk)) { $0.problemCode } == "invalid_api_key"
+                )
                 _ = try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer("not-a-key-\(index)")) { $0.status }
                 _ = try await client.execute(uri: "/v1/tenant", method: .get, headers: [:]) { $0.status }
             }
             for _ in 0..<3 {
-                #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(revokedKey)) { $0.problemCode } == "invalid_api_key")
+                #expect(
+                    try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(revokedKey)) { $0.problemCode }
+                        == "invalid_api_key")
             }
-            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(otherRevokedKey)) { $0.problemCode } == "invalid_api_key")
+            #expect(
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(otherRevokedKey)) { $0.problemCode }
+                    == "invalid_api_key")
             let disabled = try await eventually {
-                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(disabledKey)) { $0.problemCode == "tenant_disabled" }
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(disabledKey)) {
+                    $0.problemCode == "tenant_disabled"
+                }
             }
             #expect(disabled)
 
             var rows = try await Self.rows(app, "api_key.refused")
-            func reason(_ row: (event: AuditLogRepository.SecurityEvent, details: [String: Any])) -> String? { row.details["reason"] as? String }
+            func reason(_ row: (event: AuditLogRepository.SecurityEvent, details: [String: Any])) -> String? {
+                row.details["reason"] as? String
+            }
             // Junk: one row per reason, of no tenant.
             for junk in ["invalid_api_key", "malformed_api_key", "missing_api_key"] {
                 let matching = rows.filter { reason($0) == junk }
@@ -223,7 +238,10 @@ extension SecurityEventTests {
             }
             // Each revoked key of globex: its own row, with tenant and key; answered as unknown.
             let revokedRows = rows.filter { reason($0) == "api_key_revoked" }
-            #expect(Set(revokedRows.compactMap { $0.details["key_id"] as? String }) == [revoked.id.lowercasedString, otherRevoked.id.lowercasedString])
+            #expect(
+                Set(revokedRows.compactMap { $0.details["key_id"] as? String }) == [
+                    revoked.id.lowercasedString, otherRevoked.id.lowercasedString,
+                ])
             #expect(revokedRows.allSatisfy { $0.event.tenantID == globex.id && $0.details["code"] as? String == "invalid_api_key" })
             #expect(revokedRows.contains { $0.event.target == revoked.prefix })
             let disabledRows = rows.filter { reason($0) == "tenant_disabled" }
@@ -235,14 +253,23 @@ extension SecurityEventTests {
             // The next window: the counts left out come with the next row of each bucket, or
             // with a row of their own when the bucket falls silent.
             clock.advance(by: .seconds(10))
-            #expect(try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(APIKeyToken.generate().value)) { $0.problemCode } == "invalid_api_key")
+            #expect(
+                try await client.execute(uri: "/v1/tenant", method: .get, headers: bearer(APIKeyToken.generate().value)) { $0.problemCode }
+                    == "invalid_api_key")
             rows = try await Self.rows(app, "api_key.refused")
-            let unknownCounts = rows.filter { reason($0) == "invalid_api_key" }.compactMap { $0.details["failures_not_recorded_before"] as? Int }
+            let unknownCounts = rows.filter { reason($0) == "invalid_api_key" }.compactMap {
+                $0.details["failures_not_recorded_before"] as? Int
+            }
             #expect(unknownCounts.sorted() == [0, 99], "\(unknownCounts)")
             let closed = rows.filter { $0.details["window_closed"] as? Bool == true }
-            #expect(Set(closed.compactMap(reason)) == ["malformed_api_key", "missing_api_key", "api_key_revoked"], "\(closed.map(\.details))")
+            #expect(
+                Set(closed.compactMap(reason)) == ["malformed_api_key", "missing_api_key", "api_key_revoked"], "\(closed.map(\.details))")
             #expect(closed.contains { reason($0) == "malformed_api_key" && $0.details["failures_not_recorded_before"] as? Int == 99 })
-            #expect(closed.contains { $0.details["key_id"] as? String == revoked.id.lowercasedString && $0.details["failures_not_recorded_before"] as? Int == 2 })
+            #expect(
+                closed.contains {
+                    $0.details["key_id"] as? String == revoked.id.lowercasedString
+                        && $0.details["failures_not_recorded_before"] as? Int == 2
+                })
         }
     }
 }

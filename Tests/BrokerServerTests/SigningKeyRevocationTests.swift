@@ -56,7 +56,9 @@ import Testing
             // A second revocation changes nothing; the audit log holds one, naming the successor.
             let again = try await setup.app.keys.revoke(tenant: "acme", kid: compromised)
             #expect(again.alreadyRevoked && again.successor == nil)
-            let audit = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).filter { $0.action == "signing_key.revoke" }
+            let audit = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).filter {
+                $0.action == "signing_key.revoke"
+            }
             #expect(audit.count == 1)
             #expect(audit.first?.target == compromised)
         }

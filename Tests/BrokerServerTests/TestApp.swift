@@ -60,7 +60,8 @@ struct TestApp {
                 appleBaseURL: endpoints?.appleBaseURL ?? appleBaseURL,
                 endpoints: endpoints
                     ?? ProviderEndpoints(
-                        appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google", facebookGraphURL: "http://127.0.0.1:9/graph",
+                        appleBaseURL: appleBaseURL, googleKeysURL: "http://127.0.0.1:9/google",
+                        facebookGraphURL: "http://127.0.0.1:9/graph",
                         facebookKeysURL: "http://127.0.0.1:9/facebook", timeoutSeconds: providerTimeoutSeconds),
                 securityEventSampling: securityEvents, webhookAllowInsecure: true, abuseLimits: abuseLimits,
                 rateLimitClock: rateLimitClock)
@@ -89,7 +90,9 @@ struct TestApp {
 extension TestResponse {
     func json() throws -> [String: Any] {
         let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView))
-        guard let dictionary = object as? [String: Any] else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an object")) }
+        guard let dictionary = object as? [String: Any] else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not an object"))
+        }
         return dictionary
     }
 

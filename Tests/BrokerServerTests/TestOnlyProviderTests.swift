@@ -123,7 +123,8 @@ import TestSupport
                 "/v1/sign-in/tester", json: ["test_token": try Self.token(signer, subject: "t-2", nonce: "a"), "nonce": "b"])
             #expect(nonce.problemCode == "nonce_mismatch")
             // Not configured in bravo.
-            let bravo = try await setup.post("/v1/sign-in/tester", json: ["test_token": try Self.token(signer, subject: "t-2")], tenant: "bravo")
+            let bravo = try await setup.post(
+                "/v1/sign-in/tester", json: ["test_token": try Self.token(signer, subject: "t-2")], tenant: "bravo")
             #expect(bravo.problemCode == "unknown_provider")
             #expect(try await setup.count("accounts") == 1)
         }
@@ -135,7 +136,8 @@ import TestSupport
             let accountID = try #require(person[path: "account.id"] as? String)
             let accessToken = try #require(person[path: "session.access_token"] as? String)
             let link = try await setup.post(
-                "/v1/accounts/\(accountID)/identities", json: ["provider": "tester", "test_token": try Self.token(signer, subject: "t-link")],
+                "/v1/accounts/\(accountID)/identities",
+                json: ["provider": "tester", "test_token": try Self.token(signer, subject: "t-link")],
                 accountToken: accessToken)
             #expect(link.status == .created, "\(String(buffer: link.body))")
             #expect(try link.json()[path: "identity.provider"] as? String == "tester")

@@ -64,7 +64,11 @@ import Testing
                 try await Self.delete(setup, account)
 
                 // broker serve's worker (the test app's) delivers both on its own.
-                let received = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: { $0.count >= 2 }
+                let received = try await eventuallyValue(timeout: .seconds(20)) {
+                    sink.deliveries
+                } until: {
+                    $0.count >= 2
+                }
                 #expect(received.map { $0.json["type"] as? String } == ["account.created", "account.deleted"])
                 for delivery in received {
                     #expect(delivery.contentType == "application/json")
@@ -79,7 +83,8 @@ import Testing
                 // Tampered with, or checked with another secret, it does not verify.
                 let tampered = WebhookSink.Delivery(
                     id: received[0].id, timestamp: received[0].timestamp, signature: received[0].signature,
-                    contentType: received[0].contentType, body: received[0].body.replacingOccurrences(of: "account.created", with: "account.deleted"),
+                    contentType: received[0].contentType,
+                    body: received[0].body.replacingOccurrences(of: "account.created", with: "account.deleted"),
                     status: 204)
                 #expect(try await Self.verify(tampered, secret: secret).status != 0)
                 #expect(try await Self.verify(received[0], secret: WebhookSignature.newSecret()).status != 0)
@@ -90,7 +95,9 @@ import Testing
                 #expect(ids == received.map(\.id))
                 let delivered = try await eventuallyValue {
                     try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
-                } until: { $0.count == 2 && $0.allSatisfy { $0.status == .delivered } }
+                } until: {
+                    $0.count == 2 && $0.allSatisfy { $0.status == .delivered }
+                }
                 #expect(delivered.allSatisfy { $0.status == .delivered && $0.lastStatus == 204 && $0.deliveredAt != nil })
             }
         }
@@ -107,14 +114,18 @@ import Testing
 
                 // Each account's first event is tried and refused; the first account's deletion
                 // waits behind its creation and is never sent meanwhile.
-                let tried = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: {
+                let tried = try await eventuallyValue(timeout: .seconds(20)) {
+                    sink.deliveries
+                } until: {
                     Set($0.compactMap { $0.json["account_id"] as? String }) == [first, second]
                 }
                 #expect(!tried.contains { $0.json["type"] as? String == "account.deleted" })
                 // Once the refusals are recorded (the sink answers before the worker writes):
                 let waiting = try await eventuallyValue(timeout: .seconds(20)) {
                     try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
-                } until: { $0.count == 3 && $0.filter { $0.attempts > 0 }.count == 2 }
+                } until: {
+                    $0.count == 3 && $0.filter { $0.attempts > 0 }.count == 2
+                }
                 #expect(waiting.count == 3 && waiting.allSatisfy { $0.status == .pending })
                 let refused = waiting.filter { $0.attempts > 0 }
                 #expect(refused.allSatisfy { $0.lastStatus == 503 && $0.lastError == "http_503" })
@@ -160,7 +171,9 @@ import Testing
                 #expect(failed.status == .failed)
                 #expect(failed.lastStatus == 410)
                 #expect(failed.accountID?.lowercasedString == account)
-                #expect(try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action).contains("webhook.delivery_failed"))
+                #expect(
+                    try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action).contains(
+                        "webhook.delivery_failed"))
                 let sent = sink.deliveries.count
                 #expect(try await worker.runDue(now: { Date().addingTimeInterval(100_000) }) == 0, "a failed delivery is not sent")
                 #expect(sink.deliveries.count == sent)
@@ -170,7 +183,9 @@ import Testing
                 #expect(try await admin.redeliver(tenant: "acme", eventIDs: []) == [failed.eventID])
                 _ = try await eventuallyValue(timeout: .seconds(20)) {
                     try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first?.status
-                } until: { $0 == .delivered }
+                } until: {
+                    $0 == .delivered
+                }
                 #expect(sink.deliveries.last?.status == 204)
                 #expect(sink.deliveries.last?.id == "evt_\(failed.eventID)", "the same webhook-id: the backend can dedupe")
                 await #expect(throws: BrokerError.self) { try await admin.redeliver(tenant: "acme", eventIDs: [failed.eventID + 1_000]) }
@@ -184,7 +199,11 @@ import Testing
                 _ = try await Self.setWebhook(setup, sink, events: ["account.deleted"])
                 let account = try await Self.signIn(setup, "filtered")
                 try await Self.delete(setup, account)
-                let received = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: { !$0.isEmpty }
+                let received = try await eventuallyValue(timeout: .seconds(20)) {
+                    sink.deliveries
+                } until: {
+                    !$0.isEmpty
+                }
                 #expect(received.map { $0.json["type"] as? String } == ["account.deleted"])
 
                 let admin = WebhookAdmin(database: setup.app.database, actor: "test")
@@ -195,7 +214,9 @@ import Testing
                 // Both events are committed and readable; none is dispatched to a disabled webhook.
                 _ = try await eventuallyValue {
                     try await setup.client.execute(uri: "/v1/events", method: .get, headers: bearer(setup.apiKey)).json()
-                } until: { ($0["events"] as? [Any])?.count == 4 }
+                } until: {
+                    ($0["events"] as? [Any])?.count == 4
+                }
                 try await Self.worker(setup).runDue()
                 #expect(sink.deliveries.count == 1)
                 #expect(try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).count == 1)
@@ -206,7 +227,11 @@ import Testing
                 #expect(status.webhook?.enabled == true && status.webhook?.eventTypes == nil)
                 #expect(status.deliveries[.delivered] == 1)
                 let fresh = try await Self.signIn(setup, "heard")
-                let after = try await eventuallyValue(timeout: .seconds(20)) { sink.deliveries } until: { $0.count >= 2 }
+                let after = try await eventuallyValue(timeout: .seconds(20)) {
+                    sink.deliveries
+                } until: {
+                    $0.count >= 2
+                }
                 #expect(after.last?.json["account_id"] as? String == fresh)
                 #expect(after.count == 2)
                 #expect(try await Self.setWebhook(setup, sink, rotate: true)?.hasPrefix("whsec_") == true)
@@ -229,7 +254,9 @@ import Testing
                 for index in 0..<10 { _ = try await Self.signIn(setup, "shared-\(index)") }
                 _ = try await eventuallyValue(timeout: .seconds(20)) {
                     try await database.webhooks.deliveries(tenantID: tenant, status: .delivered).count
-                } until: { $0 == 10 }
+                } until: {
+                    $0 == 10
+                }
                 for worker in workers { worker.cancel() }
                 let accepted = sink.deliveries.filter { $0.status == 204 }
                 #expect(accepted.count == 10, "each delivery sent once: \(accepted.map(\.id))")
@@ -253,7 +280,9 @@ import Testing
                 let failed = try await eventuallyValue(timeout: .seconds(20)) {
                     try await worker.runDue(now: { Date().addingTimeInterval(7_200) })
                     return try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first
-                } until: { $0?.lastError?.hasPrefix("timeout") == true }
+                } until: {
+                    $0?.lastError?.hasPrefix("timeout") == true
+                }
                 #expect(failed?.status == .pending)
                 #expect(failed?.lastStatus == nil)
             }
@@ -265,7 +294,9 @@ import Testing
         try await AppleTestSetup.run { setup in
             let admin = WebhookAdmin(database: setup.app.database, actor: "test")
             for literal in ["[64:ff9b:1::7f00:1]", "[2002:7f00:1::1]", "[2001::7f00:1]", "[fec0::1]", "[::ffff:0:7f00:1]", "192.88.99.1"] {
-                #expect(await Self.refusal(admin, setup.app.secrets, "https://\(literal)/x", events: []) == "webhook_address_not_public", "\(literal)")
+                #expect(
+                    await Self.refusal(admin, setup.app.secrets, "https://\(literal)/x", events: []) == "webhook_address_not_public",
+                    "\(literal)")
             }
         }
     }
@@ -286,7 +317,9 @@ import Testing
                 let addresses = WebhookAddressPolicy(
                     allowsHTTP: true,
                     resolve: { host in
-                        let count = lookups.withLock { $0.append(host); return $0.count }
+                        let count = lookups.withLock {
+                            $0.append(host); return $0.count
+                        }
                         return count == 1 ? [[127, 0, 0, 1]] : [[127, 0, 0, 2]]
                     },
                     permits: { $0 == [127, 0, 0, 1] })
@@ -336,10 +369,12 @@ import Testing
                     // waits for another of its account.
                     for n in 0..<6 {
                         try await database.client.query(
-                            "INSERT INTO events_outbox (tenant_id, account_id, event_type, payload) VALUES (\(setup.tenant.id), \(UUID()), \("test.slow.\(n)"), '{}')")
+                            "INSERT INTO events_outbox (tenant_id, account_id, event_type, payload) VALUES (\(setup.tenant.id), \(UUID()), \("test.slow.\(n)"), '{}')"
+                        )
                     }
                     try await database.client.query(
-                        "INSERT INTO events_outbox (tenant_id, account_id, event_type, payload) VALUES (\(globex.id), \(UUID()), 'test.quick', '{}')")
+                        "INSERT INTO events_outbox (tenant_id, account_id, event_type, payload) VALUES (\(globex.id), \(UUID()), 'test.quick', '{}')"
+                    )
                     let worker = WebhookDeliveryWorker(
                         database: database, secrets: setup.app.secrets, allowInsecure: true, timeout: .seconds(30), lanes: 4,
                         logger: database.logger)
@@ -347,7 +382,9 @@ import Testing
                     _ = try await eventuallyValue(timeout: .seconds(20)) {
                         try await database.webhooks.dispatch()
                         return try await database.webhooks.deliveries(tenantID: globex.id).count
-                    } until: { $0 == 1 }
+                    } until: {
+                        $0 == 1
+                    }
                     let running = Task { try await worker.runDue(now: { Date().addingTimeInterval(7_200) }) }
                     await quick.waitForDeliveries(1)
                     let slowOnes = try await database.webhooks.deliveries(tenantID: setup.tenant.id)
@@ -380,7 +417,8 @@ import Testing
             #expect(await refusal("hooks.example.com/x") == "invalid_argument")
             for inside in [
                 "https://127.0.0.1/x", "https://localhost/x", "https://10.1.2.3/x", "https://192.168.0.10/x", "https://172.20.0.1/x",
-                "https://169.254.169.254/latest", "https://[::1]/x", "https://[fd00::1]/x", "https://[::ffff:127.0.0.1]/x", "https://0.0.0.0/x",
+                "https://169.254.169.254/latest", "https://[::1]/x", "https://[fd00::1]/x", "https://[::ffff:127.0.0.1]/x",
+                "https://0.0.0.0/x",
             ] {
                 #expect(await refusal(inside) == "webhook_address_not_public", "\(inside)")
             }
@@ -399,7 +437,8 @@ import Testing
         let inside: [[UInt8]] = [
             [10, 0, 0, 1], [127, 0, 0, 1], [0, 0, 0, 0], [100, 64, 0, 1], [169, 254, 169, 254], [172, 16, 0, 1], [172, 31, 255, 255],
             [192, 168, 1, 1], [192, 0, 2, 1], [198, 18, 0, 1], [224, 0, 0, 1], [255, 255, 255, 255],
-            Array(repeating: 0, count: 15) + [1], [0xfd] + Array(repeating: 0, count: 14) + [1], [0xfe, 0x80] + Array(repeating: 0, count: 14),
+            Array(repeating: 0, count: 15) + [1], [0xfd] + Array(repeating: 0, count: 14) + [1],
+            [0xfe, 0x80] + Array(repeating: 0, count: 14),
             Array(repeating: 0, count: 10) + [0xff, 0xff, 10, 0, 0, 1], [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 12),
             Array(repeating: 0, count: 12) + [127, 0, 0, 1],
             // Issue 39 B5: the literals that were taken, after IANA's special-purpose registries.

@@ -122,7 +122,8 @@ import Testing
         #expect(await verifier.failureCode(token) == "invalid_token")
         #expect(await verifier.failedCheck(token) == "structure")
         // Also a duplicate aud, and a duplicate inside a nested object.
-        let aud = try F.json(F.claims(apple)).replacingOccurrences(of: "}", with: #","aud":"com.attacker.app"}"#, options: [.anchored, .backwards])
+        let aud = try F.json(F.claims(apple)).replacingOccurrences(
+            of: "}", with: #","aud":"com.attacker.app"}"#, options: [.anchored, .backwards])
         #expect(await verifier.failureCode(try rawToken(apple, payload: aud)) == "invalid_token")
         let nested = try F.json(F.claims(apple)).replacingOccurrences(of: "{", with: #"{"x":{"a":1,"a":2},"#, options: .anchored)
         #expect(await verifier.failureCode(try rawToken(apple, payload: nested)) == "invalid_token")
@@ -152,7 +153,8 @@ import Testing
         #expect(await verifier.failedCheck(token) == "structure")
         let header = #"{"alg":"RS256","kid":"\#(apple.currentKeyID)","\u006bid":"other"}"#
         #expect(await verifier.failureCode(try rawToken(apple, header: header)) == "invalid_token")
-        let escapedSlash = try F.json(F.claims(apple)).replacingOccurrences(of: "{", with: #"{"\u0069ss":"https:\/\/appleid.apple.com","#, options: .anchored)
+        let escapedSlash = try F.json(F.claims(apple)).replacingOccurrences(
+            of: "{", with: #"{"\u0069ss":"https:\/\/appleid.apple.com","#, options: .anchored)
         #expect(await verifier.failureCode(try rawToken(apple, payload: escapedSlash)) == "invalid_token")
     }
 
@@ -195,9 +197,10 @@ import Testing
         let verifier = try F.verifier(for: apple)
         let good = try F.json(F.claims(apple))
         for claim in ["iat", "exp"] {
-            let payload = try #require(good.range(of: #""\#(claim)":[0-9.e+]+"#, options: .regularExpression).map {
-                good.replacingCharacters(in: $0, with: #""\#(claim)":\#(time)"#)
-            })
+            let payload = try #require(
+                good.range(of: #""\#(claim)":[0-9.e+]+"#, options: .regularExpression).map {
+                    good.replacingCharacters(in: $0, with: #""\#(claim)":\#(time)"#)
+                })
             let failed = await verifier.failedCheck(try rawToken(apple, payload: payload))
             #expect(failed == claim, "\(claim) \(time): \(String(describing: failed)) \(payload)")
         }

@@ -332,9 +332,12 @@ import Testing
         // Ended by graceful shutdown, as `mock-idp` is on SIGTERM, with no bound on it: the
         // server ends (the suite's time limit would catch it holding on) before `with` returns,
         // and the client gets no answer.
-        let client = try await ServedApplication.with(gracefulShutdownLimit: nil, { listening in
-            MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [line], port: 0) { port in listening(port) }
-        }) { port in
+        let client = try await ServedApplication.with(
+            gracefulShutdownLimit: nil,
+            { listening in
+                MockIdPServer.application(apple: nil, google: nil, facebook: nil, oidc: [line], port: 0) { port in listening(port) }
+            }
+        ) { port in
             let client = Task { try await Self.get(line.discoveryURL(base: "http://127.0.0.1:\(port)"), timeout: .seconds(50)) }
             await line.waitUntilHanging(1)
             return client

@@ -72,7 +72,8 @@ import Testing
         #expect(claims.nonceSupported == false)
         #expect(claims.nonce == nil)
         #expect(
-            try await code(tokenNonce: nil, expect: .init(rawNonce: Self.rawNonce, mode: .raw), extra: ["nonce_supported": .string("false")])
+            try await code(
+                tokenNonce: nil, expect: .init(rawNonce: Self.rawNonce, mode: .raw), extra: ["nonce_supported": .string("false")])
                 == nil)
     }
 

@@ -154,7 +154,8 @@ import Testing
 
             // Past the interval (none here): the unknown kid makes one refetch, which finds it.
             let open = IdentityTokenVerifier(
-                policy: policy, keys: JWKSCache(source: .url(url), logger: F.logger, minimumRefetchInterval: .zero, fetchTimeout: .seconds(60)))
+                policy: policy,
+                keys: JWKSCache(source: .url(url), logger: F.logger, minimumRefetchInterval: .zero, fetchTimeout: .seconds(60)))
             #expect(await open.failureCode(try issuer.mint(c.claims(), algorithm: .es256)) == nil)
             #expect(issuer.keyFetches == 2)
             let newer = try issuer.rotate(.rs256)

@@ -79,7 +79,8 @@ import Testing
     /// value, which must open under a box of the same master key (00 01 … 1f).
     @Test func aSealedAppleRefreshTokenOpens() throws {
         let tenantID = try #require(Self.tenantID)
-        let context = AppleProvider.refreshTokenSealingContext(tenantID: tenantID, teamID: "TEAM000001", subject: "001234.0a1b2c3d4e5f.0123")
+        let context = AppleProvider.refreshTokenSealingContext(
+            tenantID: tenantID, teamID: "TEAM000001", subject: "001234.0a1b2c3d4e5f.0123")
         #expect(context == "apple_refresh:0b5e1a7c-3d2f-4e6a-9b8c-1d2e3f405162:TEAM000001:001234.0a1b2c3d4e5f.0123")
         let box = SecretBox(masterKey: try MasterKey(base64: "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="))
         // identities.provider_refresh_token_sealed

@@ -66,7 +66,9 @@ import Testing
     }
 
     @Test func theKeyIsTheURLWithoutItsQuery() {
-        #expect(ProviderCircuits.endpoint(of: "https://graph.example/v19.0/me?access_token=secret&fields=id") == "https://graph.example/v19.0/me")
+        #expect(
+            ProviderCircuits.endpoint(of: "https://graph.example/v19.0/me?access_token=secret&fields=id")
+                == "https://graph.example/v19.0/me")
         #expect(ProviderCircuits.endpoint(of: "https://idp.example/token#x") == "https://idp.example/token")
     }
 }

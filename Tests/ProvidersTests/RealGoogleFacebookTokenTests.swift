@@ -132,7 +132,9 @@ struct UnverifiedToken {
         #expect(report.checks.allSatisfy { $0.passed }, "\(report.checks.filter { !$0.passed })")
         let names = Set(report.checks.map(\.name))
         #expect(
-            names.isSuperset(of: ["size", "structure", "alg", "header", "kid", "signature", "iss", "aud", "sub", "iat", "exp", "nonce", "azp"]))
+            names.isSuperset(of: [
+                "size", "structure", "alg", "header", "kid", "signature", "iss", "aud", "sub", "iat", "exp", "nonce", "azp",
+            ]))
         #expect(names.contains("hd") == (real.provider == .google))
         let details = Dictionary(report.checks.map { ($0.name, $0.detail) }) { first, _ in first }
         #expect(details["nonce"] == "matches (raw)")
@@ -188,7 +190,10 @@ struct UnverifiedToken {
     func isRefusedWithAnotherNonce(_ real: RealProviderToken) async throws {
         let token = try UnverifiedToken(real.file)
         let nonce = try #require(token.nonce)
-        for wrong in ["wrong-" + nonce, String(nonce.dropLast()), F.sha256Hex(nonce), nonce.uppercased() == nonce ? nonce.lowercased() : nonce.uppercased()] {
+        for wrong in [
+            "wrong-" + nonce, String(nonce.dropLast()), F.sha256Hex(nonce),
+            nonce.uppercased() == nonce ? nonce.lowercased() : nonce.uppercased(),
+        ] {
             var options = token.ownOptions
             options.rawNonce = wrong
             let (verifier, expectation) = try Self.verifier(real.provider, keySet: real.keySet, options)
@@ -311,12 +316,16 @@ struct UnverifiedToken {
                 proof, settings: .init(configuration: configuration, requestedClientID: "1234-ios.apps.googleusercontent.com"),
                 tenantID: tenantID, at: token.inside)
         }
-        let codes = await Self.failureCodes(provider, token: token, tenantID: tenantID, configurations: [
-            // Another Workspace domain.
-            ProviderConfiguration(tenantID: tenantID, provider: .google, platforms: [], clientIDs: [token.audience], hostedDomain: "example.com"),
-            // Another client only.
-            ProviderConfiguration(tenantID: tenantID, provider: .google, platforms: [], clientIDs: ["1234-web.apps.googleusercontent.com"]),
-        ])
+        let codes = await Self.failureCodes(
+            provider, token: token, tenantID: tenantID,
+            configurations: [
+                // Another Workspace domain.
+                ProviderConfiguration(
+                    tenantID: tenantID, provider: .google, platforms: [], clientIDs: [token.audience], hostedDomain: "example.com"),
+                // Another client only.
+                ProviderConfiguration(
+                    tenantID: tenantID, provider: .google, platforms: [], clientIDs: ["1234-web.apps.googleusercontent.com"]),
+            ])
         #expect(codes == ["hosted_domain_mismatch", "audience_mismatch"])
         // Expired, on the sign-in path too.
         do {
@@ -371,7 +380,10 @@ struct UnverifiedToken {
             // No nonce: Limited Login requires one.
             (ProviderProof(idToken: token.text), settings, token.inside),
             (ProviderProof(idToken: token.text, nonce: "another-nonce"), settings, token.inside),
-            (ProviderProof(idToken: token.text, nonce: token.nonce), FacebookProvider.FacebookSettings(appID: "1234567890", appSecret: "x"), token.inside),
+            (
+                ProviderProof(idToken: token.text, nonce: token.nonce),
+                FacebookProvider.FacebookSettings(appID: "1234567890", appSecret: "x"), token.inside
+            ),
             (ProviderProof(idToken: token.text, nonce: token.nonce), settings, token.expiresAt.addingTimeInterval(61)),
         ] {
             do {

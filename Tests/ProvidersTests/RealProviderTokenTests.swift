@@ -84,7 +84,8 @@ import Testing
         for jwks in ["jwks_apple_W6WcOKB_YuyXoY_2023-11_risc0.json", "jwks_apple_W6WcOKB_fh6Bs8C_YuyXoY_2023_namecare.json"] {
             _ = try await Self.verifyApple("idtoken_apple_W6WcOKB_2023-11-05_risc0.jwt", jwks: jwks)
         }
-        _ = try await Self.verifyApple("idtoken_apple_FftONTxoEg_2024-11-03_vapor_jwt.jwt", jwks: "jwks_apple_2024-10-01_panva_wellknown.json")
+        _ = try await Self.verifyApple(
+            "idtoken_apple_FftONTxoEg_2024-11-03_vapor_jwt.jwt", jwks: "jwks_apple_2024-10-01_panva_wellknown.json")
     }
 
     @Test func aNewerTokenHasBooleanEmailFlags() async throws {
@@ -124,7 +125,8 @@ import Testing
             "idtoken_apple_dMlERBaFdK_2025-02-02_vapor_jwt.jwt", jwks: "jwk_apple_dMlERBaFdK_respectme.json")
         #expect(recent.realUserStatus == 0)
         #expect(recent.emailVerified == true)
-        let early = try await Self.verifyApple("idtoken_apple_86D88Kf_2020-02-17_vapor_jwt.jwt", jwks: "jwks_apple_86D88Kf_2020_nerdzlab.json")
+        let early = try await Self.verifyApple(
+            "idtoken_apple_86D88Kf_2020-02-17_vapor_jwt.jwt", jwks: "jwks_apple_86D88Kf_2020_nerdzlab.json")
         #expect(early.realUserStatus == nil)
         #expect(early.nonceSupported == nil)
         #expect(early.emailVerified == true)

@@ -32,7 +32,9 @@ import Testing
         #expect(report.isValid)
         #expect(report.checks.allSatisfy { $0.passed })
         #expect(
-            report.checks.map(\.name) == ["size", "structure", "alg", "header", "kid", "signature", "iss", "aud", "sub", "iat", "exp", "nonce"])
+            report.checks.map(\.name) == [
+                "size", "structure", "alg", "header", "kid", "signature", "iss", "aud", "sub", "iat", "exp", "nonce",
+            ])
     }
 
     @Test func aGoodTokenWithoutEmailVerifies() async throws {

@@ -17,7 +17,8 @@ import Testing
     @Test func nothingForWhatIsNotACompactJWSWithASubject() {
         #expect(Providers.UnverifiedToken.subject(token(#"{"aud":"x"}"#)) == nil)
         #expect(Providers.UnverifiedToken.subject(token(#"{"sub":42}"#)) == nil)
-        #expect(Providers.UnverifiedToken.subject(token(#"{"sub":"a","sub":"b"}"#)) == nil, "a repeated member is not JSON the broker reads")
+        #expect(
+            Providers.UnverifiedToken.subject(token(#"{"sub":"a","sub":"b"}"#)) == nil, "a repeated member is not JSON the broker reads")
         #expect(Providers.UnverifiedToken.subject(token("[1]")) == nil)
         #expect(Providers.UnverifiedToken.subject(token("{\"sub\":\"\(String(repeating: "a", count: 256))\"}")) == nil, "at most 255 bytes")
         #expect(Providers.UnverifiedToken.subject("no-dots") == nil)

@@ -17,13 +17,14 @@ import TestSupport
     private func refusingTable(_ database: Database, onlyOdd: Bool = false) async throws {
         for statement: PostgresQuery in [
             "CREATE TABLE commit_probe (id int NOT NULL)",
-            PostgresQuery(unsafeSQL: """
-            CREATE FUNCTION commit_probe_refuse() RETURNS trigger LANGUAGE plpgsql
-            AS $$ BEGIN
-                IF \(onlyOdd ? "NEW.id % 2 = 1" : "true") THEN RAISE EXCEPTION 'refused at commit'; END IF;
-                RETURN NULL;
-            END $$
-            """),
+            PostgresQuery(
+                unsafeSQL: """
+                    CREATE FUNCTION commit_probe_refuse() RETURNS trigger LANGUAGE plpgsql
+                    AS $$ BEGIN
+                        IF \(onlyOdd ? "NEW.id % 2 = 1" : "true") THEN RAISE EXCEPTION 'refused at commit'; END IF;
+                        RETURN NULL;
+                    END $$
+                    """),
             """
             CREATE CONSTRAINT TRIGGER commit_probe_refuse AFTER INSERT ON commit_probe
             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION commit_probe_refuse()
@@ -47,7 +48,9 @@ import TestSupport
             // confirmation, which must end either way (a statement written to a closed connection
             // is never answered by PostgresNIO). A hang is turned into a failure by the deadline.
             for attempt in 1...25 {
-                let error = await #expect(throws: (any Error).self, "attempt \(attempt): the INSERT's rows came back although its commit failed") {
+                let error = await #expect(
+                    throws: (any Error).self, "attempt \(attempt): the INSERT's rows came back although its commit failed"
+                ) {
                     try await withDatabaseDeadline(.seconds(10)) {
                         try await TenantScope.acrossTenants(because: "a test table that holds no tenant's rows") {
                             try await serving.client.rows("INSERT INTO commit_probe VALUES (1) RETURNING id", logger: TestDatabase.logger)
@@ -82,7 +85,9 @@ import TestSupport
                     try await serving.client.rows(ProbeInsert<CommitProbe>(id: 2 * attempt), logger: TestDatabase.logger)
                 }
                 #expect(committed == [2 * attempt])
-                let error = await #expect(throws: (any Error).self, "attempt \(attempt): the INSERT's rows came back although its commit failed") {
+                let error = await #expect(
+                    throws: (any Error).self, "attempt \(attempt): the INSERT's rows came back although its commit failed"
+                ) {
                     try await withDatabaseDeadline(.seconds(10)) {
                         try await TenantScope.acrossTenants(because: "a test table that holds no tenant's rows") {
                             try await serving.client.rows(ProbeInsert<CommitProbe>(id: 2 * attempt + 1), logger: TestDatabase.logger)

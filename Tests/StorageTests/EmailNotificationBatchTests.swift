@@ -13,7 +13,9 @@ import Testing
     let quiet = QuietSignInBatchTests()
     let team = "TEAM000001"
 
-    func element(_ type: String, _ subject: String, jti: String = UUID().uuidString, tenantID: UUID) -> EmailNotificationBatchStatement.Element {
+    func element(_ type: String, _ subject: String, jti: String = UUID().uuidString, tenantID: UUID)
+        -> EmailNotificationBatchStatement.Element
+    {
         .init(
             event: .init(id: jti, type: type, subject: subject, eventTime: Date(timeIntervalSince1970: 1_795_000_000.123)),
             subject: subject, route: .init(tenantID: tenantID, teamID: team))
@@ -65,7 +67,11 @@ import Testing
                     try line("apple.email_enabled", "b"),
                 ])
             let actions = try await database.auditLog.entries(tenantID: tenant.id).map(\.action).filter { $0.hasPrefix("apple.") }
-            #expect(actions.sorted() == ["apple.email_disabled", "apple.email_disabled", "apple.email_disabled", "apple.email_enabled", "apple.notification_unmatched"])
+            #expect(
+                actions.sorted() == [
+                    "apple.email_disabled", "apple.email_disabled", "apple.email_disabled", "apple.email_enabled",
+                    "apple.notification_unmatched",
+                ])
 
             // A later batch with every jti again changes nothing.
             let again = try await EmailNotificationBatchStatement.write(elements, client: database.client, logger: database.logger)
@@ -93,7 +99,8 @@ import Testing
             #expect(notifications.totals.inputs == 41)
             #expect(notifications.totals.batches < 41, "one slot: whoever arrives while a batch runs goes in the next")
             #expect(
-                try await strings("SELECT count(*)::text FROM identities WHERE tenant_id = \(tenant.id) AND NOT relay_email_deliverable", database)
+                try await strings(
+                    "SELECT count(*)::text FROM identities WHERE tenant_id = \(tenant.id) AND NOT relay_email_deliverable", database)
                     == ["40"])
         }
     }

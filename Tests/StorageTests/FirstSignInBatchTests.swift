@@ -70,7 +70,8 @@ import Testing
             #expect(try await statements.count("accounts WHERE display_name = 'Ada Lovelace'", database) == 1)
             #expect(
                 try await statements.count(
-                    "identities WHERE provider_token_client_id = 'com.acme.app' AND provider_refresh_token_sealed = '\\x01020304'", database)
+                    "identities WHERE provider_token_client_id = 'com.acme.app' AND provider_refresh_token_sealed = '\\x01020304'", database
+                )
                     == 1)
             for request in requests {
                 #expect(
@@ -100,7 +101,8 @@ import Testing
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("first-mixed", in: database)
             let other = try await TestDatabase.createTenant("first-other", in: database)
-            let known = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, subject: "known", email: "k@example.com")))
+            let known = try #require(
+                try await database.accounts.signIn(request(tenantID: tenant.id, subject: "known", email: "k@example.com")))
             let revoked = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, subject: "revoked")))
             _ = try await database.client.query(
                 """

@@ -106,7 +106,8 @@ import Testing
                     #expect(before.generic >= 12, "\(name) ran \(before.generic) times on fresh tables")
                     #expect(
                         after.custom == before.custom,
-                        "\(name) on loaded tables: \(after.custom - before.custom) more custom plans, \(after.generic - before.generic) generic")
+                        "\(name) on loaded tables: \(after.custom - before.custom) more custom plans, \(after.generic - before.generic) generic"
+                    )
                 }
             }
         }

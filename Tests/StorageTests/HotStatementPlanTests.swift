@@ -65,7 +65,8 @@ import Testing
                 "refresh reuse revocation",
                 try SessionRepository.reuseRevocationQuery(tenantID: tenant, tokenHash: hash, reuseInterval: 10)),
             Statement(
-                "introspect refresh token", try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: id)),
+                "introspect refresh token",
+                try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: id)),
             Statement(
                 "introspect refresh token issued before 0010",
                 try SessionRepository.introspectRefreshTokenQuery(tenantID: tenant, tokenHash: hash, sessionID: nil)),
@@ -87,7 +88,9 @@ import Testing
             Statement("Apple client", AppleRepository.resolveQuery(tenantID: tenant, clientID: "com.acme.app")),
             Statement("provider settings", ProviderConfigRepository.findQuery(tenantID: tenant, provider: .google)),
             Statement(
-                "link", try IdentityLinkRepository.insertQuery(tenantID: tenant, accountID: id, identity: identity, sealedProviderRefreshToken: nil)),
+                "link",
+                try IdentityLinkRepository.insertQuery(tenantID: tenant, accountID: id, identity: identity, sealedProviderRefreshToken: nil)
+            ),
             Statement("identity owner", IdentityLinkRepository.ownerQuery(tenantID: tenant, identity: identity)),
             Statement(
                 "link proof spent",
@@ -321,8 +324,9 @@ import Testing
     }
 
     @Test func theBrokersConnectionsBoundEveryStatement() async throws {
-        #expect(DatabaseConfiguration(endpoint: .tcp(host: "127.0.0.1", port: 5432), username: "u", database: "d")
-            .startupParameters.contains { $0 == ("statement_timeout", "5000") })
+        #expect(
+            DatabaseConfiguration(endpoint: .tcp(host: "127.0.0.1", port: 5432), username: "u", database: "d")
+                .startupParameters.contains { $0 == ("statement_timeout", "5000") })
         let (_, _, created) = try await TestDatabase.create()
         var configuration = created
         configuration.statementTimeout = .milliseconds(300)

@@ -33,7 +33,9 @@ import Testing
                         request: request(tenant.id, subject: subject, attributes: attributes), newIdentityID: .timeOrdered(),
                         newAccountID: .timeOrdered())
                     for try await _ in try await connection.execute(full, logger: TestDatabase.logger) {}
-                    let quiet = AccountRepository.QuietSignInBatchStatement(requests: [request(tenant.id, subject: subject, attributes: attributes)])
+                    let quiet = AccountRepository.QuietSignInBatchStatement(requests: [
+                        request(tenant.id, subject: subject, attributes: attributes)
+                    ])
                     var rows = 0
                     for try await _ in try await connection.execute(quiet, logger: TestDatabase.logger) { rows += 1 }
                     #expect(rows == 1, "\(subject): the same attributes again are quiet")
@@ -54,7 +56,8 @@ import Testing
             _ = try await database.accounts.signIn(request(tenant.id, subject: "s", attributes: ["hd": "a.example"]))
             let changed = try #require(try await database.accounts.signIn(request(tenant.id, subject: "s", attributes: ["name": "Ada"])))
             #expect(changed.identity.attributes == ["hd": "a.example", "name": "Ada"])
-            let replaced = try #require(try await database.accounts.signIn(request(tenant.id, subject: "s", attributes: ["hd": "b.example"])))
+            let replaced = try #require(
+                try await database.accounts.signIn(request(tenant.id, subject: "s", attributes: ["hd": "b.example"])))
             #expect(replaced.identity.attributes == ["hd": "b.example", "name": "Ada"])
             let kept = try #require(try await database.accounts.signIn(request(tenant.id, subject: "s", attributes: [:])))
             #expect(kept.identity.attributes == ["hd": "b.example", "name": "Ada"])

@@ -65,7 +65,10 @@ import Testing
                 _ = try #require(try await database.accounts.signIn(quiet.request(tenantID: tenantID, subject: item.subject)))
             }
             for statement in item.stored.split(separator: ";") {
-                let target = statement.contains("UPDATE identities") ? "subject = '\(item.subject)'" : """
+                let target =
+                    statement.contains("UPDATE identities")
+                    ? "subject = '\(item.subject)'"
+                    : """
                     id = (SELECT account_id FROM identities WHERE tenant_id = '\(tenantID.uuidString)' AND subject = '\(item.subject)')
                     """
                 try await database.client.query(
@@ -168,8 +171,10 @@ import Testing
                 FROM identities WHERE tenant_id = \(tenant.id) AND subject = 'known'
                 """)
             let once = try await lean(
-                [request(tenant.id, known), request(tenant.id, Case(subject: "known", realUserStatus: 1)),
-                 request(tenant.id, Case(subject: "linked", realUserStatus: 1))], database)
+                [
+                    request(tenant.id, known), request(tenant.id, Case(subject: "known", realUserStatus: 1)),
+                    request(tenant.id, Case(subject: "linked", realUserStatus: 1)),
+                ], database)
             #expect(once.map { $0 != nil } == [true, false, false])
             #expect(try await statements.count("identities WHERE real_user_status IS NOT NULL", database) == 1)
             #expect(try await statements.count("identities WHERE real_user_status = 2", database) == 1)

@@ -14,7 +14,9 @@ import Testing
     @Test func aWriteTheDatabaseRefusedWhileUnavailableIsTriedUntilItLands() async throws {
         let attempts = Mutex(0)
         let written = try await OutcomeWrite.retrying(lease: 60, what: "test outcome", logger: Self.logger) { () async throws -> String in
-            let attempt = attempts.withLock { $0 += 1; return $0 }
+            let attempt = attempts.withLock {
+                $0 += 1; return $0
+            }
             if attempt < 3 { throw DatabaseDeadlineExceeded() }
             return "written"
         }

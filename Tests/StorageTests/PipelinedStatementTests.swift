@@ -34,13 +34,15 @@ import TestSupport
                 _ = try await connection.collect(Insert(id: -1 - id), logger: TestDatabase.logger)
                 record.notePrepared(key, on: connection)
             }
-            return try await connection.pipelined({
-                if prepared {
-                    _ = try await connection.collect(Insert(id: id), logger: TestDatabase.logger)
-                } else {
-                    _ = try await connection.query("INSERT INTO pipeline_probe VALUES (\(id))", logger: TestDatabase.logger).collect()
-                }
-            }, then: { try await count(id, on: connection) }).1
+            return try await connection.pipelined(
+                {
+                    if prepared {
+                        _ = try await connection.collect(Insert(id: id), logger: TestDatabase.logger)
+                    } else {
+                        _ = try await connection.query("INSERT INTO pipeline_probe VALUES (\(id))", logger: TestDatabase.logger).collect()
+                    }
+                }, then: { try await count(id, on: connection) }
+            ).1
         }
     }
 
@@ -96,9 +98,11 @@ import TestSupport
         try await TestDatabase.withFresh(migrated: false) { database, _ in
             try await database.client.query("CREATE TABLE pipeline_probe (id int NOT NULL)", logger: TestDatabase.logger)
             let count = try await database.client.withConnection { connection in
-                try await connection.pipelined({
-                    _ = try await connection.collect(Insert(id: 7), logger: TestDatabase.logger)
-                }, then: { try await Self.count(7, on: connection) }).1
+                try await connection.pipelined(
+                    {
+                        _ = try await connection.collect(Insert(id: 7), logger: TestDatabase.logger)
+                    }, then: { try await Self.count(7, on: connection) }
+                ).1
             }
             #expect(count == 0, "the follower ran after the unprepared insert: PostgresNIO keeps them in order now")
         }

@@ -30,7 +30,9 @@ import Testing
             for case .opened(let result) in outcomes {
                 let (account, identity) = (result.account, result.identity)
                 #expect(account.id == first.account.id && account.name.givenName == "Ada")
-                #expect(identity.id == first.identity.id && identity.lastSignInAt ?? .distantPast >= first.identity.lastSignInAt ?? .distantFuture)
+                #expect(
+                    identity.id == first.identity.id
+                        && identity.lastSignInAt ?? .distantPast >= first.identity.lastSignInAt ?? .distantFuture)
                 #expect(result.isNewAccount == false)
                 count += 1
             }

@@ -55,7 +55,8 @@ import Testing
         switch state {
         case .live, .wrongToken, .otherTenant, .unknownSession: break
         case .idleExpired:
-            _ = try await database.client.query("UPDATE sessions SET refresh_token_expires_at = now() - interval '1 second' WHERE id = \(session)")
+            _ = try await database.client.query(
+                "UPDATE sessions SET refresh_token_expires_at = now() - interval '1 second' WHERE id = \(session)")
         case .sessionExpired:
             _ = try await database.client.query("UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = \(session)")
         case .revoked:
@@ -111,7 +112,8 @@ import Testing
             var alone: [Case] = []
             var batched: [Case] = []
             for state in State.allCases {
-                alone.append(try await Self.makeCase(state, label: "alone.\(state)", tenant: tenant.id, other: other.id, database: database))
+                alone.append(
+                    try await Self.makeCase(state, label: "alone.\(state)", tenant: tenant.id, other: other.id, database: database))
                 batched.append(
                     try await Self.makeCase(state, label: "batch.\(state)", tenant: tenant.id, other: other.id, database: database))
             }
@@ -140,7 +142,8 @@ import Testing
                 #expect(writtenAlone.holdsToken == writtenBatched.holdsToken, "\(item.state)")
                 #expect(writtenAlone.idleExpiryInMinutes == writtenBatched.idleExpiryInMinutes, "\(item.state)")
                 #expect(
-                    writtenAlone.ledger.map { $0.split(separator: " ").dropFirst() } == writtenBatched.ledger.map { $0.split(separator: " ").dropFirst() },
+                    writtenAlone.ledger.map { $0.split(separator: " ").dropFirst() }
+                        == writtenBatched.ledger.map { $0.split(separator: " ").dropFirst() },
                     "\(item.state): \(writtenAlone) against \(writtenBatched)")
             }
         }
@@ -201,7 +204,8 @@ import Testing
             let tenant = try await TestDatabase.createTenant("alone", in: database)
             var items: [Case] = []
             for index in 0..<3 {
-                items.append(try await Self.makeCase(.live, label: "alone.\(index)", tenant: tenant.id, other: tenant.id, database: database))
+                items.append(
+                    try await Self.makeCase(.live, label: "alone.\(index)", tenant: tenant.id, other: tenant.id, database: database))
             }
             // A ledger row that holds the second element's spent id already.
             let taken = items[0]

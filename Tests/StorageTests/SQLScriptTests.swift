@@ -3,9 +3,10 @@ import Testing
 
 @Suite struct SQLScriptTests {
     @Test func splitsOnSemicolons() {
-        #expect(SQLScript.statements("CREATE TABLE a (x int);\nCREATE TABLE b (y int);\n") == [
-            "CREATE TABLE a (x int)", "CREATE TABLE b (y int)",
-        ])
+        #expect(
+            SQLScript.statements("CREATE TABLE a (x int);\nCREATE TABLE b (y int);\n") == [
+                "CREATE TABLE a (x int)", "CREATE TABLE b (y int)",
+            ])
     }
 
     @Test func ignoresSemicolonsInQuotesCommentsAndDollarBodies() {

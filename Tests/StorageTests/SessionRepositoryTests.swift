@@ -37,7 +37,8 @@ import Testing
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
             let info = try Self.rotated(
                 try await database.sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: idleLifetime, reuseInterval: 10))
+                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: idleLifetime,
+                    reuseInterval: 10))
             #expect(info.sessionID == session)
             try await body(database, tenant, session, info)
         }
@@ -47,9 +48,12 @@ import Testing
         try await withOneRotation("rotate", idleLifetime: 3_600) { database, tenant, session, _ in
             let sessions = database.sessions
             #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(1), sessionID: session) == nil)
-            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session)?.sessionID == session)
+            #expect(
+                try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session)?.sessionID == session
+            )
             // The successor's idle expiry is an hour away (within the session's absolute one).
-            let successor = try #require(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session))
+            let successor = try #require(
+                try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session))
             #expect(abs(successor.expiresAt.timeIntervalSinceNow - 3_600) < 60)
 
             let ledger = try await database.client.query(
@@ -62,7 +66,8 @@ import Testing
             // Another tenant cannot rotate, introspect or revoke it.
             let other = try await TestDatabase.createTenant("other", in: database)
             #expect(
-                try await sessions.refresh(tenantID: other.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 60, reuseInterval: 10)
+                try await sessions.refresh(
+                    tenantID: other.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 60, reuseInterval: 10)
                     == .invalid)
             #expect(try await sessions.introspectRefreshToken(tenantID: other.id, tokenHash: hash(2), sessionID: session) == nil)
             #expect(try await !sessions.revokeByRefreshToken(tenantID: other.id, tokenHash: hash(1), sessionID: session, reason: "test"))
@@ -83,7 +88,8 @@ import Testing
             for (token, session) in [(hash(1), idle), (hash(2), ended)] {
                 #expect(
                     try await sessions.refresh(
-                        tenantID: tenant.id, tokenHash: token, sessionID: session, successorHash: hash(9), idleLifetime: 60, reuseInterval: 10)
+                        tenantID: tenant.id, tokenHash: token, sessionID: session, successorHash: hash(9), idleLifetime: 60,
+                        reuseInterval: 10)
                         == .invalid)
                 #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: token, sessionID: session) == nil)
             }
@@ -112,7 +118,9 @@ import Testing
                 return
             }
             #expect(info.sessionID == session)
-            #expect(try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session)?.sessionID == session)
+            #expect(
+                try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: hash(2), sessionID: session)?.sessionID == session
+            )
             // Another tenant's repeat finds nothing and revokes nothing.
             let other = try await TestDatabase.createTenant("other", in: database)
             #expect(
@@ -143,10 +151,12 @@ import Testing
             let sessions = database.sessions
             _ = try Self.rotated(
                 try await sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 3_600, reuseInterval: 10))
+                    tenantID: tenant.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 3_600,
+                    reuseInterval: 10))
             #expect(
                 try await sessions.refresh(
-                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: 3_600, reuseInterval: 10)
+                    tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: 3_600,
+                    reuseInterval: 10)
                     == .invalid)
             #expect(try await sessions.liveSession(tenantID: tenant.id, sessionID: session) != nil)
         }

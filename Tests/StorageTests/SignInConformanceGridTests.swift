@@ -281,7 +281,10 @@ import Testing
             let recent = RecentSignIns()
             if path == .processThatSawThem {
                 for request in requests {
-                    recent.record(.init(tenantID: request.tenantID, provider: request.provider, providerScope: request.providerScope, subject: request.subject))
+                    recent.record(
+                        .init(
+                            tenantID: request.tenantID, provider: request.provider, providerScope: request.providerScope,
+                            subject: request.subject))
                 }
             }
             let repository = AccountRepository(client: database.client, logger: database.logger, recentSignIns: recent)

@@ -37,7 +37,8 @@ import Testing
     @Test func returningSignInWithNothingNewWritesOnlyTheSession() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("quiet", in: database)
-            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")))
+            let first = try #require(
+                try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")))
             #expect(first.isNewAccount)
             let version = try await identityVersion(database)
 

@@ -104,7 +104,9 @@ import Testing
         // The first batch waits at the gate until a second runs beside it; later ones pass.
         let gate = Gate()
         let batcher = StatementBatcher<Int, Int>(maxRunning: 2, maxBatch: 3, timeout: .seconds(30)) { inputs in
-            let now = running.withLock { $0.now += 1; $0.most = max($0.most, $0.now); return $0.now }
+            let now = running.withLock {
+                $0.now += 1; $0.most = max($0.most, $0.now); return $0.now
+            }
             if now == 2 { gate.open() }
             await gate.record(inputs)
             running.withLock { $0.now -= 1 }

@@ -82,7 +82,8 @@ import Testing
                 ])
             #expect(
                 try await strings(
-                    "SELECT count(*)::text FROM audit_log WHERE tenant_id = \(tenant.id) AND action = 'apple.notification_unmatched'", database)
+                    "SELECT count(*)::text FROM audit_log WHERE tenant_id = \(tenant.id) AND action = 'apple.notification_unmatched'",
+                    database)
                     == ["1"])
             // Each applied element's two events, in order.
             let events = try await strings(
@@ -91,10 +92,11 @@ import Testing
                 WHERE tenant_id = \(tenant.id) AND event_type IN ('apple.consent_revoked', 'identity.unlinked') ORDER BY id
                 """, database)
             #expect(
-                events == ["a", "b", "d", "c"].flatMap { subject -> [String] in
-                    let id = enrolled[subject]?.identity.id.lowercasedString ?? "?"
-                    return ["apple.consent_revoked \(id)", "identity.unlinked \(id)"]
-                })
+                events
+                    == ["a", "b", "d", "c"].flatMap { subject -> [String] in
+                        let id = enrolled[subject]?.identity.id.lowercasedString ?? "?"
+                        return ["apple.consent_revoked \(id)", "identity.unlinked \(id)"]
+                    })
             #expect(
                 try await strings("SELECT count(*)::text FROM consent_revocations WHERE tenant_id = \(tenant.id)", database) == ["4"])
 
@@ -110,7 +112,8 @@ import Testing
             let tenant = try await TestDatabase.createTenant("burst", in: database)
             let subjects = (0..<40).map { "p\($0)" }
             _ = try await quiet.enroll(subjects, tenantID: tenant.id, database)
-            let batcher = ConsentRevocationStatement.batcher(pool: database.pool, logger: database.logger, maxRunning: 1, timeout: .seconds(30))
+            let batcher = ConsentRevocationStatement.batcher(
+                pool: database.pool, logger: database.logger, maxRunning: 1, timeout: .seconds(30))
             let revocations = try #require(batcher)
             let outcomes = try await withThrowingTaskGroup(of: AppleNotificationRepository.Outcome.self) { group in
                 for subject in subjects + ["stranger"] {
@@ -156,7 +159,8 @@ import Testing
                     """, database) == ["deleted apple_account_delete true", "deleted apple_account_delete true"])
             #expect(
                 try await strings(
-                    "SELECT DISTINCT revoke_reason FROM sessions WHERE tenant_id = \(tenant.id) AND account_id <> \(c.account.id)", database)
+                    "SELECT DISTINCT revoke_reason FROM sessions WHERE tenant_id = \(tenant.id) AND account_id <> \(c.account.id)", database
+                )
                     == ["apple_account_delete"])
             // a went first and left c; c's deletion took the account.
             let audited = try await strings(

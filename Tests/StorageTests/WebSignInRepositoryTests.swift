@@ -42,13 +42,20 @@ import Testing
             #expect(try await database.webSignIns.repeatOf(hash: hash(3), now: now, codeHash: hash(9)) == nil, "unknown")
 
             let expiry = now.addingTimeInterval(60)
-            #expect(try await database.webSignIns.takeState(hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: expiry, now: now))
+            #expect(
+                try await database.webSignIns.takeState(
+                    hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: expiry, now: now))
             #expect(try await read(1, database, now: now) == nil, "taken")
             // A second callback with the state keeps nothing.
-            #expect(try await !database.webSignIns.takeState(hash: hash(1), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: expiry, now: now))
-            #expect(try await !database.webSignIns.takeState(hash: hash(2), keepingGrant: Data([8]), codeHash: hash(11), codeExpiresAt: expiry, now: now))
+            #expect(
+                try await !database.webSignIns.takeState(
+                    hash: hash(1), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: expiry, now: now))
+            #expect(
+                try await !database.webSignIns.takeState(
+                    hash: hash(2), keepingGrant: Data([8]), codeHash: hash(11), codeExpiresAt: expiry, now: now))
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(10), tenantID: tenant.id, provider: "apple", now: now) == nil)
-            #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
+            #expect(
+                try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
         }
     }
 
@@ -61,22 +68,33 @@ import Testing
             for byte: UInt8 in 1...2 {
                 try await database.webSignIns.createState(state(byte, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
             }
-            let repeatOf = { (byte: UInt8, at: Date) in try await database.webSignIns.repeatOf(hash: self.hash(byte), now: at, codeHash: self.hash(9)) }
-            let claimed = try await database.webSignIns.claimState(hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
+            let repeatOf = { (byte: UInt8, at: Date) in
+                try await database.webSignIns.repeatOf(hash: self.hash(byte), now: at, codeHash: self.hash(9))
+            }
+            let claimed = try await database.webSignIns.claimState(
+                hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
             #expect(claimed?.state.tenantID == tenant.id)
-            #expect(try await database.webSignIns.claimState(hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil) == nil)
+            #expect(
+                try await database.webSignIns.claimState(hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
+                    == nil)
             let inFlight = try #require(try await repeatOf(1, now))
             #expect(inFlight.answer == .inFlight)
-            #expect(inFlight.returnURL == "https://acme.example.com/done" && inFlight.callerState == "caller" && inFlight.provider == "apple")
+            #expect(
+                inFlight.returnURL == "https://acme.example.com/done" && inFlight.callerState == "caller" && inFlight.provider == "apple")
             // The claim's process stopped: at its end the state can be claimed again.
             #expect(try await repeatOf(1, now.addingTimeInterval(10))?.answer == .unclaimed)
-            #expect(try await database.webSignIns.claimState(hash: hash(1), now: now.addingTimeInterval(10), claimUntil: now.addingTimeInterval(20), subject: nil) != nil)
+            #expect(
+                try await database.webSignIns.claimState(
+                    hash: hash(1), now: now.addingTimeInterval(10), claimUntil: now.addingTimeInterval(20), subject: nil) != nil)
 
             // Answered with a code: the same code while unexchanged, spent once exchanged.
-            #expect(try await database.webSignIns.takeState(hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: now.addingTimeInterval(60), now: now))
+            #expect(
+                try await database.webSignIns.takeState(
+                    hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: now.addingTimeInterval(60), now: now))
             #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: true))
             #expect(try await database.webSignIns.repeatOf(hash: hash(1), now: now, codeHash: hash(8))?.answer == .code(unexchanged: false))
-            #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
+            #expect(
+                try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
             #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: false))
             #expect(try await read(1, database, now: now.addingTimeInterval(30)) == nil, "an answered state is never claimed again")
 
@@ -85,7 +103,9 @@ import Testing
             try await database.webSignIns.answerState(hash: hash(2), error: "provider_refused")
             try await database.webSignIns.answerState(hash: hash(2), error: "server_error")
             #expect(try await repeatOf(2, now)?.answer == .error("provider_refused"))
-            #expect(try await !database.webSignIns.takeState(hash: hash(2), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: now.addingTimeInterval(60), now: now))
+            #expect(
+                try await !database.webSignIns.takeState(
+                    hash: hash(2), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: now.addingTimeInterval(60), now: now))
             try await database.webSignIns.answerState(hash: hash(1), error: "server_error")
             #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: false), "a code's state keeps its answer")
         }
@@ -102,7 +122,9 @@ import Testing
                     hash: hash(1), keepingGrant: Data([1, 2, 3]), codeHash: hash(9), codeExpiresAt: now.addingTimeInterval(60), now: now))
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: bravo.id, provider: "apple", now: now) == nil)
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: acme.id, provider: "line", now: now) == nil)
-            #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: acme.id, provider: "apple", now: now.addingTimeInterval(61)) == nil,
+            #expect(
+                try await database.webSignIns.takeGrant(
+                    codeHash: hash(9), tenantID: acme.id, provider: "apple", now: now.addingTimeInterval(61)) == nil,
                 "expired: removed, nothing returned")
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: acme.id, provider: "apple", now: now) == nil)
         }
@@ -128,7 +150,8 @@ import Testing
             let tenant = try await TestDatabase.createTenant("acme", in: database)
             let now = Date()
             let identity = ProviderIdentity(
-                provider: .apple, providerScope: "TEAM000001", subject: "001234.web", email: nil, emailVerified: false, isPrivateEmail: false,
+                provider: .apple, providerScope: "TEAM000001", subject: "001234.web", email: nil, emailVerified: false,
+                isPrivateEmail: false,
                 name: PersonName(givenName: nil, familyName: nil))
             let signedIn = try #require(
                 try await database.accounts.signIn(

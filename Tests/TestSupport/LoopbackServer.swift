@@ -7,10 +7,11 @@ public enum LoopbackServer {
     public static func with<T: Sendable>(
         _ router: Router<BasicRequestContext>, _ body: (Int) async throws -> T
     ) async throws -> T {
-        try await ServedApplication.with({ listening in
-            Application(
-                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                onServerRunning: { channel in listening(channel.localAddress?.port ?? 0) })
-        }, body)
+        try await ServedApplication.with(
+            { listening in
+                Application(
+                    router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                    onServerRunning: { channel in listening(channel.localAddress?.port ?? 0) })
+            }, body)
     }
 }

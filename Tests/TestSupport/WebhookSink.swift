@@ -83,7 +83,9 @@ public final class WebhookSink: Sendable {
         }
     }
 
-    public static func with<T: Sendable>(path: String = "/hooks/identity", _ body: @Sendable (WebhookSink) async throws -> T) async throws -> T {
+    public static func with<T: Sendable>(path: String = "/hooks/identity", _ body: @Sendable (WebhookSink) async throws -> T) async throws
+        -> T
+    {
         let box = Mutex<WebhookSink?>(nil)
         let router = Router()
         router.post(RouterPath(path)) { request, _ -> Response in
@@ -95,35 +97,38 @@ public final class WebhookSink: Sendable {
             case .status(let status), .held(let status): code = status
             case .hang: code = 0
             }
-            let woken = sink?.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.deliveries.append(
-                    Delivery(
-                        id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
-                        timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
-                        signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
-                        contentType: request.headers[.contentType] ?? "", body: text, status: code))
-                let count = state.deliveries.count
-                defer { state.watchers.removeAll { $0.count <= count } }
-                return state.watchers.filter { $0.count <= count }.map(\.continuation)
-            } ?? []
+            let woken =
+                sink?.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                    state.deliveries.append(
+                        Delivery(
+                            id: request.headers[HTTPField.Name("webhook-id")!] ?? "",
+                            timestamp: request.headers[HTTPField.Name("webhook-timestamp")!] ?? "",
+                            signature: request.headers[HTTPField.Name("webhook-signature")!] ?? "",
+                            contentType: request.headers[.contentType] ?? "", body: text, status: code))
+                    let count = state.deliveries.count
+                    defer { state.watchers.removeAll { $0.count <= count } }
+                    return state.watchers.filter { $0.count <= count }.map(\.continuation)
+                } ?? []
             for watcher in woken { watcher.resume() }
             if case .held = answer {
                 await withCheckedContinuation { continuation in
-                    let open = sink?.state.withLock { state -> Bool in
-                        guard !state.closed, case .held = state.answer else { return true }
-                        state.gated.append(continuation)
-                        return false
-                    } ?? true
+                    let open =
+                        sink?.state.withLock { state -> Bool in
+                            guard !state.closed, case .held = state.answer else { return true }
+                            state.gated.append(continuation)
+                            return false
+                        } ?? true
                     if open { continuation.resume() }
                 }
             }
             if case .hang = answer {
                 // Held until the sink closes: the worker gives up first, by its own deadline.
                 await withCheckedContinuation { continuation in
-                    let closed = sink?.state.withLock { state -> Bool in
-                        if !state.closed { state.held.append(continuation) }
-                        return state.closed
-                    } ?? true
+                    let closed =
+                        sink?.state.withLock { state -> Bool in
+                            if !state.closed { state.held.append(continuation) }
+                            return state.closed
+                        } ?? true
                     if closed { continuation.resume() }
                 }
                 return Response(status: .serviceUnavailable)

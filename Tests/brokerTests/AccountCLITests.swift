@@ -58,7 +58,8 @@ import Testing
             #expect(after["changed"] as? Bool == true)
             #expect(after["revoked_sessions"] as? Int == 1)
             let revoked = try await database.client.query(
-                "SELECT revoke_reason FROM sessions WHERE id = \(session)").collect().first?.decode(String?.self)
+                "SELECT revoke_reason FROM sessions WHERE id = \(session)"
+            ).collect().first?.decode(String?.self)
             #expect(revoked == "account_disabled")
 
             let again = try await cli.run("account", "disable", "--tenant", "acme", id)
@@ -104,7 +105,8 @@ import Testing
                 #expect(try await cli.run("account", command, account.uuidString).status == 64, "--tenant is required")
             }
             let status = try await database.client.query(
-                "SELECT status FROM accounts WHERE id = \(account)").collect().first?.decode(String.self)
+                "SELECT status FROM accounts WHERE id = \(account)"
+            ).collect().first?.decode(String.self)
             #expect(status == "active")
         }
     }

@@ -25,7 +25,8 @@ import Testing
             #expect(body["deleted_identities"] as? Int == 1)
             #expect(body["apple_revocations_queued"] as? Int == 0, "the seeded identity holds no Apple token")
             let revoked = try await database.client.query(
-                "SELECT revoke_reason FROM sessions WHERE id = \(session)").collect().first?.decode(String?.self)
+                "SELECT revoke_reason FROM sessions WHERE id = \(session)"
+            ).collect().first?.decode(String?.self)
             #expect(revoked == "account_deleted")
             let shown = try await cli.run("account", "show", "--tenant", "acme", id, "--json").object()
             #expect(shown["status"] as? String == "deleted")

@@ -22,14 +22,16 @@ import Testing
                 #expect(try await cli.run("tenant", "create", "acme").status == 0)
                 #expect(
                     try await cli.run(
-                        "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file",
+                        "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001",
+                        "--private-key-file",
                         folder + "TEAM000001.p8"
                     ).status == 0)
                 #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
                 let (account, _) = try await AccountCLITests.seed(database)
                 #expect(
                     try await cli.run(
-                        "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000002", "--key-id", "KEY0000002", "--private-key-file",
+                        "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000002", "--key-id", "KEY0000002",
+                        "--private-key-file",
                         folder + "TEAM000002.p8"
                     ).status == 0)
                 let ambiguous = try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.other")
@@ -45,7 +47,8 @@ import Testing
                 #expect(!text.contains("001.cli") && !text.contains("ada@example.com"), "never the old sub or an email")
                 let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
                 #expect(mode == 0o600)
-                let twice = try await cli.run("apple", "transfer", "export", "--tenant", "acme", "--target-team", "TEAM000002", "--out", file)
+                let twice = try await cli.run(
+                    "apple", "transfer", "export", "--tenant", "acme", "--target-team", "TEAM000002", "--out", file)
                 #expect(twice.status == 1 && twice.output.contains("--resume"), "\(twice.output)")
                 let resumed = try await cli.run(
                     "apple", "transfer", "export", "--tenant", "acme", "--target-team", "TEAM000002", "--out", file, "--resume")
@@ -53,7 +56,8 @@ import Testing
 
                 let early = try await cli.run("apple", "transfer", "import", "--tenant", "acme", "--in", file)
                 #expect(early.status == 1 && early.output.contains("broker apple group move"), "\(early.output)")
-                let moved = try await cli.run("apple", "group", "move", "--tenant", "acme", "--group", "com.acme.app", "--team-id", "TEAM000002")
+                let moved = try await cli.run(
+                    "apple", "group", "move", "--tenant", "acme", "--group", "com.acme.app", "--team-id", "TEAM000002")
                 #expect(moved.status == 0, "\(moved.output)")
                 let dry = try await cli.run("apple", "transfer", "import", "--tenant", "acme", "--in", file, "--dry-run", "--json")
                 #expect(dry.status == 0, "\(dry.output)")
@@ -61,7 +65,8 @@ import Testing
                 let imported = try await cli.run("apple", "transfer", "import", "--tenant", "acme", "--in", file)
                 #expect(imported.status == 0 && imported.output.contains("Re-keyed 1"), "\(imported.output)")
                 let subject = try await database.client.query(
-                    "SELECT provider_scope, subject FROM identities WHERE account_id = \(account)").collect().first?.decode((String, String).self)
+                    "SELECT provider_scope, subject FROM identities WHERE account_id = \(account)"
+                ).collect().first?.decode((String, String).self)
                 #expect(subject?.0 == "TEAM000002")
                 #expect(subject?.1 == MockAppleIdP.subjectAfterTransfer("001.cli", to: "TEAM000002"))
                 #expect(try String(contentsOfFile: file + ".progress", encoding: .utf8).hasPrefix("1"))

@@ -38,7 +38,8 @@ import Testing
     @Test func disablingAndReenablingAsAnotherAppNeedsForce() async throws {
         try await Self.withAcme { database, cli, tenant, secret in
 
-            let attest = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags)
+            let attest = try await cli.run(
+                ["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags)
             #expect(attest.status == 0, "\(attest.output)")
             let first = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
@@ -68,7 +69,8 @@ import Testing
 
             // Enabled again as another app, classic only, on iOS and macOS: judged as any other change.
             let again = [
-                "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "99", "--app-secret-file", secret, "--platforms", "ios,macos",
+                "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "99", "--app-secret-file", secret, "--platforms",
+                "ios,macos",
             ]
             try PolicyCLITests.expectRefused(
                 cli, again, mentions: ["facebook on ios", "facebook on macos"],
@@ -93,7 +95,9 @@ import Testing
     /// leaves both the settings and the attestation as they were.
     @Test func changingTheAppOrLoginModeInPlaceIsJudgedWithoutTheAttestation() async throws {
         try await Self.withAcme { database, cli, tenant, secret in
-            #expect(try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags).status == 0)
+            #expect(
+                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags).status
+                    == 0)
             let enabled = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
                 "--platforms", "ios")
@@ -102,7 +106,11 @@ import Testing
 
             // Limited Login turned off: not the provider that was attested.
             try PolicyCLITests.expectRefused(
-                cli, ["provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--platforms", "ios"],
+                cli,
+                [
+                    "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--platforms",
+                    "ios",
+                ],
                 mentions: ["facebook on ios"], hintParts: [])
             // Another app.
             try PolicyCLITests.expectRefused(
@@ -134,8 +142,9 @@ import Testing
             let details = try #require(try Self.withdrawals(cli, "acme").first?["details"] as? [String: Any])
             #expect(details["reason"] as? String == "configuration_changed")
             #expect(details["changed"] as? [String] == ["app_id", "limited_login"])
-            #expect(try PolicyCLITests.forced(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["violations"] as? [String]
-                == ["ios:facebook", "macos:facebook"])
+            #expect(
+                try PolicyCLITests.forced(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["violations"] as? [String]
+                    == ["ios:facebook", "macos:facebook"])
         }
     }
 
@@ -147,7 +156,9 @@ import Testing
             try await PolicyCLITests.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let (a, b, c) = ("1-ios.apps.googleusercontent.com", "1-web.apps.googleusercontent.com", "2-ios.apps.googleusercontent.com")
-            #expect(try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status == 0)
+            #expect(
+                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status
+                    == 0)
             let enabled = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", a, "--client-id", b, "--platforms", "ios")
             #expect(enabled.status == 0, "\(enabled.output)")
@@ -156,7 +167,9 @@ import Testing
             #expect(reordered.status == 0 && !reordered.output.contains("withdrawn"), "\(reordered.output)")
             #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 0)
 
-            let changed = ["provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--platforms", "ios,macos,web"]
+            let changed = [
+                "provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--platforms", "ios,macos,web",
+            ]
             try PolicyCLITests.expectRefused(cli, changed, mentions: ["google on ios", "google on macos"], hintParts: [])
             #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .google)?.clientIDs == [b, a])
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).map(\.provider) == [.google])
@@ -164,12 +177,17 @@ import Testing
             #expect(forced.status == 0, "\(forced.output)")
             #expect(forced.output.contains("its client ids changed"), "\(forced.output)")
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).isEmpty)
-            #expect(try Self.withdrawals(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["changed"] as? [String] == ["client_ids"])
+            #expect(
+                try Self.withdrawals(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["changed"] as? [String] == [
+                    "client_ids"
+                ])
             #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 1)
 
             // A hosted domain is part of what was attested too; off the Apple platforms no
             // violation follows, but the attestation still ends.
-            #expect(try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status == 0)
+            #expect(
+                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status
+                    == 0)
             let domain = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--hosted-domain", "example.com",
                 "--platforms", "web")

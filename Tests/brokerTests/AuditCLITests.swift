@@ -17,7 +17,8 @@ import Testing
             #expect(all.status == 0, "\(all.output)")
             let actions = try all.array().compactMap { $0["action"] as? String }
             // Newest first.
-            #expect(Array(actions.prefix(3)) == ["api_key.revoke", "api_key.create", "signing_key.create"] || actions.first == "api_key.revoke")
+            #expect(
+                Array(actions.prefix(3)) == ["api_key.revoke", "api_key.create", "signing_key.create"] || actions.first == "api_key.revoke")
             #expect(actions.contains("tenant.create"))
 
             let keys = try await cli.run("audit", "list", "--tenant", "acme", "--action", "api_key", "--json").array()

@@ -44,14 +44,17 @@ import TestSupport
                 defer { try? FileManager.default.removeItem(atPath: p8) }
                 #expect(
                     try await cli.run(
-                        "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8
+                        "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001",
+                        "--private-key-file", p8
                     ).status == 0)
                 #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
 
                 let port = Int.random(in: 40_001...60_000)
                 let readiness = try ReadinessSocket.open()
-                let server = try readiness.notifying(BrokerCLI(databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)"]) { $1 }))
-                    .spawn(["serve"])
+                let server = try readiness.notifying(
+                    BrokerCLI(databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)"]) { $1 })
+                )
+                .spawn(["serve"])
                 defer {
                     server.signal(SIGKILL)
                     _ = try? ProcessRunner.wait(server)
@@ -73,12 +76,15 @@ import TestSupport
                     let fuzz = try ProcessRunner.spawn(
                         schemathesis,
                         [
-                            "--config-file", Self.configuration, "run", Self.openAPI, "--url", base, "--header", "Authorization: Bearer \(key)",
+                            "--config-file", Self.configuration, "run", Self.openAPI, "--url", base, "--header",
+                            "Authorization: Bearer \(key)",
                             "--checks", "all", "--exclude-checks", run.excluded,
                             "--phases", "examples,coverage,fuzzing", "--max-examples", "8", "--workers", "1", "--seed", "25",
                             "--request-timeout", "15", "--suppress-health-check", "all", "--no-color",
                         ] + run.operations,
-                        environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "HOME": NSTemporaryDirectory()])
+                        environment: [
+                            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "HOME": NSTemporaryDirectory(),
+                        ])
                     let result = try await onOwnThread { try ProcessRunner.wait(fuzz) }
                     output += result.output
                     status = max(status, result.status)

@@ -82,8 +82,10 @@ import TestSupport
         let data = "\(cluster.directory)/data"
         let key = try ProcessRunner.run(
             "/usr/bin/openssl",
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-             "-keyout", "\(data)/server.key", "-out", "\(data)/server.crt"])
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                "-keyout", "\(data)/server.key", "-out", "\(data)/server.crt",
+            ])
         try #require(key.status == 0, "\(key.output)")
         try "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\n".write(
             toFile: "\(data)/pg_hba.conf", atomically: true, encoding: .utf8)
@@ -96,7 +98,8 @@ import TestSupport
         _ = try ProcessRunner.run("/bin/chmod", ["600", "\(data)/server.key"])
         try await cluster.start(listen: "127.0.0.1")
         let setPassword = try ProcessRunner.run(
-            "\(cluster.bin)/psql", ["-h", cluster.directory, "-p", "\(cluster.port)", "-U", "postgres", "-c", "ALTER USER postgres PASSWORD 'right-password'"],
+            "\(cluster.bin)/psql",
+            ["-h", cluster.directory, "-p", "\(cluster.port)", "-U", "postgres", "-c", "ALTER USER postgres PASSWORD 'right-password'"],
             as: cluster.user)
         try #require(setPassword.status == 0, "\(setPassword.output)")
 

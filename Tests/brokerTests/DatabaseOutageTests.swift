@@ -54,16 +54,20 @@ import TestSupport
         private func startBlocking(listen: String) throws {
             let result = try ProcessRunner.run(
                 "\(bin)/pg_ctl",
-                ["-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-s", "-o",
-                 "-c listen_addresses='\(listen)' -k \(directory) -p \(port) -c max_connections=50", "start"],
+                [
+                    "-D", "\(directory)/data", "-l", "\(directory)/server.log", "-w", "-s", "-o",
+                    "-c listen_addresses='\(listen)' -k \(directory) -p \(port) -c max_connections=50", "start",
+                ],
                 as: user)
             guard result.status == 0 else { throw ClusterFailed(output: result.output) }
             // The role broker serve connects as (BrokerCLI serves as it), before a migration
             // grants it its privileges; a restart finds it there.
             let role = try ProcessRunner.run(
                 "\(bin)/psql",
-                ["-h", directory, "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-qX", "-c",
-                 "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'broker_serve') THEN CREATE ROLE broker_serve LOGIN; END IF; END $$"],
+                [
+                    "-h", directory, "-p", "\(port)", "-U", "postgres", "-d", "postgres", "-qX", "-c",
+                    "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'broker_serve') THEN CREATE ROLE broker_serve LOGIN; END IF; END $$",
+                ],
                 as: user)
             guard role.status == 0 else { throw ClusterFailed(output: role.output) }
         }
@@ -169,8 +173,14 @@ import TestSupport
             let p8 = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey-\(UUID().uuidString).p8").path
             try P256.Signing.PrivateKey().pemRepresentation.write(toFile: p8, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: p8) }
-            #expect(try await cli.run("apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file", p8).status == 0)
-            #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required").status == 0)
+            #expect(
+                try await cli.run(
+                    "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000001", "--key-id", "KEY0000001", "--private-key-file",
+                    p8
+                ).status == 0)
+            #expect(
+                try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required")
+                    .status == 0)
             let readiness = try ReadinessSocket.open()
             let server = try readiness.notifying(cli).spawn(["serve"])
             defer {
@@ -305,7 +315,9 @@ import TestSupport
     /// `request_timeout`, not `database_unavailable`.
     static func checkAnswers(_ answers: [Answer], bound: Double, timeoutsAllowed: Bool = false) {
         let statuses = Dictionary(grouping: answers, by: \.status).mapValues(\.count)
-        #expect(Set(statuses.keys).isSubset(of: [200, 503]), "statuses \(statuses); e.g. \(answers.first { ![200, 503].contains($0.status) }.map { "\($0.status) \($0.code ?? "")" } ?? "")")
+        #expect(
+            Set(statuses.keys).isSubset(of: [200, 503]),
+            "statuses \(statuses); e.g. \(answers.first { ![200, 503].contains($0.status) }.map { "\($0.status) \($0.code ?? "")" } ?? "")")
         // Every 503 of an outage says so (decision 0032): a request that waited on the outage
         // is `database_unavailable` even when the database is back by its deadline.
         for answer in answers where answer.status == 503 {
@@ -314,7 +326,9 @@ import TestSupport
             #expect(answer.retryAfter != nil)
         }
         let slowest = answers.map(\.seconds).max() ?? 0
-        let slowestFive = answers.sorted { $0.seconds > $1.seconds }.prefix(5).map { "\($0.subject) \($0.status) \($0.code ?? "-") took \($0.seconds) s" }
+        let slowestFive = answers.sorted { $0.seconds > $1.seconds }.prefix(5).map {
+            "\($0.subject) \($0.status) \($0.code ?? "-") took \($0.seconds) s"
+        }
         #expect(slowest < bound, "slowest answer \(slowest) s; slowest five: \(slowestFive)")
     }
 
@@ -349,7 +363,9 @@ import TestSupport
 
             let all = recorder.answers
             let counts = Dictionary(grouping: all, by: \.status).mapValues(\.count)
-            print("outage: \(all.count) sign-ins, statuses \(counts), /readyz 503 after \(notReadyAfter ?? -1) s, first 200 \(recoveredAfter ?? -1) s after PostgreSQL started, slowest \(all.map(\.seconds).max() ?? 0) s")
+            print(
+                "outage: \(all.count) sign-ins, statuses \(counts), /readyz 503 after \(notReadyAfter ?? -1) s, first 200 \(recoveredAfter ?? -1) s after PostgreSQL started, slowest \(all.map(\.seconds).max() ?? 0) s"
+            )
             #expect((notReadyAfter ?? 99) < 2.5, "readiness took \(notReadyAfter ?? -1) s")
             #expect((recoveredAfter ?? 99) < 10, "recovery took \(recoveredAfter ?? -1) s")
             #expect((counts[503] ?? 0) > 0, "the outage was seen")

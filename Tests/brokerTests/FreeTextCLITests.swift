@@ -45,7 +45,10 @@ import Testing
             #expect(try await database.apiKeys.list(tenantID: tenant.id).isEmpty)
             try Self.expectRefused(
                 cli,
-                ["provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps\u{1B}[2J.googleusercontent.com", "--platforms", "web"],
+                [
+                    "provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps\u{1B}[2J.googleusercontent.com",
+                    "--platforms", "web",
+                ],
                 option: "--client-id")
             #expect(try await database.providerConfigs.list(tenantID: tenant.id).isEmpty)
 

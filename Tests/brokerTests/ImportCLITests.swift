@@ -30,10 +30,19 @@ import Testing
     static func configure(_ cli: BrokerCLI, _ slug: String, _ folder: String) async throws {
         #expect(try await cli.run("tenant", "create", slug).status == 0)
         let steps: [[String]] = [
-            ["apple", "team", "set", "--tenant", slug, "--team-id", team, "--key-id", "KEY0000001", "--private-key-file", folder + "key.p8"],
+            [
+                "apple", "team", "set", "--tenant", slug, "--team-id", team, "--key-id", "KEY0000001", "--private-key-file",
+                folder + "key.p8",
+            ],
             ["apple", "group", "add", "--tenant", slug, "--primary-app-id", "com.\(slug).app"],
-            ["provider", "enable", "google", "--tenant", slug, "--client-id", "111-web.apps.googleusercontent.com", "--platforms", "android,web"],
-            ["provider", "enable", "facebook", "--tenant", slug, "--app-id", facebookApp, "--app-secret-file", folder + "fb.secret", "--platforms", "android,web"],
+            [
+                "provider", "enable", "google", "--tenant", slug, "--client-id", "111-web.apps.googleusercontent.com", "--platforms",
+                "android,web",
+            ],
+            [
+                "provider", "enable", "facebook", "--tenant", slug, "--app-id", facebookApp, "--app-secret-file", folder + "fb.secret",
+                "--platforms", "android,web",
+            ],
         ]
         for step in steps {
             let result = try await cli.run(step)
@@ -102,7 +111,9 @@ import Testing
         }
     }
 
-    static func importJSON(_ cli: BrokerCLI, _ file: String, _ extra: [String] = []) async throws -> (status: Int32, job: [String: Any], output: String) {
+    static func importJSON(_ cli: BrokerCLI, _ file: String, _ extra: [String] = []) async throws -> (
+        status: Int32, job: [String: Any], output: String
+    ) {
         let result = try await cli.run(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--json"] + extra)
         let job = (try? result.object()) ?? [:]
         return (result.status, job, result.output)
@@ -126,7 +137,8 @@ import Testing
 
             let first = try await Self.importJSON(cli, file)
             #expect(first.status == 0, "\(first.output)")
-            #expect(first.job["created"] as? Int == 3 && first.job["identities"] as? Int == 5 && first.job["status"] as? String == "completed")
+            #expect(
+                first.job["created"] as? Int == 3 && first.job["identities"] as? Int == 5 && first.job["status"] as? String == "completed")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id IS NOT NULL") == 3)
             // Each identity under the tenant's scope: Apple's team, Facebook's app id, Google's none.
             let scopes = try await Self.count(
@@ -136,7 +148,10 @@ import Testing
                     OR (provider = 'facebook' AND provider_scope = '\(Self.facebookApp)') OR (provider = 'google' AND provider_scope = '')
                 """)
             #expect(scopes == 5)
-            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id = 'u-1' AND email = 'ada@example.com' AND email_verified") == 1)
+            #expect(
+                try await Self.count(
+                    database,
+                    "SELECT count(*)::int8 FROM accounts WHERE external_id = 'u-1' AND email = 'ada@example.com' AND email_verified") == 1)
             // One event for the whole job, none per account.
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM events_outbox WHERE event_type = 'import.completed'") == 1)
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM events_outbox WHERE event_type = 'account.created'") == 0)
@@ -151,7 +166,10 @@ import Testing
             try (Self.line("u-2", [Self.google("g-2")]) + "\n").write(toFile: folder + "more.jsonl", atomically: true, encoding: .utf8)
             let more = try await Self.importJSON(cli, folder + "more.jsonl")
             #expect(more.job["updated"] as? Int == 1, "\(more.output)")
-            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities i JOIN accounts a ON a.id = i.account_id WHERE a.external_id = 'u-2'") == 2)
+            #expect(
+                try await Self.count(
+                    database, "SELECT count(*)::int8 FROM identities i JOIN accounts a ON a.id = i.account_id WHERE a.external_id = 'u-2'")
+                    == 2)
 
             let list = try await cli.run("import", "list", "--tenant", "acme")
             #expect(list.status == 0 && list.output.contains("completed") && list.output.contains("(dry run)"), "\(list.output)")
@@ -169,7 +187,8 @@ import Testing
                 Self.line("second", [Self.google("g-new"), Self.google("g-taken")]),  // 1: conflict, nothing written
                 "{not json",  // 2
                 Self.line("third", [Self.apple("001.c")]),  // 3: fine
-                "{\"external_id\":\"fourth\",\"email\":\"not-an-email\",\"identities\":[{\"provider\":\"google\",\"subject\":\"g-4\"}]}",  // 4
+                // 4
+                "{\"external_id\":\"fourth\",\"email\":\"not-an-email\",\"identities\":[{\"provider\":\"google\",\"subject\":\"g-4\"}]}",
                 Self.line("fifth", ["{\"provider\":\"oidc.line\",\"subject\":\"U1\"}"]),  // 5: unmapped provider
                 Self.line("sixth", ["{\"provider\":\"facebook\",\"subject\":\"f-6\",\"provider_scope\":\"999\"}"]),  // 6: another app
             ]
@@ -241,7 +260,9 @@ import Testing
             #expect(last.status == 0, "\(last.output)")
             #expect(last.job["records"] as? Int == total, "\(last.job)")
             #expect(last.job["created"] as? Int == total - bad && last.job["errors"] as? Int == bad)
-            #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE NOT dry_run") == 1, "one job, resumed \(kills) times")
+            #expect(
+                try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE NOT dry_run") == 1,
+                "one job, resumed \(kills) times")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == total - bad)
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 2 * (total - bad))
             let errorLines = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n")
@@ -269,7 +290,8 @@ import Testing
                 }
                 let result = try #require(stopped)
                 #expect(result.status == 1, "\(result.output.suffix(800))")
-                #expect(result.output.contains("stopped by the operator") && result.output.contains("--resume"), "\(result.output.suffix(800))")
+                #expect(
+                    result.output.contains("stopped by the operator") && result.output.contains("--resume"), "\(result.output.suffix(800))")
                 let rows = try await database.client.query("SELECT status, records, created FROM import_jobs")
                 for try await (status, records, created) in rows.decode((String, Int, Int).self) {
                     #expect(status == "stopped" && records < total, "\(status) \(records)")
@@ -320,7 +342,9 @@ import Testing
                 #expect(try await Self.count(database, "SELECT count(*)::int8 FROM identities") == 45)
                 #expect(
                     try await Self.count(
-                        database, "SELECT count(*)::int8 FROM identities i JOIN accounts a ON a.id = i.account_id WHERE a.external_id LIKE 'c-%'") == 0)
+                        database,
+                        "SELECT count(*)::int8 FROM identities i JOIN accounts a ON a.id = i.account_id WHERE a.external_id LIKE 'c-%'")
+                        == 0)
                 let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n").map {
                     try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
                 }
@@ -333,7 +357,10 @@ import Testing
         try await Self.withTenant { cli, database, folder in
             try (Self.line("u-0", [Self.google("g-0")]) + "\n").write(toFile: folder + "earlier.jsonl", atomically: true, encoding: .utf8)
             #expect(try await Self.importJSON(cli, folder + "earlier.jsonl").status == 0)
-            let lines = [Self.line("u-0", [Self.google("g-0"), Self.google("g-0b")]), Self.line("u-1", [Self.google("g-1")]), Self.line("u-2", [Self.google("g-2")])]
+            let lines = [
+                Self.line("u-0", [Self.google("g-0"), Self.google("g-0b")]), Self.line("u-1", [Self.google("g-1")]),
+                Self.line("u-2", [Self.google("g-2")]),
+            ]
             try (lines.joined(separator: "\n") + "\n").write(toFile: folder + "later.jsonl", atomically: true, encoding: .utf8)
             let later = try await Self.importJSON(cli, folder + "later.jsonl")
             #expect(later.job["created"] as? Int == 2 && later.job["updated"] as? Int == 1, "\(later.output)")
@@ -378,7 +405,9 @@ import Testing
             #expect(mode == 0o600)
 
             try await Self.configure(cli, "fresh", folder)
-            let imported = try await cli.run(["import", "users", "--tenant", "fresh", "--from", "jsonl", "--file", folder + "out.jsonl", "--json"])
+            let imported = try await cli.run([
+                "import", "users", "--tenant", "fresh", "--from", "jsonl", "--file", folder + "out.jsonl", "--json",
+            ])
             #expect(try imported.status == 0 && imported.object()["created"] as? Int == 2, "\(imported.output)")
             #expect(try await cli.run("export", "users", "--tenant", "fresh", "--out", folder + "again.jsonl").status == 0)
             let again = try String(contentsOfFile: folder + "again.jsonl", encoding: .utf8)
@@ -391,13 +420,16 @@ import Testing
     @Test func aDatabaseFailureMidJobLeavesNoHalfBatchAndTheRunContinuesLater() async throws {
         try await Self.withTenant { cli, database, folder in
             let file = folder + "users.jsonl"
-            try ((0..<30).map { Self.line("d-\($0)", [Self.google("g-d-\($0)"), Self.apple("001.d\($0)")]) }.joined(separator: "\n") + "\n")
+            try
+                ((0..<30).map { Self.line("d-\($0)", [Self.google("g-d-\($0)"), Self.apple("001.d\($0)")]) }.joined(separator: "\n") + "\n")
                 .write(toFile: file, atomically: true, encoding: .utf8)
             // The identities table goes away: every batch fails after reading its keys.
             try await database.client.query("ALTER TABLE identities RENAME TO identities_away")
             let failed = try await Self.importJSON(cli, file, ["--batch-size", "10"])
             try await database.client.query("ALTER TABLE identities_away RENAME TO identities")
-            #expect(failed.status == 1 && failed.output.contains("import_interrupted") && failed.output.contains("--resume"), "\(failed.output)")
+            #expect(
+                failed.status == 1 && failed.output.contains("import_interrupted") && failed.output.contains("--resume"), "\(failed.output)"
+            )
             #expect(!failed.output.contains("g-d-"), "no value of the batch in the message")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 0, "no half-written batch")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE status = 'running' AND records = 0") == 1)
@@ -508,12 +540,14 @@ import Testing
     @Test func aLineOverOneMebibyteIsReportedAndTheImportGoesOn() async throws {
         try await Self.withTenant { cli, database, folder in
             let file = folder + "long.jsonl"
-            let long = "{\"external_id\":\"big\",\"pad\":\"\(String(repeating: "x", count: 1 << 20))\",\"identities\":[\(Self.google("g-big"))]}"
+            let long =
+                "{\"external_id\":\"big\",\"pad\":\"\(String(repeating: "x", count: 1 << 20))\",\"identities\":[\(Self.google("g-big"))]}"
             let lines = [Self.line("l-1", [Self.google("g-l-1")]), long, Self.line("l-3", [Self.google("g-l-3")])]
             try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
             let result = try await Self.importJSON(cli, file)
             #expect(result.status == 0, "\(result.output.prefix(2000))")
-            #expect(result.job["status"] as? String == "completed" && result.job["created"] as? Int == 2 && result.job["errors"] as? Int == 1)
+            #expect(
+                result.job["status"] as? String == "completed" && result.job["created"] as? Int == 2 && result.job["errors"] as? Int == 1)
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts WHERE external_id IN ('l-1', 'l-3')") == 2)
             let reported = try String(contentsOfFile: file + ".errors.jsonl", encoding: .utf8).split(separator: "\n").map {
                 try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
@@ -537,21 +571,31 @@ import Testing
             let file = folder + "users.json"
             try cut.write(toFile: file, atomically: true, encoding: .utf8)
             let size = cut.utf8.count
-            let first = try await cli.run(["import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--batch-size", "2"])
+            let first = try await cli.run([
+                "import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--batch-size", "2",
+            ])
             #expect(first.status == 1, "\(first.output)")
-            #expect(first.output.contains("byte \(size)") && first.output.contains("cut off") && first.output.contains("--resume"), "\(first.output)")
+            #expect(
+                first.output.contains("byte \(size)") && first.output.contains("cut off") && first.output.contains("--resume"),
+                "\(first.output)")
             let jobs = try await cli.run("import", "list", "--tenant", "acme", "--json").array()
             let job = try #require(jobs.first)
             #expect(job["status"] as? String == "stopped" && job["created"] as? Int == 4, "\(job)")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 4)
             let id = try #require(job["job_id"] as? String)
 
-            let again = try await cli.run(["import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--resume", id, "--json"])
-            #expect(again.status == 1 && again.output.contains("import_file_invalid") && again.output.contains("byte \(size)"), "\(again.output)")
+            let again = try await cli.run([
+                "import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--resume", id, "--json",
+            ])
+            #expect(
+                again.status == 1 && again.output.contains("import_file_invalid") && again.output.contains("byte \(size)"),
+                "\(again.output)")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM import_jobs WHERE status = 'running'") == 0)
 
             try whole.write(toFile: file, atomically: true, encoding: .utf8)
-            let fixed = try await cli.run(["import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--resume", id, "--json"])
+            let fixed = try await cli.run([
+                "import", "users", "--tenant", "acme", "--from", "firebase", "--file", file, "--resume", id, "--json",
+            ])
             #expect(fixed.status == 0, "\(fixed.output)")
             #expect(try fixed.object()["status"] as? String == "completed" && fixed.object()["created"] as? Int == 5, "\(fixed.output)")
             #expect(try await Self.count(database, "SELECT count(*)::int8 FROM accounts") == 5)
@@ -595,7 +639,9 @@ import Testing
             var lines = good
             for n in [4, 12, 20] { lines[n - 1] = "{\"external_id\":\"x-\(n)\",\"identities\":[{\"provider\":\"google\"}]}" }
             try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-            let stopped = try await cli.run(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--max-errors", "1", "--batch-size", "5"])
+            let stopped = try await cli.run([
+                "import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--max-errors", "1", "--batch-size", "5",
+            ])
             #expect(stopped.status == 1, "\(stopped.output)")
             let hint = try #require(stopped.output.split(separator: "\n").first { $0.hasPrefix("hint:") }, "\(stopped.output)")
             let command = try #require(hint.range(of: "then: broker ").map { hint[$0.upperBound...] }, "\(hint)")

@@ -28,7 +28,8 @@ import Testing
             "apple", "team", "set", "--tenant", slug, "--team-id", "ABCDE12345", "--key-id", "KEY1234567", "--private-key-file", p8)
         #expect(team.status == 0, "\(team.output)")
         let group = try await cli.run(
-            ["apple", "group", "add", "--tenant", slug, "--primary-app-id", "com.\(slug).app"] + (platforms.map { ["--platforms", $0] } ?? []))
+            ["apple", "group", "add", "--tenant", slug, "--primary-app-id", "com.\(slug).app"]
+                + (platforms.map { ["--platforms", $0] } ?? []))
         #expect(group.status == 0, "\(group.output)")
     }
 
@@ -70,9 +71,16 @@ import Testing
             let audit = try Self.auditCount(cli, "acme")
 
             try Self.expectRefused(
-                cli, ["provider", "enable", "google", "--tenant", "acme", "--client-id", "1-ios.apps.googleusercontent.com", "--platforms", "ios"],
+                cli,
+                [
+                    "provider", "enable", "google", "--tenant", "acme", "--client-id", "1-ios.apps.googleusercontent.com", "--platforms",
+                    "ios",
+                ],
                 mentions: ["tenant 'acme'", "google on ios"],
-                hintParts: ["broker apple group add --tenant acme", "broker provider attest --tenant acme --provider google", "broker policy exempt"])
+                hintParts: [
+                    "broker apple group add --tenant acme", "broker provider attest --tenant acme --provider google",
+                    "broker policy exempt",
+                ])
             // No --platforms: offered everywhere, macOS included.
             try Self.expectRefused(
                 cli, ["provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com"],
@@ -81,14 +89,19 @@ import Testing
             try "0123456789abcdef".write(toFile: secret, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: secret) }
             try Self.expectRefused(
-                cli, ["provider", "enable", "facebook", "--tenant", "acme", "--app-id", "1234567890", "--app-secret-file", secret, "--platforms", "macos"],
+                cli,
+                [
+                    "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "1234567890", "--app-secret-file", secret,
+                    "--platforms", "macos",
+                ],
                 mentions: ["facebook on macos"], hintParts: ["broker provider attest --tenant acme --provider facebook"])
             #expect(try await database.providerConfigs.list(tenantID: tenant.id).isEmpty)
             #expect(try Self.auditCount(cli, "acme") == audit)
 
             // Android and the web are not governed.
             let web = try await cli.run(
-                "provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com", "--platforms", "android,web")
+                "provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com", "--platforms",
+                "android,web")
             #expect(web.status == 0, "\(web.output)")
 
             // --force applies it and records the violation.
@@ -112,7 +125,11 @@ import Testing
             #expect(unrelated.status == 0, "\(unrelated.output)")
             // But not one that adds another.
             try Self.expectRefused(
-                cli, ["provider", "enable", "google", "--tenant", "acme", "--client-id", "2-web.apps.googleusercontent.com", "--platforms", "ios"],
+                cli,
+                [
+                    "provider", "enable", "google", "--tenant", "acme", "--client-id", "2-web.apps.googleusercontent.com", "--platforms",
+                    "ios",
+                ],
                 mentions: ["google on ios"], hintParts: [])
             #expect(try Self.forced(cli, "acme").count == 1)
             // Disabling what violates is never refused.
@@ -137,12 +154,16 @@ import Testing
             #expect(try both.object()["platforms"] as? [String] == ["ios", "macos"], "\(both.output)")
             #expect(
                 try await cli.run(
-                    "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.web", "--kind", "service",
+                    "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.web", "--kind",
+                    "service",
                     "--redirect-uri", "https://acme.example.com/cb"
                 ).status == 0)
             // Platforms outside the kind's: refused, nothing added.
             let bad: [([String], String)] = [
-                (["--client-id", "com.acme.x", "--kind", "service", "--platforms", "ios"], "A Services ID is offered on android and web only"),
+                (
+                    ["--client-id", "com.acme.x", "--kind", "service", "--platforms", "ios"],
+                    "A Services ID is offered on android and web only"
+                ),
                 (["--client-id", "com.acme.y", "--kind", "app", "--platforms", "web"], "An App ID is offered on ios and macos only"),
                 (["--client-id", "com.acme.z", "--kind", "app", "--platforms", "tvos"], "is not a list of platforms"),
             ]
@@ -150,7 +171,8 @@ import Testing
                 let result = try await cli.run(["apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app"] + arguments)
                 #expect(result.status == 1 && result.output.contains(message), "\(arguments): \(result.output)")
             }
-            let badGroup = try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.other", "--platforms", "android")
+            let badGroup = try await cli.run(
+                "apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.other", "--platforms", "android")
             #expect(badGroup.status == 1 && badGroup.output.contains("An App ID is offered"), "\(badGroup.output)")
             // The CLI words what to pass (the domain names the rule, decision 0037).
             #expect(badGroup.output.contains("hint: A --kind app client takes --platforms"), "\(badGroup.output)")
@@ -165,12 +187,15 @@ import Testing
             #expect(clients.count == 4)
             let text = try await cli.run("apple", "show", "--tenant", "acme")
             #expect(text.output.contains("com.acme.mac  platforms macos"), "\(text.output)")
-            #expect(try await cli.run("provider", "show", "apple", "--tenant", "acme", "--json").object()["platforms"] as? [String] == [
-                "ios", "android", "web", "macos",
-            ])
+            #expect(
+                try await cli.run("provider", "show", "apple", "--tenant", "acme", "--json").object()["platforms"] as? [String] == [
+                    "ios", "android", "web", "macos",
+                ])
 
             // Google everywhere: Apple covers ios and macos.
-            #expect(try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com").status == 0)
+            #expect(
+                try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com")
+                    .status == 0)
             #expect(try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.both").status == 0)
             let audit = try Self.auditCount(cli, "acme")
             try Self.expectRefused(
@@ -179,7 +204,9 @@ import Testing
             // The primary App ID goes last.
             let primary = try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.app")
             #expect(primary.status == 1, "\(primary.output)")
-            #expect(primary.output.contains("is the primary App ID of its group, which still has com.acme.mac, com.acme.web"), "\(primary.output)")
+            #expect(
+                primary.output.contains("is the primary App ID of its group, which still has com.acme.mac, com.acme.web"),
+                "\(primary.output)")
             #expect(primary.output.contains("hint: Remove those first (broker apple client remove --tenant acme --client-id com.acme.mac)"))
             let primaryJSON = try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.app", "--json")
             #expect((try primaryJSON.object()["error"] as? [String: Any])?["code"] as? String == "apple_primary_app_id")
@@ -226,21 +253,24 @@ import Testing
             #expect(none.status == 1, "\(none.output)")
             #expect(none.output.contains("missing: --limits-data-to-name-email, --private-email, --no-ad-tracking"), "\(none.output)")
             #expect(none.output.contains("hint: ") && none.output.contains(Self.attestFlags.joined(separator: " ")))
-            let two = try await cli.run("provider", "attest", "--tenant", "acme", "--provider", "facebook", "--private-email", "--no-ad-tracking")
+            let two = try await cli.run(
+                "provider", "attest", "--tenant", "acme", "--provider", "facebook", "--private-email", "--no-ad-tracking")
             #expect(two.status == 1 && two.output.contains("missing: --limits-data-to-name-email."), "\(two.output)")
             let apple = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "apple"] + Self.attestFlags)
             #expect(apple.status == 1 && apple.output.contains("Sign in with Apple qualifies"), "\(apple.output)")
             // Any id may be attested before it is enabled (a tenant's own too); what is not an id is refused.
             let unknown = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "git hub"] + Self.attestFlags)
             #expect(unknown.status == 1 && unknown.output.contains("'git hub' is not a provider id"), "\(unknown.output)")
-            let mixed = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke"] + Self.attestFlags)
+            let mixed = try await cli.run(
+                ["provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke"] + Self.attestFlags)
             #expect(mixed.status == 1 && mixed.output.contains("--revoke takes none"))
             let noTenant = try await cli.run(["provider", "attest", "--tenant", "nobody", "--provider", "google"] + Self.attestFlags)
             #expect(noTenant.status == 1 && noTenant.output.contains("There is no tenant 'nobody'"))
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).isEmpty)
 
             // Before the provider is enabled.
-            let attested = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google", "--json"] + Self.attestFlags)
+            let attested = try await cli.run(
+                ["provider", "attest", "--tenant", "acme", "--provider", "google", "--json"] + Self.attestFlags)
             #expect(attested.status == 0, "\(attested.output)")
             #expect(try attested.object()["attested"] as? Bool == true)
             #expect((try attested.object()["attested_by"] as? String)?.hasPrefix("cli:") == true)
@@ -254,7 +284,8 @@ import Testing
             try "0123456789abcdef".write(toFile: secret, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: secret) }
             let facebook = try await cli.run(
-                "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "1234567890", "--app-secret-file", secret, "--platforms", "ios")
+                "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "1234567890", "--app-secret-file", secret, "--platforms",
+                "ios")
             #expect(facebook.status == 0, "\(facebook.output)")
             let listed = try await cli.run("provider", "list", "--tenant", "acme", "--json").array()
             #expect(listed.first { $0["provider"] as? String == "facebook" }?["attested"] as? Bool == false)
@@ -301,8 +332,12 @@ import Testing
             #expect((rows.first?["details"] as? [String: Any])?["action"] as? String == "provider.attestation.revoke")
             let again = try await cli.run("provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke")
             #expect(again.status == 1 && again.output.contains("has no attestation for google"), "\(again.output)")
-            let actions = try await cli.run("audit", "list", "--tenant", "acme", "--limit", "100", "--json").array().compactMap { $0["action"] as? String }
-            #expect(actions.contains("provider.attest") && actions.contains("provider.attestation.revoke") && actions.contains("policy.mode.set"))
+            let actions = try await cli.run("audit", "list", "--tenant", "acme", "--limit", "100", "--json").array().compactMap {
+                $0["action"] as? String
+            }
+            #expect(
+                actions.contains("provider.attest") && actions.contains("provider.attestation.revoke")
+                    && actions.contains("policy.mode.set"))
         }
     }
 
@@ -332,7 +367,9 @@ import Testing
             #expect(exemption["reason"] as? String == "education-enterprise")
             #expect(exemption["note"] as? String == "Staff app; company accounts only")
             #expect(exemption["since"] is String)
-            #expect(try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "1-ios.apps.googleusercontent.com").status == 0)
+            #expect(
+                try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "1-ios.apps.googleusercontent.com")
+                    .status == 0)
             let check = try await cli.run("policy", "check", "--tenant", "acme", "--json")
             #expect(check.status == 0, "\(check.output)")
             let reports = try check.array()
@@ -366,9 +403,15 @@ import Testing
             try await Self.tenant("alpha", cli: cli, apple: true, platforms: "ios,macos")
             try await Self.tenant("bravo", cli: cli)
             try await Self.tenant("charlie", cli: cli)
-            #expect(try await cli.run("provider", "enable", "google", "--tenant", "alpha", "--client-id", "1-web.apps.googleusercontent.com").status == 0)
-            #expect(try await cli.run("policy", "exempt", "--tenant", "bravo", "--reason", "government-id", "--note", "Citizen ID only").status == 0)
-            #expect(try await cli.run("provider", "enable", "google", "--tenant", "bravo", "--client-id", "2-web.apps.googleusercontent.com").status == 0)
+            #expect(
+                try await cli.run("provider", "enable", "google", "--tenant", "alpha", "--client-id", "1-web.apps.googleusercontent.com")
+                    .status == 0)
+            #expect(
+                try await cli.run("policy", "exempt", "--tenant", "bravo", "--reason", "government-id", "--note", "Citizen ID only").status
+                    == 0)
+            #expect(
+                try await cli.run("provider", "enable", "google", "--tenant", "bravo", "--client-id", "2-web.apps.googleusercontent.com")
+                    .status == 0)
 
             // Compliant and exempt: exit 0.
             let fine = try await cli.run("policy", "check")
@@ -379,15 +422,17 @@ import Testing
 
             #expect(
                 try await cli.run(
-                    "provider", "enable", "google", "--tenant", "charlie", "--client-id", "3-ios.apps.googleusercontent.com", "--platforms", "ios",
+                    "provider", "enable", "google", "--tenant", "charlie", "--client-id", "3-ios.apps.googleusercontent.com", "--platforms",
+                    "ios",
                     "--force"
                 ).status == 0)
             let json = try await cli.run("policy", "check", "--json")
             #expect(json.status == 1, "\(json.output)")
             let reports = try json.array()
-            #expect(reports.map { "\($0["tenant"] as? String ?? "?")/\($0["platform"] as? String ?? "?")" } == [
-                "alpha/ios", "alpha/macos", "bravo/ios", "bravo/macos", "charlie/ios", "charlie/macos",
-            ])
+            #expect(
+                reports.map { "\($0["tenant"] as? String ?? "?")/\($0["platform"] as? String ?? "?")" } == [
+                    "alpha/ios", "alpha/macos", "bravo/ios", "bravo/macos", "charlie/ios", "charlie/macos",
+                ])
             let keys: Set<String> = [
                 "tenant", "platform", "status", "mode", "non_qualifying_providers", "qualifying_providers", "exemption", "fix",
             ]
@@ -418,7 +463,8 @@ import Testing
             #expect(nobody.status == 1 && nobody.output.contains("There is no tenant 'nobody'"))
 
             // Fixed by attesting: compliant again.
-            #expect(try await cli.run(["provider", "attest", "--tenant", "charlie", "--provider", "google"] + Self.attestFlags).status == 0)
+            #expect(
+                try await cli.run(["provider", "attest", "--tenant", "charlie", "--provider", "google"] + Self.attestFlags).status == 0)
             #expect(try await cli.run("policy", "check").status == 0)
         }
     }

@@ -167,7 +167,11 @@ import Testing
             #expect(shownFacebook["has_app_secret"] as? Bool == true)
             #expect(shownFacebook["limited_login"] as? Bool == true)
             #expect(shownFacebook["enabled"] as? Bool == true)
-            #expect(Set(shownFacebook.keys).isSuperset(of: ["provider", "enabled", "platforms", "client_ids", "hosted_domain", "app_id", "has_app_secret", "limited_login", "updated_at"]))
+            #expect(
+                Set(shownFacebook.keys).isSuperset(of: [
+                    "provider", "enabled", "platforms", "client_ids", "hosted_domain", "app_id", "has_app_secret", "limited_login",
+                    "updated_at",
+                ]))
             let facebookText = try await cli.run("provider", "show", "facebook", "--tenant", "acme")
             #expect(facebookText.output.contains("app id:        \(appID)"))
             #expect(facebookText.output.contains("limited login: on"))
@@ -185,9 +189,15 @@ import Testing
                 try? FileManager.default.removeItem(atPath: empty)
             }
             let bad: [(arguments: [String], message: String, hint: String)] = [
-                (["enable", "github", "--tenant", "acme", "--client-id", "x"], "Give the type of the new provider 'github'.", "--type oidc"),
+                (
+                    ["enable", "github", "--tenant", "acme", "--client-id", "x"], "Give the type of the new provider 'github'.",
+                    "--type oidc"
+                ),
                 (["enable", "Git Hub", "--tenant", "acme", "--client-id", "x"], "'Git Hub' is not a provider id.", "the tenant's own id"),
-                (["enable", "apple", "--tenant", "acme", "--client-id", "com.acme.app"], "Apple takes no settings here.", "'broker apple ...'"),
+                (
+                    ["enable", "apple", "--tenant", "acme", "--client-id", "com.acme.app"], "Apple takes no settings here.",
+                    "'broker apple ...'"
+                ),
                 (
                     ["enable", "google", "--tenant", "acme", "--hosted-domain", "example.com"], "Give at least one --client-id.",
                     "Repeat --client-id"
@@ -239,7 +249,10 @@ import Testing
                     "--platforms 'ios,windows' is not a list of ios, android, web and macos", "--platforms ios,android,web"
                 ),
                 (
-                    ["enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--platforms", "ios,ios"],
+                    [
+                        "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--platforms",
+                        "ios,ios",
+                    ],
                     "is not a list of ios, android, web and macos", "--platforms ios,android,web"
                 ),
                 (
@@ -260,7 +273,10 @@ import Testing
                     "There is no tenant 'nobody'", "broker tenant list"
                 ),
                 (["disable", "google", "--tenant", "nobody"], "There is no tenant 'nobody'", "broker tenant list"),
-                (["disable", "github", "--tenant", "acme"], "Tenant 'acme' has no provider 'github'.", "broker provider list --tenant acme"),
+                (
+                    ["disable", "github", "--tenant", "acme"], "Tenant 'acme' has no provider 'github'.",
+                    "broker provider list --tenant acme"
+                ),
                 (["show", "github", "--tenant", "acme"], "Tenant 'acme' has no provider 'github'.", "broker provider list --tenant acme"),
                 (["list", "--tenant", "nobody"], "There is no tenant 'nobody'", "broker tenant list"),
             ]
@@ -317,10 +333,11 @@ import Testing
             #expect(audit.status == 0, "\(audit.output)")
             let events = try audit.array()
             let providerEvents = events.filter { ($0["action"] as? String)?.hasPrefix("provider.") == true }
-            #expect(providerEvents.compactMap { $0["action"] as? String } == [
-                "provider.enable", "provider.disable", "provider.enable", "provider.disable", "provider.enable", "provider.enable",
-                "provider.enable", "provider.enable",
-            ])
+            #expect(
+                providerEvents.compactMap { $0["action"] as? String } == [
+                    "provider.enable", "provider.disable", "provider.enable", "provider.disable", "provider.enable", "provider.enable",
+                    "provider.enable", "provider.enable",
+                ])
             #expect(
                 providerEvents.compactMap { $0["target"] as? String } == [
                     "apple", "apple", "google", "google", "facebook", "facebook", "google", "google",

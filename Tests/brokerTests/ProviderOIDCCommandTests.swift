@@ -40,7 +40,8 @@ import Testing
                 let issuer = line.issuer(base: base)
 
                 let enabled = try await Self.run(
-                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id", "1657000001",
+                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id",
+                    "1657000001",
                     "--display-name", "LINE", "--platforms", "web,android", "--json")
                 #expect(enabled.status == 0, "\(enabled.output)")
                 let status = try enabled.object()
@@ -98,7 +99,9 @@ import Testing
                 #expect(wrong.output.contains("Nothing was stored"))
                 #expect(yahoo.discoveryFetches == 1)
                 let tenant = try #require(try await database.tenants.find(slug: "acme"))
-                #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: try #require(ProviderID(rawValue: "yahoo"))) == nil)
+                #expect(
+                    try await database.providerConfigs.find(tenantID: tenant.id, provider: try #require(ProviderID(rawValue: "yahoo")))
+                        == nil)
                 #expect(try await Self.run(cli, "provider", "show", "yahoo", "--tenant", "acme").status != 0)
                 let json = try await Self.run(
                     cli, "provider", "enable", "yahoo", "--tenant", "acme", "--type", "oidc", "--issuer", yahoo.issuer(base: base),
@@ -122,7 +125,8 @@ import Testing
                     cli, "apple", "team", "set", "--tenant", "acme", "--team-id", "ABCDE12345", "--key-id", "KEY1234567",
                     "--private-key-file", p8)
                 #expect(team.status == 0, "\(team.output)")
-                #expect(try await Self.run(cli, "apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
+                #expect(
+                    try await Self.run(cli, "apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
                 let enabled = try await Self.run(
                     cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", line.issuer(base: base),
                     "--client-id", "1657000001", "--platforms", "web,android")
@@ -165,14 +169,16 @@ import Testing
 
                 // A secret without a return URL is refused, nothing stored.
                 let noReturn = try await Self.run(
-                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id", "1657000001",
+                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id",
+                    "1657000001",
                     "--client-secret-file", secretFile.path)
                 #expect(noReturn.status != 0)
                 #expect(noReturn.output.contains("--return-url"), "\(noReturn.output)")
                 #expect(try await Self.run(cli, "provider", "show", "line", "--tenant", "acme").status != 0)
 
                 let enabled = try await Self.run(
-                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id", "1657000001",
+                    cli, "provider", "enable", "line", "--tenant", "acme", "--type", "oidc", "--issuer", issuer, "--client-id",
+                    "1657000001",
                     "--client-id", "1657000009", "--client-secret-file", secretFile.path, "--return-url", "https://shop.example.com/done",
                     "--scopes", "openid profile", "--platforms", "web")
                 #expect(enabled.status == 0, "\(enabled.output)")
@@ -189,7 +195,8 @@ import Testing
                 #expect(settings["redirect_uri"] is NSNull)
 
                 // At rest the secret is sealed: its text is nowhere in the row.
-                let rows = try await database.client.query("SELECT secret_sealed, settings::text FROM provider_configs WHERE provider = 'line'")
+                let rows = try await database.client.query(
+                    "SELECT secret_sealed, settings::text FROM provider_configs WHERE provider = 'line'")
                 for try await (sealed, json) in rows.decode((Data?, String).self) {
                     let sealedText = String(decoding: sealed ?? Data(), as: UTF8.self)
                     #expect(sealed != nil && !sealedText.contains("channel-secret"))

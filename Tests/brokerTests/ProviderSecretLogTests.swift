@@ -28,12 +28,21 @@ import Testing
                     ])
                 #expect(try await cli.run("tenant", "create", "acme").status == 0)
                 let created = try await cli.run("api-key", "create", "--tenant", "acme", "--json")
-                let key = try #require((try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String)
+                let key = try #require(
+                    (try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String)
                 let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("fb-\(UUID().uuidString)").path
                 try (secret + "\n").write(toFile: secretFile, atomically: true, encoding: .utf8)
                 defer { try? FileManager.default.removeItem(atPath: secretFile) }
-                #expect(try await cli.run("provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--limited-login", "--platforms", "android,web").status == 0)
-                #expect(try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com", "--platforms", "android,web").status == 0)
+                #expect(
+                    try await cli.run(
+                        "provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile,
+                        "--limited-login", "--platforms", "android,web"
+                    ).status == 0)
+                #expect(
+                    try await cli.run(
+                        "provider", "enable", "google", "--tenant", "acme", "--client-id", "web.apps.googleusercontent.com", "--platforms",
+                        "android,web"
+                    ).status == 0)
                 var tracing = cli
                 tracing.environment["BROKER_LOG_LEVEL"] = "trace"
                 let readiness = try ReadinessSocket.open()
@@ -68,15 +77,17 @@ import Testing
                 mocks.facebook.meFault = .none
                 let limited = try mocks.facebook.mint(mocks.facebook.claims(subject: "10001", appID: appID, nonce: "n1", email: email))
                 #expect(try await post("facebook", #"{"limited_login_token":"\#(limited)","nonce":"n2"}"#) == 401)
-                let google = try mocks.google.mint(mocks.google.claims(subject: "g1", audience: "web.apps.googleusercontent.com", email: email))
+                let google = try mocks.google.mint(
+                    mocks.google.claims(subject: "g1", audience: "web.apps.googleusercontent.com", email: email))
                 #expect(try await post("google", #"{"id_token":"\#(google)"}"#) == 200, "\(lastBody.withLock { $0 })")
                 #expect(try await post("google", #"{"id_token":"\#(google)"}"#) == 401)  // replayed
 
                 let log = server.output
                 #expect(log.contains("request"), "the trace log is written")
-                for (what, value) in [("app secret", secret), ("access token", good), ("other app token", otherApp),
-                    ("Limited Login token", limited), ("Google token", google), ("email", email)]
-                {
+                for (what, value) in [
+                    ("app secret", secret), ("access token", good), ("other app token", otherApp),
+                    ("Limited Login token", limited), ("Google token", google), ("email", email),
+                ] {
                     #expect(!log.contains(value), "the log holds the \(what)")
                 }
             }

@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The socket a spawned `broker serve` tells of its readiness (`NOTIFY_SOCKET`, systemd's
@@ -63,7 +63,8 @@ final class ReadinessSocket: Sendable {
         }
         try #require(said?.hasPrefix("READY=1") == true, "broker serve did not say it is ready: \(server.output.suffix(2_000))")
         let readiness = try? await HTTPClient.shared.execute(HTTPClientRequest(url: "\(base)/readyz"), timeout: .seconds(5))
-        try #require(readiness?.status == .ok, "ready (\(said ?? "")), but /readyz answered \(readiness.map { "\($0.status)" } ?? "nothing")")
+        try #require(
+            readiness?.status == .ok, "ready (\(said ?? "")), but /readyz answered \(readiness.map { "\($0.status)" } ?? "nothing")")
     }
 
     private func close() {

@@ -70,9 +70,13 @@ import TestSupport
                     defer { try? FileManager.default.removeItem(atPath: p8) }
                     #expect(
                         try await cli.run(
-                            "apple", "team", "set", "--tenant", "acme", "--team-id", Self.teamID, "--key-id", Self.keyID, "--private-key-file", p8
+                            "apple", "team", "set", "--tenant", "acme", "--team-id", Self.teamID, "--key-id", Self.keyID,
+                            "--private-key-file", p8
                         ).status == 0)
-                    #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required").status == 0)
+                    #expect(
+                        try await cli.run(
+                            "apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required"
+                        ).status == 0)
                     #expect(try await cli.run("webhook", "set", "--tenant", "acme", "--url", sink.url).status == 0)
 
                     // Three instances; connections per address raised for the 200 at once below.
@@ -88,7 +92,8 @@ import TestSupport
                     for _ in 0..<3 {
                         let port = Int.random(in: 40_001...60_000)
                         let instance = BrokerCLI(
-                            databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "512"]) { $1 })
+                            databaseURL: url,
+                            extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "512"]) { $1 })
                         let readiness = try ReadinessSocket.open()
                         readinesses.append(readiness)
                         servers.append(try readiness.notifying(instance).spawn(["serve"]))
@@ -123,7 +128,9 @@ import TestSupport
                     // One refresh token presented to all three at once: one successor pair for all.
                     let session = await Self.send(
                         .POST, "\(bases3[0])/v1/sign-in/apple", key: key,
-                        json: #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "refresh.person", audience: "com.acme.app")))"}"#)
+                        json:
+                            #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "refresh.person", audience: "com.acme.app")))"}"#
+                    )
                     let refresh = try #require((session.body["session"] as? [String: Any])?["refresh_token"] as? String)
                     let successors = await withTaskGroup(of: (Int, String?).self) { group in
                         for index in 0..<6 {
@@ -140,20 +147,27 @@ import TestSupport
                     #expect(successors.allSatisfy { $0.0 == 200 }, "\(successors.map(\.0))")
                     #expect(Set(successors.compactMap(\.1)).count == 1, "the same successor for every caller")
                     let successor = try #require(successors.first?.1)
-                    let next = await Self.send(.POST, "\(bases3[2])/v1/sessions/refresh", key: key, json: #"{"refresh_token":"\#(successor)"}"#)
+                    let next = await Self.send(
+                        .POST, "\(bases3[2])/v1/sessions/refresh", key: key, json: #"{"refresh_token":"\#(successor)"}"#)
                     #expect(next.status == 200, "the family is intact")
 
                     // A key revoked through the CLI is refused by all three within a second.
                     let second = try await cli.run("api-key", "create", "--tenant", "acme", "--json").object()
                     let secondKey = try #require(second["key"] as? String)
                     let secondID = try #require(second["id"] as? String)
-                    for base in bases3 { #expect(await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 200, "cached on each") }
+                    for base in bases3 {
+                        #expect(await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 200, "cached on each")
+                    }
                     #expect(try await cli.run("api-key", "revoke", "--tenant", "acme", secondID).status == 0)
                     let revokedAt = ContinuousClock.now
                     for (index, base) in bases3.enumerated() {
-                        let refused = try await Self.within(.seconds(5)) { await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401 }
+                        let refused = try await Self.within(.seconds(5)) {
+                            await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401
+                        }
                         #expect(refused != nil, "instance \(index) still takes the revoked key")
-                        print("FIGURE instances: instance \(index) refused the revoked key \(ContinuousClock.now - revokedAt) after the revocation")
+                        print(
+                            "FIGURE instances: instance \(index) refused the revoked key \(ContinuousClock.now - revokedAt) after the revocation"
+                        )
                     }
                     #expect(ContinuousClock.now - revokedAt < .seconds(1), "refused everywhere within a second of the revocation")
 
@@ -163,11 +177,14 @@ import TestSupport
                     let rotatedAt = ContinuousClock.now
                     for (index, base) in bases3.enumerated() {
                         let published = try await Self.within(.seconds(10)) {
-                            let keys = await Self.send(.GET, "\(base)/t/acme/.well-known/jwks.json", key: nil).body["keys"] as? [[String: Any]]
+                            let keys =
+                                await Self.send(.GET, "\(base)/t/acme/.well-known/jwks.json", key: nil).body["keys"] as? [[String: Any]]
                             return keys?.contains { $0["kid"] as? String == kid } == true
                         }
                         #expect(published != nil, "instance \(index) does not publish \(kid)")
-                        print("FIGURE instances: instance \(index) published the rotated key \(ContinuousClock.now - rotatedAt) after the rotation")
+                        print(
+                            "FIGURE instances: instance \(index) published the rotated key \(ContinuousClock.now - rotatedAt) after the rotation"
+                        )
                     }
                     #expect(ContinuousClock.now - rotatedAt < .seconds(5), "published everywhere within 5 s")
 
@@ -175,7 +192,9 @@ import TestSupport
                     let code = apple.issueCode(clientID: "com.acme.app", subject: "deleted.person")
                     let deleted = await Self.send(
                         .POST, "\(bases3[1])/v1/sign-in/apple", key: key,
-                        json: #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "deleted.person", audience: "com.acme.app")))","authorization_code":"\#(code)"}"#)
+                        json:
+                            #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "deleted.person", audience: "com.acme.app")))","authorization_code":"\#(code)"}"#
+                    )
                     #expect(deleted.status == 200, "\(deleted.body)")
                     let accountID = try #require((deleted.body["account"] as? [String: Any])?["id"] as? String)
                     let deletion = await Self.send(.DELETE, "\(bases3[2])/v1/accounts/\(accountID)", key: key)

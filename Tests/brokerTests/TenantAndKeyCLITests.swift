@@ -48,14 +48,16 @@ import Testing
             let both = try await cli.run("tenant", "set", "--tenant", "acme", "--rate-limit", "50", "--burst", "80")
             #expect(both.status == 0 && both.output.contains("50/s, burst 80"), "\(both.output)")
 
-            for bad in [["--rate-limit", "10", "--burst", "5"], ["--burst", "5"], ["--rate-limit", "fast"], ["--rate-limit", "0"],
-                ["--rate-limit", "default", "--burst", "5"]]
-            {
+            for bad in [
+                ["--rate-limit", "10", "--burst", "5"], ["--burst", "5"], ["--rate-limit", "fast"], ["--rate-limit", "0"],
+                ["--rate-limit", "default", "--burst", "5"],
+            ] {
                 let refused = try await cli.run(["tenant", "set", "--tenant", "acme"] + bad)
                 #expect(refused.status == 1, "\(bad)")
                 #expect(refused.output.contains("--rate-limit") || refused.output.contains("--burst"), "\(refused.output)")
             }
-            #expect(try await database.tenants.find(slug: "acme")?.rateLimit == RateLimit(perSecond: 50, burst: 80), "refusals change nothing")
+            #expect(
+                try await database.tenants.find(slug: "acme")?.rateLimit == RateLimit(perSecond: 50, burst: 80), "refusals change nothing")
 
             let back = try await cli.run("tenant", "set", "--tenant", "acme", "--rate-limit", "default", "--json")
             #expect(try back.object()["rate_limit"] is NSNull)

@@ -141,7 +141,9 @@ struct CLIRealToken: Sendable, CustomTestStringConvertible {
         let stillInSkew = try Self.verify(real, at: claims.expiresAt + 59).0
         #expect(stillInSkew.status == 0, "\(stillInSkew.output)")
 
-        let otherAudience = try Self.verify(real, audience: real.provider == "google" ? "1234-other.apps.googleusercontent.com" : "1234567890").0
+        let otherAudience = try Self.verify(
+            real, audience: real.provider == "google" ? "1234-other.apps.googleusercontent.com" : "1234567890"
+        ).0
         #expect(otherAudience.status == 1)
         #expect(otherAudience.output.contains("invalid: audience_mismatch"))
         #expect(Self.checks(otherAudience.output)["aud"]?.passed == false)
@@ -151,7 +153,9 @@ struct CLIRealToken: Sendable, CustomTestStringConvertible {
         let body = try otherNonce.object()
         #expect(body["valid"] as? Bool == false)
         #expect(body["code"] as? String == "nonce_mismatch")
-        let failed = (body["checks"] as? [[String: Any]] ?? []).filter { $0["passed"] as? Bool == false }.compactMap { $0["check"] as? String }
+        let failed = (body["checks"] as? [[String: Any]] ?? []).filter { $0["passed"] as? Bool == false }.compactMap {
+            $0["check"] as? String
+        }
         #expect(failed == ["nonce"])
     }
 

@@ -29,11 +29,16 @@ import Testing
                         ])
                     #expect(try await cli.run("tenant", "create", "acme").status == 0)
                     let created = try await cli.run("api-key", "create", "--tenant", "acme", "--json")
-                    let key = try #require((try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String)
+                    let key = try #require(
+                        (try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])?["key"] as? String)
                     let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("fb-\(UUID().uuidString)").path
                     try (secret + "\n").write(toFile: secretFile, atomically: true, encoding: .utf8)
                     defer { try? FileManager.default.removeItem(atPath: secretFile) }
-                    #expect(try await cli.run("provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile, "--platforms", "android,web").status == 0)
+                    #expect(
+                        try await cli.run(
+                            "provider", "enable", "facebook", "--tenant", "acme", "--app-id", appID, "--app-secret-file", secretFile,
+                            "--platforms", "android,web"
+                        ).status == 0)
 
                     var traced = cli
                     traced.environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.endpoint
@@ -93,7 +98,9 @@ import Testing
                     #expect(!statements.isEmpty, "the sign-in's statements are in its trace: \(inTrace)")
                     #expect(statements.allSatisfy(descends), "\(statements)")
                     #expect(statements.allSatisfy { ($0.attributes["db.query.text"] ?? "").contains("$1") || $0.name == "transaction" })
-                    let graph = inTrace.filter { $0.attributes["server.address"] == "127.0.0.1" && $0.attributes["http.request.method"] == "GET" }
+                    let graph = inTrace.filter {
+                        $0.attributes["server.address"] == "127.0.0.1" && $0.attributes["http.request.method"] == "GET"
+                    }
                     #expect(graph.count >= 1, "the Graph call is in the sign-in's trace: \(inTrace)")
                     #expect(graph.allSatisfy(descends))
                     #expect(graph.allSatisfy { $0.attributes["url.query"] == nil && $0.attributes["url.full"] == nil })

@@ -19,7 +19,8 @@ import Testing
             #expect(loopback.status == 1)
             #expect(loopback.output.contains("not a public address"), "\(loopback.output)")
             let unknown = try await cli.run(
-                "webhook", "set", "--tenant", "acme", "--url", "https://93.184.215.14/hooks", "--events", "account.created", "account.exploded")
+                "webhook", "set", "--tenant", "acme", "--url", "https://93.184.215.14/hooks", "--events", "account.created",
+                "account.exploded")
             #expect(unknown.status == 1)
             #expect(unknown.output.contains("account.exploded") && unknown.output.contains("apple.consent_revoked"), "\(unknown.output)")
             let none = try await cli.run("webhook", "show", "--tenant", "acme")

@@ -46,7 +46,10 @@ import TestSupport
                 apple.registerTeam(Self.teamID, keyID: Self.keyID, publicKey: p8Key.publicKey)
                 try p8Key.pemRepresentation.write(toFile: folder + "key.p8", atomically: true, encoding: .utf8)
                 for step in [
-                    ["apple", "team", "set", "--tenant", "acme", "--team-id", Self.teamID, "--key-id", Self.keyID, "--private-key-file", folder + "key.p8"],
+                    [
+                        "apple", "team", "set", "--tenant", "acme", "--team-id", Self.teamID, "--key-id", Self.keyID, "--private-key-file",
+                        folder + "key.p8",
+                    ],
                     ["apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app", "--no-nonce-required"],
                     ["webhook", "set", "--tenant", "acme", "--url", sink.url],
                 ] {
@@ -56,10 +59,12 @@ import TestSupport
                 // The serving instance checks no credentials of its own: the command below does.
                 let port = Int.random(in: 40_001...60_000)
                 let readiness = try ReadinessSocket.open()
-                let server = try readiness.notifying(BrokerCLI(
-                    databaseURL: cluster.url,
-                    extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL": "0"]) { $1 }
-                )).spawn(["serve"])
+                let server = try readiness.notifying(
+                    BrokerCLI(
+                        databaseURL: cluster.url,
+                        extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_APPLE_CREDENTIAL_CHECK_INTERVAL": "0"]) { $1 }
+                    )
+                ).spawn(["serve"])
                 defer {
                     server.signal(SIGKILL)
                     _ = try? ProcessRunner.wait(server)
@@ -87,7 +92,9 @@ import TestSupport
                         _ = try await client.query(statement, logger: TestDatabase.logger).collect()
                     }
                 }
-                let importing = try cli.spawn(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "500", "--json"])
+                let importing = try cli.spawn([
+                    "import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--batch-size", "500", "--json",
+                ])
                 defer {
                     importing.signal(SIGKILL)
                     _ = try? ProcessRunner.wait(importing)
@@ -230,7 +237,9 @@ import TestSupport
 
                 // The import resumes after its last committed batch, to the file's total.
                 let id = try #require(jobID)
-                let resumed = try await cli.run(["import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--resume", id, "--json"])
+                let resumed = try await cli.run([
+                    "import", "users", "--tenant", "acme", "--from", "jsonl", "--file", file, "--resume", id, "--json",
+                ])
                 #expect(resumed.status == 0, "\(resumed.output.suffix(1_000))")
                 let job = (try? resumed.object()) ?? [:]
                 #expect(job["job_id"] as? String == id && job["records"] as? Int == Self.imported, "\(job)")
@@ -241,7 +250,8 @@ import TestSupport
                     for try await (accounts, distinct) in rows.decode((Int, Int).self) {
                         #expect(accounts == Self.imported && distinct == Self.imported, "\(accounts) accounts, \(distinct) external ids")
                     }
-                    let jobs = try await client.query("SELECT count(*)::int8 FROM import_jobs WHERE status = 'completed'", logger: TestDatabase.logger)
+                    let jobs = try await client.query(
+                        "SELECT count(*)::int8 FROM import_jobs WHERE status = 'completed'", logger: TestDatabase.logger)
                     for try await count in jobs.decode(Int.self) { #expect(count == 1, "one job, completed") }
                 }
             }

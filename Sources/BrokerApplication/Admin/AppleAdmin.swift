@@ -105,7 +105,8 @@ public struct AppleAdmin: Sendable {
         let tenant = try await TenantAdmin.find(slug, in: database)
         let outcome = try await database.apple.removeClient(
             tenantID: tenant.id, clientID: clientID, actor: actor,
-            guard: PolicyAdmin.guard(tenant: slug, action: "apple.client.remove", command: "broker apple client remove --client-id \(clientID)", force: force))
+            guard: PolicyAdmin.guard(
+                tenant: slug, action: "apple.client.remove", command: "broker apple client remove --client-id \(clientID)", force: force))
         switch outcome {
         case .removed(let client, let groupRemoved):
             return (client, groupRemoved)
@@ -114,8 +115,11 @@ public struct AppleAdmin: Sendable {
         case .primaryOfGroup(let others):
             throw BrokerError(
                 code: "apple_primary_app_id", kind: .conflict, title: "Primary App ID of a group",
-                detail: "'\(clientID)' is the primary App ID of its group, which still has \(others.joined(separator: ", ")). Nothing was changed.",
-                hint: "Remove those first (broker apple client remove --tenant \(slug) --client-id \(others.first ?? "<CLIENT-ID>")); the primary App ID, removed alone, takes its group with it.")
+                detail:
+                    "'\(clientID)' is the primary App ID of its group, which still has \(others.joined(separator: ", ")). Nothing was changed.",
+                hint:
+                    "Remove those first (broker apple client remove --tenant \(slug) --client-id \(others.first ?? "<CLIENT-ID>")); the primary App ID, removed alone, takes its group with it."
+            )
         }
     }
 
@@ -139,11 +143,14 @@ public struct AppleAdmin: Sendable {
     public func moveGroup(tenant slug: String, primaryAppID: String, teamID: String) async throws {
         let tenant = try await TenantAdmin.find(slug, in: database)
         let team = try await team(of: tenant, teamID: teamID)
-        guard try await database.apple.moveGroup(tenantID: tenant.id, primaryAppID: primaryAppID, teamRef: team.id, teamID: team.teamID, actor: actor)
+        guard
+            try await database.apple.moveGroup(
+                tenantID: tenant.id, primaryAppID: primaryAppID, teamRef: team.id, teamID: team.teamID, actor: actor)
         else {
             throw BrokerError(
                 code: "apple_group_not_found", kind: .notFound, title: "App group not found",
-                detail: "Tenant '\(slug)' has no app group '\(primaryAppID.prefix(120))'.", hint: "See the groups: broker apple show --tenant \(slug)")
+                detail: "Tenant '\(slug)' has no app group '\(primaryAppID.prefix(120))'.",
+                hint: "See the groups: broker apple show --tenant \(slug)")
         }
     }
 
@@ -161,7 +168,9 @@ public struct AppleAdmin: Sendable {
             guard let team = teams.first(where: { $0.teamID == teamID }) else {
                 throw BrokerError.invalidArgument(
                     "Tenant '\(tenant.slug)' has no Apple team \(teamID.prefix(10)).",
-                    hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(teamID.prefix(10)) --key-id <KEYID> --private-key-file key.p8")
+                    hint:
+                        "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(teamID.prefix(10)) --key-id <KEYID> --private-key-file key.p8"
+                )
             }
             return team
         }
@@ -169,7 +178,9 @@ public struct AppleAdmin: Sendable {
             throw BrokerError(
                 code: "apple_team_missing", kind: .invalidInput, title: "No Apple team",
                 detail: "Tenant '\(tenant.slug)' has no Apple team yet; Apple user ids are scoped to a team.",
-                hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id <TEAMID> --key-id <KEYID> --private-key-file key.p8")
+                hint:
+                    "Set it first: broker apple team set --tenant \(tenant.slug) --team-id <TEAMID> --key-id <KEYID> --private-key-file key.p8"
+            )
         }
         guard teams.count == 1 else {
             throw BrokerError.invalidArgument(

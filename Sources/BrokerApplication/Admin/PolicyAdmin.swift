@@ -30,7 +30,9 @@ public struct PolicyAdmin: Sendable {
         guard !note.isEmpty, FreeText.fits(note, characters: 1_000) else {
             throw BrokerError.invalidArgument(
                 note.isEmpty ? "An exemption needs a --note saying why it applies." : "--note is longer than 1000 characters.",
-                hint: "For example: broker policy exempt --tenant \(slug) --reason \(reason.rawValue) --note \"Staff app; sign-in with existing company accounts only\"")
+                hint:
+                    "For example: broker policy exempt --tenant \(slug) --reason \(reason.rawValue) --note \"Staff app; sign-in with existing company accounts only\""
+            )
         }
         try FreeText.require(
             note, option: "--note",
@@ -66,7 +68,9 @@ public struct PolicyAdmin: Sendable {
         guard missing.isEmpty else {
             throw BrokerError.invalidArgument(
                 "An attestation states all three criteria of App Store Review Guideline 4.8; missing: \(missing.joined(separator: ", ")).",
-                hint: "If \(provider.rawValue), as this tenant's apps use it, limits data collection to name and email, lets people keep their email private and collects no interactions for advertising without consent: \(Self.attestCommand(slug, provider))")
+                hint:
+                    "If \(provider.rawValue), as this tenant's apps use it, limits data collection to name and email, lets people keep their email private and collects no interactions for advertising without consent: \(Self.attestCommand(slug, provider))"
+            )
         }
         let tenant = try await TenantAdmin.find(slug, in: database)
         return try await database.loginPolicy.attest(tenantID: tenant.id, provider: provider, actor: actor)
@@ -79,7 +83,8 @@ public struct PolicyAdmin: Sendable {
         let revoked = try await database.loginPolicy.revoke(
             tenantID: tenant.id, provider: provider, actor: actor,
             guard: Self.guard(
-                tenant: slug, action: "provider.attestation.revoke", command: "broker provider attest --provider \(provider.rawValue) --revoke",
+                tenant: slug, action: "provider.attestation.revoke",
+                command: "broker provider attest --provider \(provider.rawValue) --revoke",
                 force: force))
         guard revoked else {
             throw BrokerError(
@@ -208,7 +213,9 @@ extension PolicyAdmin {
         let fixes = platforms.map { "\($0.rawValue): \(fix(tenant: slug, platform: $0, policy: after))" }
         throw BrokerError.loginPolicyViolation(
             "This breaks App Store Review Guideline 4.8 for tenant '\(slug)': \(what.joined(separator: "; ")) would be offered without \(equivalent) there. Nothing was changed.",
-            hint: "Make it compliant first. \(fixes.joined(separator: " ")) Or repeat the command with --force to apply it anyway (recorded in the audit log as policy.violation_forced).")
+            hint:
+                "Make it compliant first. \(fixes.joined(separator: " ")) Or repeat the command with --force to apply it anyway (recorded in the audit log as policy.violation_forced)."
+        )
     }
 
     /// What would make `platform` compliant, as commands: Sign in with Apple there, an
@@ -218,10 +225,12 @@ extension PolicyAdmin {
         var options: [String] = []
         if policy.offered.contains(where: { $0.provider == .apple }) {
             options.append(
-                "add an App ID for \(platform.rawValue) (broker apple client add --tenant \(slug) --group <PRIMARY-APP-ID> --client-id <BUNDLE-ID> --kind app --platforms \(platform.rawValue))")
+                "add an App ID for \(platform.rawValue) (broker apple client add --tenant \(slug) --group <PRIMARY-APP-ID> --client-id <BUNDLE-ID> --kind app --platforms \(platform.rawValue))"
+            )
         } else {
             options.append(
-                "add Sign in with Apple for \(platform.rawValue) (broker apple group add --tenant \(slug) --primary-app-id <BUNDLE-ID> --platforms \(platform.rawValue), after 'broker apple team set')")
+                "add Sign in with Apple for \(platform.rawValue) (broker apple group add --tenant \(slug) --primary-app-id <BUNDLE-ID> --platforms \(platform.rawValue), after 'broker apple team set')"
+            )
         }
         let nonQualifying = policy.providers(on: platform).filter { !policy.qualifies($0) }
         if policy.settings.mode == .privacyEquivalent, let attestable = nonQualifying.first(where: { $0 != .apple }) {
@@ -229,10 +238,12 @@ extension PolicyAdmin {
         }
         if !nonQualifying.isEmpty {
             options.append(
-                "offer \(nonQualifying.map(\.rawValue).joined(separator: " and ")) without \(platform.rawValue) (broker provider enable ... --platforms <LIST WITHOUT \(platform.rawValue.uppercased())>)")
+                "offer \(nonQualifying.map(\.rawValue).joined(separator: " and ")) without \(platform.rawValue) (broker provider enable ... --platforms <LIST WITHOUT \(platform.rawValue.uppercased())>)"
+            )
         }
         options.append(
-            "record an exemption if one applies (broker policy exempt --tenant \(slug) --reason <\(LoginPolicyExemptionReason.allCases.map(\.rawValue).joined(separator: "|"))> --note \"...\")")
+            "record an exemption if one applies (broker policy exempt --tenant \(slug) --reason <\(LoginPolicyExemptionReason.allCases.map(\.rawValue).joined(separator: "|"))> --note \"...\")"
+        )
         return options.joined(separator: "; or ") + "."
     }
 

@@ -155,7 +155,8 @@ public struct ProviderAdmin: Sendable {
         if type == .apple {
             guard values.values.allSatisfy(\.isEmpty), platforms.isEmpty else {
                 throw BrokerError.invalidArgument(
-                    "Apple takes no settings here.", hint: "Configure it with 'broker apple ...'; 'broker provider enable apple' only turns it back on.")
+                    "Apple takes no settings here.",
+                    hint: "Configure it with 'broker apple ...'; 'broker provider enable apple' only turns it back on.")
             }
             _ = try await database.providerConfigs.setEnabled(
                 true, tenantID: tenant.id, provider: .apple, actor: actor,
@@ -182,7 +183,8 @@ public struct ProviderAdmin: Sendable {
         let (saved, withdrawn): (ProviderConfiguration, AttestationWithdrawal?)
         do {
             (saved, withdrawn) = try await database.providerConfigs.save(
-                configuration, actor: actor, guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: command, force: force))
+                configuration, actor: actor,
+                guard: PolicyAdmin.guard(tenant: slug, action: "provider.enable", command: command, force: force))
         } catch let conflict as ProviderConfigConflict {
             throw Self.refusal(conflict, tenant: slug)
         }
@@ -300,20 +302,23 @@ public struct ProviderAdmin: Sendable {
         if let reserved = provider.reservedType {
             if let given, given != reserved {
                 throw BrokerError.invalidArgument(
-                    "The id '\(provider.rawValue)' is reserved for the \(reserved.rawValue) type.", hint: "Pick another id for a \(given.rawValue) provider.")
+                    "The id '\(provider.rawValue)' is reserved for the \(reserved.rawValue) type.",
+                    hint: "Pick another id for a \(given.rawValue) provider.")
             }
             return reserved
         }
         if let given, ProviderID.reserved.contains(where: { $0.reservedType == given }) {
             throw BrokerError.invalidArgument(
-                "A \(given.rawValue) provider has the id '\(given.rawValue)'.", hint: "broker provider enable \(given.rawValue) --tenant <slug> ...")
+                "A \(given.rawValue) provider has the id '\(given.rawValue)'.",
+                hint: "broker provider enable \(given.rawValue) --tenant <slug> ...")
         }
         if let given, let existing, given != existing {
             throw refusal(.typeChanged(provider: provider, from: existing), tenant: "<slug>")
         }
         guard let type = given ?? existing else {
             throw BrokerError.invalidArgument(
-                "Give the type of the new provider '\(provider.rawValue)'.", hint: "For an OpenID Connect issuer: --type oidc --issuer URL --client-id ID")
+                "Give the type of the new provider '\(provider.rawValue)'.",
+                hint: "For an OpenID Connect issuer: --type oidc --issuer URL --client-id ID")
         }
         return type
     }
@@ -323,7 +328,8 @@ public struct ProviderAdmin: Sendable {
         case .issuerInUse(let issuer, let other):
             BrokerError(
                 code: "issuer_in_use", kind: .conflict, title: "Issuer already configured",
-                detail: "Provider '\(other)' of tenant '\(slug)' already has the issuer \(issuer.prefix(200)); two providers of one tenant cannot share one.",
+                detail:
+                    "Provider '\(other)' of tenant '\(slug)' already has the issuer \(issuer.prefix(200)); two providers of one tenant cannot share one.",
                 hint: "Change '\(other)' instead: broker provider enable \(other) --tenant \(slug) ...")
         case .typeChanged(let provider, let from):
             BrokerError(
@@ -335,7 +341,9 @@ public struct ProviderAdmin: Sendable {
 
     private func attested(_ status: Status, tenantID: UUID) async throws -> Status {
         var status = status
-        status.attested = try await database.loginPolicy.attestations(tenantID: tenantID).contains { $0.provider.rawValue == status.provider }
+        status.attested = try await database.loginPolicy.attestations(tenantID: tenantID).contains {
+            $0.provider.rawValue == status.provider
+        }
         return status
     }
 

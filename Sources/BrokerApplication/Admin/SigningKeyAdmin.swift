@@ -48,7 +48,9 @@ public struct SigningKeyAdmin: Sendable {
                 throw BrokerError(
                     code: "last_signing_key", kind: .conflict, title: "Cannot retire the only signing key",
                     detail: "Key '\(kid)' is the only key that signs tokens for tenant '\(slug)'.",
-                    hint: "Run 'broker keys rotate --tenant \(slug)' first; retiring then promotes the new key at once (resource servers may not have cached it yet: prefer waiting for the delay).")
+                    hint:
+                        "Run 'broker keys rotate --tenant \(slug)' first; retiring then promotes the new key at once (resource servers may not have cached it yet: prefer waiting for the delay)."
+                )
             }
             promote = (next.record.id, now)
         }

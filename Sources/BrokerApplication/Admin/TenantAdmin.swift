@@ -15,7 +15,8 @@ public struct TenantAdmin: Sendable {
     /// Creates the tenant with an active signing key.
     public func create(slug: String, name: String?, secrets: SecretBox, now: Date = Date()) async throws -> Tenant {
         let slug = try TenantSlug(slug)
-        let displayName = (name?.trimmingCharacters(in: .whitespacesAndNewlines)).flatMap { $0.isEmpty ? nil : $0 }
+        let displayName =
+            (name?.trimmingCharacters(in: .whitespacesAndNewlines)).flatMap { $0.isEmpty ? nil : $0 }
             ?? slug.rawValue
         guard FreeText.fits(displayName, characters: 200) else {
             throw BrokerError.invalidArgument("The tenant name is longer than 200 characters (or 600 Unicode code points).")

@@ -69,7 +69,8 @@ public struct WebhookAdmin: Sendable {
         if let missing = eventIDs.first(where: { !queued.contains($0) }) {
             throw BrokerError(
                 code: "delivery_not_found", kind: .notFound, title: "Delivery not found",
-                detail: "Tenant '\(slug)' has no webhook delivery of event evt_\(missing)\(queued.isEmpty ? "" : " (the others were queued)").",
+                detail:
+                    "Tenant '\(slug)' has no webhook delivery of event evt_\(missing)\(queued.isEmpty ? "" : " (the others were queued)").",
                 arguments: ["tenant": slug])
         }
         return queued

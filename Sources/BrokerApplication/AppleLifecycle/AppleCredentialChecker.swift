@@ -110,7 +110,8 @@ package struct AppleCredentialChecker: Sendable {
             } catch is CancellationError {
                 return
             } catch {
-                logger.debug("Apple credential checks unavailable; trying again", metadata: ["error": "\(String(describing: type(of: error)))"])
+                logger.debug(
+                    "Apple credential checks unavailable; trying again", metadata: ["error": "\(String(describing: type(of: error)))"])
             }
             guard await stop.sleep(for: .seconds(60)) else { return }
         }

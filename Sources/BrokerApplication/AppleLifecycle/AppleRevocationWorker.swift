@@ -58,7 +58,8 @@ package struct AppleRevocationWorker: Sendable {
     /// under way fold into one more run. At a stop the call in flight finishes and is recorded;
     /// cancelled, it gives its lease back.
     package func run(
-        wake: AsyncStream<Void>, signal: AsyncStream<Void>.Continuation, pollInterval: Duration = .seconds(5), stop: GracefulStop = GracefulStop()
+        wake: AsyncStream<Void>, signal: AsyncStream<Void>.Continuation, pollInterval: Duration = .seconds(5),
+        stop: GracefulStop = GracefulStop()
     ) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

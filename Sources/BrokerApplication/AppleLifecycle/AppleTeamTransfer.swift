@@ -140,14 +140,17 @@ package struct AppleTeamTransfer: Sendable {
             guard let targetTeam = lines.first?.target_team else { return summary }
             if let other = lines.first(where: { $0.target_team != targetTeam }) {
                 throw BrokerError.invalidArgument(
-                    "The file names two target teams (\(targetTeam.prefix(10)) and \(other.target_team.prefix(10))); import one export at a time.")
+                    "The file names two target teams (\(targetTeam.prefix(10)) and \(other.target_team.prefix(10))); import one export at a time."
+                )
             }
             let setup = try await setup(of: tenant)
             guard let target = setup.teams.first(where: { $0.teamID == targetTeam }) else {
                 throw BrokerError(
                     code: "apple_team_not_configured", kind: .invalidInput, title: "Target team not configured",
                     detail: "Tenant '\(tenant.slug)' has no Apple team \(targetTeam.prefix(10)), the team this file was exported for.",
-                    hint: "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(targetTeam.prefix(10)) --key-id <KEYID> --private-key-file key.p8")
+                    hint:
+                        "Set it first: broker apple team set --tenant \(tenant.slug) --team-id \(targetTeam.prefix(10)) --key-id <KEYID> --private-key-file key.p8"
+                )
             }
             let client = try Self.client(of: target, in: setup, tenant: tenant, role: "receiving")
             var session: MigrationSession?
@@ -166,7 +169,9 @@ package struct AppleTeamTransfer: Sendable {
                 }
                 guard waiting else {
                     // Re-keyed already (by an earlier run or a sign-in), or never exported here.
-                    if try await database.appleTransfers.onTeam(tenantID: tenant.id, identityID: line.identity_id, accountID: accountID, team: targetTeam) {
+                    if try await database.appleTransfers.onTeam(
+                        tenantID: tenant.id, identityID: line.identity_id, accountID: accountID, team: targetTeam)
+                    {
                         summary.already += 1
                     } else {
                         summary.notFound.append(line.identity_id)
@@ -186,7 +191,8 @@ package struct AppleTeamTransfer: Sendable {
                     continue
                 }
                 switch try await database.appleTransfers.rekey(
-                    tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam, subject: user.subject,
+                    tenantID: tenant.id, accountID: accountID, transferSub: line.transfer_sub, targetTeam: targetTeam,
+                    subject: user.subject,
                     email: user.email, isPrivateEmail: user.isPrivateEmail, actor: actor)
                 {
                 case .rekeyed: summary.rekeyed += 1
@@ -194,7 +200,9 @@ package struct AppleTeamTransfer: Sendable {
                 case .notFound: summary.notFound.append(line.identity_id)
                 case .conflict(let holder):
                     summary.conflicts.append(
-                        Failure(identityID: line.identity_id, error: "the new sub belongs to identity \(holder.lowercasedString) of another account"))
+                        Failure(
+                            identityID: line.identity_id,
+                            error: "the new sub belongs to identity \(holder.lowercasedString) of another account"))
                 }
             }
             return summary

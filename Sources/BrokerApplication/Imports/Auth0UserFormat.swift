@@ -39,9 +39,10 @@ enum Auth0UserFormat {
         if let primary {
             let provider = try ImportCheck.provider(builtInProviders[primary.provider] ?? primary.provider, field: "user_id")
             let subject = try ImportCheck.subject(primary.subject, field: "user_id")
-            imported.append(ImportIdentity(
-                provider: provider, subject: subject, email: email, emailVerified: email != nil && emailVerified,
-                isPrivateEmail: ProviderIdentity.isAppleRelay(email)))
+            imported.append(
+                ImportIdentity(
+                    provider: provider, subject: subject, email: email, emailVerified: email != nil && emailVerified,
+                    isPrivateEmail: ProviderIdentity.isAppleRelay(email)))
         }
         for (identity, isPrimary) in socials {
             let providerName = try identity.requiredString("provider")
@@ -61,9 +62,10 @@ enum Auth0UserFormat {
                 identityEmail = email
                 identityEmailVerified = emailVerified
             }
-            imported.append(ImportIdentity(
-                provider: provider, subject: subject, email: identityEmail, emailVerified: identityEmailVerified,
-                isPrivateEmail: ProviderIdentity.isAppleRelay(identityEmail)))
+            imported.append(
+                ImportIdentity(
+                    provider: provider, subject: subject, email: identityEmail, emailVerified: identityEmailVerified,
+                    isPrivateEmail: ProviderIdentity.isAppleRelay(identityEmail)))
         }
         let name = try personName(of: user, email: email)
         let blocked = try user.bool("blocked") ?? false

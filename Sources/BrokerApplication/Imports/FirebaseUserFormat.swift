@@ -37,10 +37,11 @@ enum FirebaseUserFormat {
             let subject = try ImportCheck.subject(info.requiredString("rawId"), field: info.field("rawId"))
             let identityEmail = try ImportCheck.email(info.nonEmptyString("email"), field: info.field("email"))
             // Firebase keeps no per-provider flag: the user's applies to the address it verified.
-            identities.append(ImportIdentity(
-                provider: provider, subject: subject, email: identityEmail,
-                emailVerified: emailVerified && ImportCheck.sameEmail(identityEmail, email),
-                isPrivateEmail: ProviderIdentity.isAppleRelay(identityEmail)))
+            identities.append(
+                ImportIdentity(
+                    provider: provider, subject: subject, email: identityEmail,
+                    emailVerified: emailVerified && ImportCheck.sameEmail(identityEmail, email),
+                    isPrivateEmail: ProviderIdentity.isAppleRelay(identityEmail)))
         }
         let name = try ImportName.split(user.string("displayName"))
         let disabled = try user.bool("disabled") ?? false

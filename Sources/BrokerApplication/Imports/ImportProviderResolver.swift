@@ -40,7 +40,9 @@ package struct ImportProviderResolver: Sendable {
                 throw BrokerError(
                     code: "apple_team_not_configured", kind: .invalidInput, title: "Apple team not configured",
                     detail: "Tenant '\(tenant.slug)' has no Apple team \(requestedTeam.prefix(10)).",
-                    hint: "Set it first (broker apple team set --tenant \(tenant.slug) --team-id \(requestedTeam.prefix(10)) ...), or pass the team the tenant has.")
+                    hint:
+                        "Set it first (broker apple team set --tenant \(tenant.slug) --team-id \(requestedTeam.prefix(10)) ...), or pass the team the tenant has."
+                )
             }
             team = found
         } else if teams.count == 1 {
@@ -100,7 +102,8 @@ package struct ImportProviderResolver: Sendable {
             let scope: String
             if let template = target.issuerTemplate {
                 guard let given = identity.providerScope, Self.issuer(given, matches: template) else {
-                    return .failure(.init("provider \(target.provider) has a multi-tenant issuer: each identity needs its provider_scope (the issuer)"))
+                    return .failure(
+                        .init("provider \(target.provider) has a multi-tenant issuer: each identity needs its provider_scope (the issuer)"))
                 }
                 scope = given
             } else {
@@ -160,7 +163,8 @@ package struct ImportProviderResolver: Sendable {
 
     private static func firstDuplicate(_ identities: [ImportRowIdentity]) -> ImportRowIdentity? {
         var seen = Set<ExactText>()
-        for identity in identities where !seen.insert(ExactText("\(identity.provider)\u{0}\(identity.providerScope)\u{0}\(identity.subject)")).inserted {
+        for identity in identities
+        where !seen.insert(ExactText("\(identity.provider)\u{0}\(identity.providerScope)\u{0}\(identity.subject)")).inserted {
             return identity
         }
         return nil

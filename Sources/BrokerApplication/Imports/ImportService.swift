@@ -105,7 +105,8 @@ package struct ImportService: Sendable {
                 fileChanged = true
             }
         } else if !options.dryRun,
-            let unfinished = try await database.imports.unfinishedJob(tenantID: tenant.id, source: options.source.rawValue, fileDigest: digest)
+            let unfinished = try await database.imports.unfinishedJob(
+                tenantID: tenant.id, source: options.source.rawValue, fileDigest: digest)
         {
             job = unfinished
             resumed = true
@@ -155,7 +156,8 @@ package struct ImportService: Sendable {
             throw BrokerError(
                 code: "import_interrupted", kind: .unavailable, title: "Import interrupted",
                 detail: "Job \(job.id.lowercasedString) was interrupted (\(Self.describe(error))); the batches committed before it stay.",
-                hint: "Run the same command again, or add --resume \(job.id.lowercasedString): it continues after the last committed batch.")
+                hint: "Run the same command again, or add --resume \(job.id.lowercasedString): it continues after the last committed batch."
+            )
         }
         let status = final.stop == nil ? "completed" : "stopped"
         var cursorDigest: String?
@@ -168,7 +170,8 @@ package struct ImportService: Sendable {
         logger.notice(
             "import finished",
             metadata: [
-                "tenant": "\(tenant.slug)", "job": "\(job.id.lowercasedString)", "status": "\(status)", "records": "\(final.counts.records)",
+                "tenant": "\(tenant.slug)", "job": "\(job.id.lowercasedString)", "status": "\(status)",
+                "records": "\(final.counts.records)",
                 "created": "\(final.counts.created)", "errors": "\(final.counts.errors)",
             ])
         let finished = try await database.imports.job(id: job.id, tenantID: tenant.id) ?? job

@@ -45,8 +45,10 @@ extension ImportService {
                 let externalID = rows[position].externalID
                 switch outcome {
                 case .created(let id): results[index] = RecordResult(externalID: externalID, status: .created, accountID: id, reason: nil)
-                case .updated(let id, _): results[index] = RecordResult(externalID: externalID, status: .updated, accountID: id, reason: nil)
-                case .unchanged(let id): results[index] = RecordResult(externalID: externalID, status: .unchanged, accountID: id, reason: nil)
+                case .updated(let id, _):
+                    results[index] = RecordResult(externalID: externalID, status: .updated, accountID: id, reason: nil)
+                case .unchanged(let id):
+                    results[index] = RecordResult(externalID: externalID, status: .unchanged, accountID: id, reason: nil)
                 case .conflict(let id, let reason):
                     results[index] = RecordResult(externalID: externalID, status: .conflict, accountID: id, reason: reason)
                 }

@@ -73,7 +73,8 @@ public struct AccountDeletionService: Sendable {
         do {
             token = try secrets.open(
                 stored.sealed,
-                context: AppleProvider.refreshTokenSealingContext(tenantID: tenantID, teamID: stored.providerScope, subject: stored.subject),
+                context: AppleProvider.refreshTokenSealingContext(
+                    tenantID: tenantID, teamID: stored.providerScope, subject: stored.subject),
                 what: "Apple refresh token")
         } catch {
             logger.warning(

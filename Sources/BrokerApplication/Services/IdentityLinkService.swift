@@ -117,7 +117,9 @@ package struct IdentityLinkService: Sendable {
         case .unlinked(let identity, let revoked):
             context.logger.info(
                 "identity unlinked",
-                metadata: ["provider": "\(identity.provider)", "account_id": "\(accountID.lowercasedString)", "revoked_sessions": "\(revoked)"])
+                metadata: [
+                    "provider": "\(identity.provider)", "account_id": "\(accountID.lowercasedString)", "revoked_sessions": "\(revoked)",
+                ])
             return (try await account(tenant: tenant, id: accountID), identity, revoked)
         case .accountNotFound: throw LinkFailure.accountNotFound
         case .accountNotActive: throw LinkFailure.accountDisabled

@@ -69,7 +69,8 @@ package struct SessionService: Sendable {
     package func revoke(tenant: Tenant, token: String) async throws {
         let sessions = database.sessions
         if let refresh = RefreshToken(parsing: token) {
-            try await sessions.revokeByRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID, reason: "revoked")
+            try await sessions.revokeByRefreshToken(
+                tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID, reason: "revoked")
         } else if let claims = await tokens.verifyAccessToken(token, tenant: tenant), let sessionID = UUID(uuidString: claims.sid) {
             try await sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "revoked")
         }
@@ -79,7 +80,10 @@ package struct SessionService: Sendable {
     package func introspect(tenant: Tenant, token: String) async throws -> Introspection? {
         let sessions = database.sessions
         if let refresh = RefreshToken(parsing: token) {
-            guard let session = try await sessions.introspectRefreshToken(tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID) else {
+            guard
+                let session = try await sessions.introspectRefreshToken(
+                    tenantID: tenant.id, tokenHash: refresh.hash, sessionID: refresh.sessionID)
+            else {
                 return nil
             }
             return Introspection(

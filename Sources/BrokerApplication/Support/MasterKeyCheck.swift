@@ -13,8 +13,11 @@ public enum MasterKeyCheck {
 
     public static let mismatch = BrokerError(
         code: "master_key_mismatch", kind: .unavailable, title: "Wrong master key",
-        detail: "The master key does not open this database's secrets: they were sealed with another BROKER_MASTER_KEY. Nothing was served or changed.",
-        hint: "Set BROKER_MASTER_KEY to the base64 key this database was set up with (with the embedded default, the master.key of its BROKER_DATA_DIR).")
+        detail:
+            "The master key does not open this database's secrets: they were sealed with another BROKER_MASTER_KEY. Nothing was served or changed.",
+        hint:
+            "Set BROKER_MASTER_KEY to the base64 key this database was set up with (with the embedded default, the master.key of its BROKER_DATA_DIR)."
+    )
 
     /// Returns `secrets` when its key opens the database's check value; throws ``mismatch``
     /// when it does not.

@@ -159,7 +159,9 @@ package final class SecurityEventRecorder: Sendable {
                     try await database.auditLog.record(tenantID: tenantID, actor: actor, action: action, target: target, details: text)
                 }
             } catch {
-                logger.warning("could not record a security event", metadata: ["action": "\(action)", "error": "\(String(describing: type(of: error)))"])
+                logger.warning(
+                    "could not record a security event",
+                    metadata: ["action": "\(action)", "error": "\(String(describing: type(of: error)))"])
             }
             let waiters = writes.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.pending -= 1

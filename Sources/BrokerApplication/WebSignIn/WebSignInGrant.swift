@@ -113,7 +113,8 @@ struct WebSignInGrant: Sendable, Equatable {
             isPrivateEmail: isPrivateEmail, name: PersonName(givenName: givenName, familyName: familyName), realUserStatus: realUserStatus,
             attributes: attributes, emailTrust: trust)
         return VerifiedProof(
-            identity: identity, clientID: clientID, replayKey: replayKey, issuedAt: issuedAt, replayKeyCoversIssueTime: replayKeyCoversIssueTime,
+            identity: identity, clientID: clientID, replayKey: replayKey, issuedAt: issuedAt,
+            replayKeyCoversIssueTime: replayKeyCoversIssueTime,
             transferSubject: transferSubject)
     }
 

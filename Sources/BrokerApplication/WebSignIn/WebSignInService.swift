@@ -176,7 +176,8 @@ package struct WebSignInService: Sendable {
                 let grant = WebSignInGrant(verification, intent: stored.intent).json
                 let sealed = try secrets.seal(grant, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
                 kept = try await database.webSignIns.takeState(
-                    hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code), codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
+                    hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code),
+                    codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
                     now: now)
             } catch {
                 if let token = verification.kept { verification.revokeLater?(token, "the web sign-in could not be kept") }
@@ -218,14 +219,16 @@ package struct WebSignInService: Sendable {
                 let at = now.addingTimeInterval(Double((ContinuousClock.now - started) / .milliseconds(1)) / 1_000)
                 let lifetime = RequestBudget.bound(Self.claimLifetime) + RequestBudget.reserve
                 let claimUntil = at.addingTimeInterval(Double(lifetime / .milliseconds(1)) / 1_000)
-                if let found = try await database.webSignIns.claimState(hash: stateHash, now: at, claimUntil: claimUntil, subject: subject) {
+                if let found = try await database.webSignIns.claimState(hash: stateHash, now: at, claimUntil: claimUntil, subject: subject)
+                {
                     return .claimed(found)
                 }
                 guard let repeated = try await database.webSignIns.repeatOf(hash: stateHash, now: at, codeHash: Self.hash(code)),
                     let provider = ProviderID(rawValue: repeated.provider), (provider == .apple) == (route == .apple)
                 else { return .answered(.invalidState) }
                 let back = { (pairs: [(String, String)]) in
-                    Claim.answered(.redirect(Self.returnURL(repeated.returnURL, pairs + (repeated.callerState.map { [("state", $0)] } ?? []))))
+                    Claim.answered(
+                        .redirect(Self.returnURL(repeated.returnURL, pairs + (repeated.callerState.map { [("state", $0)] } ?? []))))
                 }
                 switch repeated.answer {
                 case .code(let unexchanged):
@@ -241,14 +244,17 @@ package struct WebSignInService: Sendable {
                         repeats.record()
                         context.logger.info("web sign-in callback: a repeat of a callback in flight waits for its answer")
                     }
-                    guard RequestBudget.bound(Self.repeatPoll) == Self.repeatPoll else { return back([("error", "temporarily_unavailable")]) }
+                    guard RequestBudget.bound(Self.repeatPoll) == Self.repeatPoll else {
+                        return back([("error", "temporarily_unavailable")])
+                    }
                     try await Task.sleep(for: Self.repeatPoll)
                 }
             }
         } catch is CancellationError {
             return .answered(.unavailable)
         } catch {
-            context.logger.warning("web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
+            context.logger.warning(
+                "web sign-in callback: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
             return .answered(.unavailable)
         }
     }
@@ -261,23 +267,31 @@ package struct WebSignInService: Sendable {
         case let failure as ProviderFailure:
             switch failure {
             case .rejected, .subjectMismatch, .malformedProof, .nonceRequired, .nonceMissing:
-                context.logger.notice("web sign-in refused: the provider's answer did not verify", metadata: metadata.merging(["code": "\(failure.code)"]) { $1 })
+                context.logger.notice(
+                    "web sign-in refused: the provider's answer did not verify",
+                    metadata: metadata.merging(["code": "\(failure.code)"]) { $1 })
                 return "invalid_token"
             case .unavailable, .unreadableAnswer:
-                context.logger.warning("web sign-in: the provider did not answer usefully", metadata: metadata.merging(["code": "\(failure.code)"]) { $1 })
+                context.logger.warning(
+                    "web sign-in: the provider did not answer usefully", metadata: metadata.merging(["code": "\(failure.code)"]) { $1 })
                 return "provider_unavailable"
             case .codeExchangeRefused(let reason, _), .tokenRequestRefused(_, let reason):
                 let fix = Self.fix(provider: provider, reason: reason)
-                context.logger.error("web sign-in: the provider refused the code exchange", metadata: metadata.merging(["reason": "\(reason)", "fix": "\(fix)"]) { $1 })
+                context.logger.error(
+                    "web sign-in: the provider refused the code exchange",
+                    metadata: metadata.merging(["reason": "\(reason)", "fix": "\(fix)"]) { $1 })
                 events.webCodeRefused(
                     tenantID: stored.tenantID, provider: provider.rawValue, clientID: stored.clientID, reason: reason, fix: fix,
                     remoteAddress: context.remoteAddress)
                 return "provider_refused"
             case .appleKeyMissing(let teamID):
-                let fix = "Team \(teamID) has no Sign in with Apple key: broker apple key set --tenant <slug> --team-id \(teamID) --key-id <KEY ID> --p8 <file>."
-                context.logger.error("web sign-in: no Apple key to make a client secret", metadata: metadata.merging(["fix": "\(fix)"]) { $1 })
+                let fix =
+                    "Team \(teamID) has no Sign in with Apple key: broker apple key set --tenant <slug> --team-id \(teamID) --key-id <KEY ID> --p8 <file>."
+                context.logger.error(
+                    "web sign-in: no Apple key to make a client secret", metadata: metadata.merging(["fix": "\(fix)"]) { $1 })
                 events.webCodeRefused(
-                    tenantID: stored.tenantID, provider: provider.rawValue, clientID: stored.clientID, reason: "apple_key_missing", fix: fix,
+                    tenantID: stored.tenantID, provider: provider.rawValue, clientID: stored.clientID, reason: "apple_key_missing",
+                    fix: fix,
                     remoteAddress: context.remoteAddress)
                 return "provider_refused"
             case .notEnabled: return "provider_not_enabled"
@@ -298,7 +312,8 @@ package struct WebSignInService: Sendable {
                 context.logger.warning("web sign-in callback: the database did not answer", metadata: metadata)
                 return "temporarily_unavailable"
             }
-            context.logger.error("web sign-in callback failed", metadata: metadata.merging(["error": "\(String(describing: type(of: error)))"]) { $1 })
+            context.logger.error(
+                "web sign-in callback failed", metadata: metadata.merging(["error": "\(String(describing: type(of: error)))"]) { $1 })
             return "server_error"
         }
     }
@@ -330,9 +345,12 @@ package struct WebSignInService: Sendable {
     {
         try await TenantScope.tenant(tenant.id) {
             guard !code.isEmpty, code.utf8.count <= 128 else { throw WebSignInFailure.invalidGrant }
-            guard let sealed = try await database.webSignIns.takeGrant(codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
+            guard
+                let sealed = try await database.webSignIns.takeGrant(
+                    codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
             else { throw WebSignInFailure.invalidGrant }
-            let opened = try secrets.open(sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
+            let opened = try secrets.open(
+                sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
             guard let grant = WebSignInGrant(json: opened), let verified = grant.verified else {
                 throw WebSignInFailure.invalidGrant
             }
@@ -350,7 +368,8 @@ package struct WebSignInService: Sendable {
             }
             let revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = grant.kept == nil ? nil : giveBack
             return try await signIn.complete(
-                tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater, intent: grant.signInIntent,
+                tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater,
+                intent: grant.signInIntent,
                 platform: "web", context: context, now: now)
         }
     }
@@ -382,7 +401,8 @@ package struct WebSignInService: Sendable {
 
     /// A provider's `error` as passed on: a short code of lowercase letters, digits and `_`.
     static func shownError(_ error: String) -> String {
-        let allowed = error.utf8.count <= 64 && !error.isEmpty
+        let allowed =
+            error.utf8.count <= 64 && !error.isEmpty
             && error.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
         return allowed ? error : "provider_error"
     }

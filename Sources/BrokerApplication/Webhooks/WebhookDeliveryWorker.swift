@@ -29,7 +29,11 @@ package struct WebhookDeliveryWorker: Sendable {
     final class LostTakes: Sendable {
         private let leases = Mutex<[Date]>([])
         func add(_ more: [Date]) { leases.withLock { $0 += more } }
-        func drain() -> [Date] { leases.withLock { leases in defer { leases = [] }; return leases } }
+        func drain() -> [Date] {
+            leases.withLock { leases in
+                defer { leases = [] }; return leases
+            }
+        }
     }
 
     package init(
@@ -49,7 +53,8 @@ package struct WebhookDeliveryWorker: Sendable {
     /// `limit`); returns how many events were dispatched and deliveries sent.
     /// Takes nothing new once `stop` is requested.
     @discardableResult
-    package func runDue(now: @escaping @Sendable () -> Date = { Date() }, limit: Int = 1_000, stop: GracefulStop? = nil) async throws -> Int {
+    package func runDue(now: @escaping @Sendable () -> Date = { Date() }, limit: Int = 1_000, stop: GracefulStop? = nil) async throws -> Int
+    {
         let lost = lostTakes.drain()
         do {
             try await database.webhooks.releaseLeases(lost)
@@ -71,15 +76,16 @@ package struct WebhookDeliveryWorker: Sendable {
         // delivery again); the next round looks anew.
         let othersIdle = Mutex(false)
         let busy: @Sendable () -> [UUID] = { othersIdle.withLock { $0 } ? [] : sending.withLock { Array($0.keys) } }
-        let takeNext: @Sendable (Date, @escaping @Sendable (WebhookRepository.Due) async -> WebhookRepository.Result) async throws -> Bool = {
-            at, work in
-            let avoid = busy()
-            if !avoid.isEmpty {
-                if try await database.webhooks.processNext(now: at, excluding: avoid, work) { return true }
-                othersIdle.withLock { $0 = true }
+        let takeNext: @Sendable (Date, @escaping @Sendable (WebhookRepository.Due) async -> WebhookRepository.Result) async throws -> Bool =
+            {
+                at, work in
+                let avoid = busy()
+                if !avoid.isEmpty {
+                    if try await database.webhooks.processNext(now: at, excluding: avoid, work) { return true }
+                    othersIdle.withLock { $0 = true }
+                }
+                return try await database.webhooks.processNext(now: at, work)
             }
-            return try await database.webhooks.processNext(now: at, work)
-        }
         let sendTracked: @Sendable (WebhookRepository.Due, Date) async -> WebhookRepository.Result = { due, at in
             sending.withLock { $0[due.tenantID, default: 0] += 1 }
             defer {
@@ -138,7 +144,8 @@ package struct WebhookDeliveryWorker: Sendable {
     /// backing off to `idleInterval` while there is none (a webhook set, or an event committed,
     /// waits at most that long). At a stop the deliveries in flight finish and are recorded;
     /// cancelled, they give their leases back.
-    package func run(pollInterval: Duration = .seconds(1), idleInterval: Duration = .seconds(5), stop: GracefulStop = GracefulStop()) async {
+    package func run(pollInterval: Duration = .seconds(1), idleInterval: Duration = .seconds(5), stop: GracefulStop = GracefulStop()) async
+    {
         var wait = pollInterval
         while !Task.isCancelled, !stop.isRequested {
             do {
@@ -211,7 +218,8 @@ package struct WebhookDeliveryWorker: Sendable {
         let sent: Swift.Result<Int, any Error>
         do {
             sent = .success(
-                try await OutboundPost.send(url: destination.url.absoluteString, headers: headers, body: body, with: client, timeout: timeout))
+                try await OutboundPost.send(
+                    url: destination.url.absoluteString, headers: headers, body: body, with: client, timeout: timeout))
         } catch {
             sent = .failure(error)
         }

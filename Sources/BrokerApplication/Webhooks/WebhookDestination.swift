@@ -26,7 +26,8 @@ package struct WebhookAddressPolicy: Sendable {
     }
 
     /// `https://` to public addresses only (``WebhookDestination/isPublic(_:)``): the default.
-    package static let secure = WebhookAddressPolicy(allowsHTTP: false, resolve: WebhookDestination.resolve, permits: WebhookDestination.isPublic)
+    package static let secure = WebhookAddressPolicy(
+        allowsHTTP: false, resolve: WebhookDestination.resolve, permits: WebhookDestination.isPublic)
     /// `BROKER_WEBHOOK_ALLOW_INSECURE=1` (tests, demos): `http://` and any address.
     package static let insecure = WebhookAddressPolicy(allowsHTTP: true, resolve: WebhookDestination.resolve, permits: { _ in true })
 

@@ -38,7 +38,8 @@ extension APIHandlers {
         let service = services.identityLinks
         do {
             let accountID = try await service.requireAccountToken(accountToken, tenant: caller.tenant, accountID: rawID)
-            let registered = try await services.providerSettings.registered(body.provider, tenantID: caller.tenant.id, in: services.providers)
+            let registered = try await services.providerSettings.registered(
+                body.provider, tenantID: caller.tenant.id, in: services.providers)
             let proof = try body.proof ?? Self.read(registered.descriptor, body.json).proof
             let (account, identity, created) = try await service.link(
                 tenant: caller.tenant, accountID: accountID, provider: body.provider, type: registered, proof: proof, context: http.context)

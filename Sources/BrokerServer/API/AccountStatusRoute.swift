@@ -22,12 +22,14 @@ struct AccountStatusRoute: Sendable {
     let handlers: APIHandlers
 
     func disable(_ request: Request, context: BrokerRequestContext) async throws -> Response {
-        Self.json(try await handlers.setAccountStatus(
+        Self.json(
+            try await handlers.setAccountStatus(
                 id: context.parameters.get("id") ?? "", disabled: true, as: HTTPCaller(request, context: context)))
     }
 
     func enable(_ request: Request, context: BrokerRequestContext) async throws -> Response {
-        Self.json(try await handlers.setAccountStatus(
+        Self.json(
+            try await handlers.setAccountStatus(
                 id: context.parameters.get("id") ?? "", disabled: false, as: HTTPCaller(request, context: context)))
     }
 

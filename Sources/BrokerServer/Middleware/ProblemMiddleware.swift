@@ -89,7 +89,8 @@ struct ProblemMiddleware: RouterMiddleware {
                     detail: "The request does not match the API contract (\(error.causeDescription)).")
             }
             logger.error(
-                "handler failed", metadata: ["operation": "\(error.operationID)", "error": "\(String(describing: type(of: error.underlyingError)))"])
+                "handler failed",
+                metadata: ["operation": "\(error.operationID)", "error": "\(String(describing: type(of: error.underlyingError)))"])
             return Problem(status: .internalServerError, code: "internal_error", title: "Internal error", detail: nil)
         case let error as any HTTPResponseError:
             let (code, title) =

@@ -29,22 +29,30 @@ enum SignInProblems {
             return BrokerError(
                 code: failure.code, kind: .unauthenticated, title: "Unknown client",
                 detail: "'\(clientID.prefix(155))' is not an Apple client of this tenant.",
-                hint: "Register it: broker apple client add --tenant \(slug) --group <primary app id> --client-id \(clientID.prefix(155)) --kind app")
+                hint:
+                    "Register it: broker apple client add --tenant \(slug) --group <primary app id> --client-id \(clientID.prefix(155)) --kind app"
+            )
         case .unknownClient(let provider, let clientID):
             return BrokerError(
                 code: failure.code, kind: .unauthenticated, title: "Unknown client",
                 detail: "'\(clientID.prefix(155))' is not a \(displayName(provider)) client id of this tenant.",
-                hint: "Enable it with every client id the tenant uses: broker provider enable \(provider.rawValue) --tenant \(slug) --client-id <ID> [--client-id <ID> ...]")
+                hint:
+                    "Enable it with every client id the tenant uses: broker provider enable \(provider.rawValue) --tenant \(slug) --client-id <ID> [--client-id <ID> ...]"
+            )
         case .nonceMissing(let provider):
             return BrokerError(
                 code: failure.code, kind: .invalidInput, title: "Nonce required",
                 detail: "Provider '\(provider.rawValue)' requires the raw nonce of the sign-in in `nonce`.",
-                hint: "Send the raw nonce the app put in the authorization request, or turn the requirement off: broker provider enable \(provider.rawValue) --tenant \(slug) ... without --nonce-required")
+                hint:
+                    "Send the raw nonce the app put in the authorization request, or turn the requirement off: broker provider enable \(provider.rawValue) --tenant \(slug) ... without --nonce-required"
+            )
         case .nonceRequired(let clientID):
             return BrokerError(
                 code: failure.code, kind: .invalidInput, title: "Nonce required",
                 detail: "Client '\(clientID)' requires the raw nonce of the sign-in in `nonce`.",
-                hint: "Send the raw nonce the app generated (the app passes its SHA-256 to Apple), or turn the requirement off: broker apple client set --tenant \(slug) --client-id \(clientID) --no-nonce-required")
+                hint:
+                    "Send the raw nonce the app generated (the app passes its SHA-256 to Apple), or turn the requirement off: broker apple client set --tenant \(slug) --client-id \(clientID) --no-nonce-required"
+            )
         case .malformedProof(let detail):
             return SignInRoute.contractMismatch(detail)
         case .rejected(let error):
@@ -73,18 +81,23 @@ enum SignInProblems {
         case .unreadableAnswer(let provider, let service):
             return BrokerError(
                 code: failure.code, kind: .unavailable, title: "Unexpected answer from \(displayName(provider))",
-                detail: "\(displayName(provider))'s \(service == .graph ? "Graph API" : service == .discovery ? "discovery document" : "token endpoint") answered with a body the broker cannot read.")
+                detail:
+                    "\(displayName(provider))'s \(service == .graph ? "Graph API" : service == .discovery ? "discovery document" : "token endpoint") answered with a body the broker cannot read."
+            )
         case .codeExchangeRefused(let reason, let clientID):
             switch reason {
             case "invalid_client":
                 return BrokerError(
                     code: failure.code, kind: .invalidInput, title: "Apple rejected the client secret",
                     detail: "Apple answered invalid_client for client '\(clientID)': the client secret is not accepted.",
-                    hint: "Check the team's key id, team id and .p8 key (broker apple team set) and that '\(clientID)' belongs to that team and has Sign in with Apple enabled.")
+                    hint:
+                        "Check the team's key id, team id and .p8 key (broker apple team set) and that '\(clientID)' belongs to that team and has Sign in with Apple enabled."
+                )
             case "invalid_grant":
                 return BrokerError(
                     code: failure.code, kind: .invalidInput, title: "Apple rejected the authorization code",
-                    detail: "Apple answered invalid_grant: the authorization code was already used, is older than five minutes, or was issued to another client or redirect URI.",
+                    detail:
+                        "Apple answered invalid_grant: the authorization code was already used, is older than five minutes, or was issued to another client or redirect URI.",
                     hint: "Send a fresh authorization code from the same client id that signed in, once.")
             default:
                 return BrokerError(
@@ -103,7 +116,9 @@ enum SignInProblems {
             return BrokerError(
                 code: failure.code, kind: .invalidInput, title: "No Apple key configured",
                 detail: "Team \(teamID) has no Sign in with Apple key, so the authorization code cannot be exchanged.",
-                hint: "Upload the team's .p8 key: broker apple team set --tenant \(slug) --team-id \(teamID) --key-id <KEYID> --private-key-file key.p8")
+                hint:
+                    "Upload the team's .p8 key: broker apple team set --tenant \(slug) --team-id \(teamID) --key-id <KEYID> --private-key-file key.p8"
+            )
         }
     }
 
@@ -138,7 +153,8 @@ enum SignInProblems {
         let (provider, service, what): (ProviderID, ProviderFailure.Service, String)
         switch failure {
         case .unavailable(let name, let part): (provider, service, what) = (name, part, "provider unreachable or too slow")
-        case .unreadableAnswer(let name, let part): (provider, service, what) = (name, part, "provider answered with a body that does not fit")
+        case .unreadableAnswer(let name, let part):
+            (provider, service, what) = (name, part, "provider answered with a body that does not fit")
         default: return
         }
         RequestInfo.current?.logger.warning(

@@ -47,8 +47,11 @@ struct WebSignInRoute: Sendable {
             throw BrokerError.invalidArgument("return_url is longer than \(WebSignInService.maxReturnURL) bytes.")
         }
         if let state = body.state {
-            guard state.utf8.count <= WebSignInService.maxCallerState, !state.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw BrokerError.invalidArgument("state must be at most \(WebSignInService.maxCallerState) bytes without control characters.")
+            guard state.utf8.count <= WebSignInService.maxCallerState,
+                !state.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw BrokerError.invalidArgument(
+                    "state must be at most \(WebSignInService.maxCallerState) bytes without control characters.")
             }
         }
         let http = HTTPCaller(request, context: context)

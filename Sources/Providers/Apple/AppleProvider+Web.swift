@@ -72,7 +72,8 @@ extension AppleProvider: WebAuthorizing {
             isPrivateEmail: (claims.isPrivateEmail ?? false) || ProviderIdentity.isAppleRelay(claims.email),
             name: Self.nameHint(response.user), realUserStatus: claims.realUserStatus, emailTrust: AppleProvider.descriptorEmailTrust)
         try await beforeRedeeming(identity)
-        let kept = try await redeem(code: code, subject: claims.subject, resolved: resolved, redirectURI: redirectURI, strict: true, at: now)
+        let kept = try await redeem(
+            code: code, subject: claims.subject, resolved: resolved, redirectURI: redirectURI, strict: true, at: now)
         let verified = VerifiedProof(identity: identity, clientID: clientID, claims: claims, token: token, tenantID: tenantID)
         return WebVerification(verified: verified, kept: kept) { token, reason in revokeLater(token, settings: resolved, reason: reason) }
     }

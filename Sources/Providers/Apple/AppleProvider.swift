@@ -63,7 +63,8 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
         let client = resolved.client
         if client.nonceRequired, (proof.nonce ?? "").isEmpty { throw .nonceRequired(clientID: client.clientID) }
         let claims = try await verifyToken(
-            token, provider: .apple, options: TokenCheckOptions(audiences: [client.clientID], rawNonce: proof.nonce, nonceMode: client.nonceMode),
+            token, provider: .apple,
+            options: TokenCheckOptions(audiences: [client.clientID], rawNonce: proof.nonce, nonceMode: client.nonceMode),
             at: now)
         let identity = ProviderIdentity(
             provider: .apple, providerScope: resolved.team.teamID, subject: claims.subject, email: claims.email,
@@ -146,7 +147,9 @@ public struct AppleProvider: IDTokenProvider, AuthorizationCodeExchanging, Token
             do {
                 let secret = try await clientSecrets.secret(team: team, clientID: clientID)
                 try await tokenClient.revoke(refreshToken: refreshToken, clientID: clientID, clientSecret: secret)
-                logger.notice("revoked an Apple refresh token the broker does not keep", metadata: ["reason": "\(reason)", "client_id": "\(clientID)"])
+                logger.notice(
+                    "revoked an Apple refresh token the broker does not keep",
+                    metadata: ["reason": "\(reason)", "client_id": "\(clientID)"])
             } catch {
                 logger.warning(
                     "could not revoke an Apple refresh token the broker does not keep",

@@ -18,7 +18,9 @@ extension AppleTokenClient {
     public func migrationAccessToken(clientID: String, clientSecret: String) async throws(ProviderFailure) -> String {
         let answer = try await post(
             Apple.tokenURL(base: baseURL),
-            form: [("grant_type", "client_credentials"), ("scope", "user.migration"), ("client_id", clientID), ("client_secret", clientSecret)],
+            form: [
+                ("grant_type", "client_credentials"), ("scope", "user.migration"), ("client_id", clientID), ("client_secret", clientSecret),
+            ],
             maxBytes: 65_536)
         guard answer.status == 200 else { throw Self.translate(Self.error(of: answer), clientID: clientID) }
         guard let token = TokenResponse(json: answer.body.readableBytesView)?.accessToken, !token.isEmpty else {

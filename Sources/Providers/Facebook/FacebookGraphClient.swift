@@ -52,7 +52,8 @@ public struct FacebookGraphClient: Sendable {
     /// `GET /me?fields=id,name,email&access_token=…&appsecret_proof=…`.
     public func me(_ token: String, appSecret: String) async throws(ProviderFailure) -> Person {
         let object = try await get(
-            "me", query: [("fields", "id,name,email"), ("access_token", token), ("appsecret_proof", Self.proof(token, appSecret: appSecret))])
+            "me",
+            query: [("fields", "id,name,email"), ("access_token", token), ("appsecret_proof", Self.proof(token, appSecret: appSecret))])
         guard let id = Self.identifier(object["id"]) else { throw Self.unreadable }
         return Person(
             id: id, name: try Self.optional(object["name"]) { $0.string(maxBytes: Self.maxNameBytes) },

@@ -15,7 +15,6 @@ public struct FacebookProvider: IDTokenProvider {
         public var appSecret: String
     }
 
-
     public let keys: JWKSCache
     let graph: FacebookGraphClient
     let secrets: SecretBox
@@ -55,8 +54,12 @@ public struct FacebookProvider: IDTokenProvider {
     public func verify(_ proof: ProviderProof, settings: FacebookSettings, tenantID: UUID, at now: Date)
         async throws(ProviderFailure) -> VerifiedProof
     {
-        if let token = proof.idToken { return try await verifyLimitedLogin(token, nonce: proof.nonce, settings: settings, tenantID: tenantID, at: now) }
-        guard let token = proof.accessToken, !token.isEmpty else { throw .malformedProof("access_token or limited_login_token is required") }
+        if let token = proof.idToken {
+            return try await verifyLimitedLogin(token, nonce: proof.nonce, settings: settings, tenantID: tenantID, at: now)
+        }
+        guard let token = proof.accessToken, !token.isEmpty else {
+            throw .malformedProof("access_token or limited_login_token is required")
+        }
         // Both Graph calls at once (decision 0024): nothing is accepted before every check of
         // both answers holds, and one round trip to Facebook instead of two.
         async let debugged = Self.outcome { () async throws(ProviderFailure) in
@@ -88,7 +91,8 @@ public struct FacebookProvider: IDTokenProvider {
         async throws(ProviderFailure) -> VerifiedProof
     {
         guard let nonce, !nonce.isEmpty else { throw .malformedProof("member 'nonce' is required with 'limited_login_token'") }
-        let claims = try await verifyToken(token, provider: .facebook, options: TokenCheckOptions(audiences: [settings.appID], rawNonce: nonce), at: now)
+        let claims = try await verifyToken(
+            token, provider: .facebook, options: TokenCheckOptions(audiences: [settings.appID], rawNonce: nonce), at: now)
         var attributes: [String: String] = [:]
         if let name = claims.payload["name"]?.string, !name.isEmpty { attributes["name"] = String(name.prefix(200)) }
         let identity = ProviderIdentity(

@@ -14,8 +14,10 @@ extension GoogleProvider {
         tokenPolicy: { _, options in tokenPolicy(options) },
         keySet: { _, endpoints in KeySetLocation(name: "google", url: endpoints.googleKeysURL) },
         describe: { configuration in
-            [("client_ids", .array(configuration.clientIDs.map(JSONValue.string))),
-             ("hosted_domain", configuration.hostedDomain.map(JSONValue.string) ?? .null)]
+            [
+                ("client_ids", .array(configuration.clientIDs.map(JSONValue.string))),
+                ("hosted_domain", configuration.hostedDomain.map(JSONValue.string) ?? .null),
+            ]
                 + (OIDCWebSettings(configuration)?.described ?? [("web_flow", .bool(false))])
         },
         make: { context in
@@ -40,7 +42,8 @@ extension GoogleProvider {
         let discovery: OIDCDiscovery
         do {
             discovery = try await OIDCDiscovery.fetch(
-                context.endpoints.googleDiscoveryURL, issuer: Google.discoveryIssuer, httpClient: context.httpClient, timeout: context.timeout)
+                context.endpoints.googleDiscoveryURL, issuer: Google.discoveryIssuer, httpClient: context.httpClient,
+                timeout: context.timeout)
         } catch {
             throw OIDCProvider.discoveryError(error, issuer: Google.discoveryIssuer)
         }
@@ -57,7 +60,8 @@ extension GoogleProvider {
         if let hostedDomain {
             guard ProviderSettingsInput.isDomain(hostedDomain) else {
                 throw BrokerError.invalidArgument(
-                    "--hosted-domain '\(hostedDomain.prefix(80))' is not a domain name.", hint: "Pass the Workspace domain, e.g. example.com.")
+                    "--hosted-domain '\(hostedDomain.prefix(80))' is not a domain name.",
+                    hint: "Pass the Workspace domain, e.g. example.com.")
             }
         }
         return ProviderConfiguration(

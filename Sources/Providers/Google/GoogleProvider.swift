@@ -104,7 +104,8 @@ extension GoogleProvider: WebAuthorizing {
             throw WebClientFailure.unknownClient(.google, clientID: clientID, candidates: [web.clientID])
         }
         let configured = Set(configuration.clientIDs)
-        return try codeFlow.webClient(provider: .google, configuration: configuration, web: web) { [keys] idToken, nonce, _, tenantID, now throws(ProviderFailure) in
+        return try codeFlow.webClient(provider: .google, configuration: configuration, web: web) {
+            [keys] idToken, nonce, _, tenantID, now throws(ProviderFailure) in
             // Google never signs with the client secret: its keys only.
             let (policy, expectation) = Self.tokenPolicy(
                 TokenCheckOptions(

@@ -18,7 +18,8 @@ struct OIDCCodeFlow: Sendable {
 
     /// Verifies the token endpoint's id token against the request's nonce (`sharedSecret`: the
     /// client secret, for an HS256 token when discovery lists HS256).
-    typealias Verify = @Sendable (_ idToken: String, _ nonce: String, _ sharedSecret: SymmetricKey?, _ tenantID: UUID, _ now: Date)
+    typealias Verify =
+        @Sendable (_ idToken: String, _ nonce: String, _ sharedSecret: SymmetricKey?, _ tenantID: UUID, _ now: Date)
         async throws(ProviderFailure) -> VerifiedProof
 
     /// The web client of a configuration whose web flow is on.

@@ -7,7 +7,8 @@ extension OIDCProvider {
     public static let descriptor = ProviderDescriptor(
         type: .oidc, displayName: "OpenID Connect", abilities: [.idTokens, .webAuthorization], emailTrust: .never,
         settingFlags: [
-            ProviderSettingFlag("issuer", value: "URL", help: "The issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer)."),
+            ProviderSettingFlag(
+                "issuer", value: "URL", help: "The issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer)."),
             ProviderSettingFlag("client-id", value: "ID", repeatable: true, help: "A client id tokens may be issued to."),
             ProviderSettingFlag("display-name", value: "TEXT", help: "The name login options show."),
             ProviderSettingFlag("jwks-url", value: "URL", help: "The key set URL, instead of discovery's jwks_uri."),
@@ -70,7 +71,8 @@ extension OIDCProvider {
         try input.requireOnly(descriptor.settingFlags, type: .oidc)
         guard let issuer = try input.value("issuer") else {
             throw BrokerError.invalidArgument(
-                "An oidc provider needs --issuer.", hint: "Pass the issuer URL exactly as its tokens' iss, e.g. --issuer https://access.line.me")
+                "An oidc provider needs --issuer.",
+                hint: "Pass the issuer URL exactly as its tokens' iss, e.g. --issuer https://access.line.me")
         }
         guard OIDCSettings.isAcceptableURL(issuer), !issuer.contains("?"), !issuer.contains("#") else {
             throw BrokerError.invalidArgument(
@@ -81,7 +83,8 @@ extension OIDCProvider {
         var settings = OIDCSettings(issuer: issuer)
         if let jwksURL = try input.value("jwks-url") {
             guard OIDCSettings.isAcceptableURL(jwksURL) else {
-                throw BrokerError.invalidArgument("--jwks-url '\(jwksURL.prefix(120))' is not an https:// URL (http:// only on a loopback address).")
+                throw BrokerError.invalidArgument(
+                    "--jwks-url '\(jwksURL.prefix(120))' is not an https:// URL (http:// only on a loopback address).")
             }
             settings.jwksURL = jwksURL
         }
@@ -91,7 +94,9 @@ extension OIDCProvider {
             guard !names.isEmpty, unsupported.isEmpty else {
                 throw BrokerError.invalidArgument(
                     "--algorithms names \(unsupported.isEmpty ? "nothing" : unsupported.map { "'\($0.prefix(20))'" }.joined(separator: ", ")) the broker accepts.",
-                    hint: "Use asymmetric algorithms only: \(OIDCSettings.supportedAlgorithms.joined(separator: ", ")). none and HS* are never accepted.")
+                    hint:
+                        "Use asymmetric algorithms only: \(OIDCSettings.supportedAlgorithms.joined(separator: ", ")). none and HS* are never accepted."
+                )
             }
             settings.algorithms = names
         }
@@ -135,7 +140,9 @@ extension OIDCProvider {
         guard !settings.acceptedAlgorithms.isEmpty || web?.settings.acceptsHS256 == true else {
             throw BrokerError.invalidArgument(
                 "No signing algorithm is left to accept (discovery lists \(settings.discoveredAlgorithms?.joined(separator: ", ") ?? "none"); --algorithms \(settings.algorithms?.joined(separator: ",") ?? "not given")).",
-                hint: "The broker accepts \(OIDCSettings.supportedAlgorithms.joined(separator: ", ")); HS256 tokens (LINE web login) arrive only through the web flow (--client-secret-file, --return-url).")
+                hint:
+                    "The broker accepts \(OIDCSettings.supportedAlgorithms.joined(separator: ", ")); HS256 tokens (LINE web login) arrive only through the web flow (--client-secret-file, --return-url)."
+            )
         }
         var json = settings.json
         json["web"] = web?.settings.json
@@ -159,7 +166,8 @@ extension OIDCProvider {
         case .issuerMismatch(let expected, let found):
             BrokerError(
                 code: "issuer_mismatch", kind: .invalidInput, title: "Issuer mismatch",
-                detail: "The discovery document names issuer '\(found)', not '\(expected.prefix(200))' (OpenID Connect Discovery §4.3). Nothing was stored.",
+                detail:
+                    "The discovery document names issuer '\(found)', not '\(expected.prefix(200))' (OpenID Connect Discovery §4.3). Nothing was stored.",
                 hint: "Pass --issuer exactly as the document (and the tokens' iss) spells it.")
         case .insecureKeysURL(let url):
             BrokerError(

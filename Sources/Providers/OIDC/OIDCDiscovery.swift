@@ -26,7 +26,8 @@ public struct OIDCDiscovery: Sendable, Equatable {
     /// Fetches and checks the document of `issuer` within `timeout`: its `issuer` must equal
     /// the configured one exactly (§4.3), or, for a `{tid}` issuer, Microsoft's template with
     /// `{tenantid}` must be the same template.
-    public static func fetch(issuer: String, httpClient: HTTPClient, timeout: Duration) async throws(OIDCDiscoveryFailure) -> OIDCDiscovery {
+    public static func fetch(issuer: String, httpClient: HTTPClient, timeout: Duration) async throws(OIDCDiscoveryFailure) -> OIDCDiscovery
+    {
         try await fetch(documentURL(issuer: issuer), issuer: issuer, httpClient: httpClient, timeout: timeout)
     }
 
@@ -53,11 +54,14 @@ public struct OIDCDiscovery: Sendable, Equatable {
             algorithms = values.compactMap { $0.string(maxBytes: 16) }
         }
         let expected = issuer
-        let comparable = IssuerTemplate.isTemplate(issuer) ? found.replacingOccurrences(of: "{tenantid}", with: IssuerTemplate.placeholder) : found
+        let comparable =
+            IssuerTemplate.isTemplate(issuer) ? found.replacingOccurrences(of: "{tenantid}", with: IssuerTemplate.placeholder) : found
         guard comparable == expected else { throw .issuerMismatch(expected: expected, found: String(found.prefix(200))) }
         guard OIDCSettings.isAcceptableURL(jwksURI) else { throw .insecureKeysURL(String(jwksURI.prefix(200))) }
         var discovery = OIDCDiscovery(issuer: found, jwksURI: jwksURI, algorithms: algorithms)
-        for (name, value) in [("authorization_endpoint", document["authorization_endpoint"]), ("token_endpoint", document["token_endpoint"])] {
+        for (name, value) in [
+            ("authorization_endpoint", document["authorization_endpoint"]), ("token_endpoint", document["token_endpoint"]),
+        ] {
             guard let value else { continue }
             guard let text = value.string(maxBytes: 2_048), OIDCSettings.isAcceptableURL(text) else {
                 throw .insecureEndpoint(name: name, url: value.string(maxBytes: 2_048).map { String($0.prefix(200)) } ?? "(not a string)")

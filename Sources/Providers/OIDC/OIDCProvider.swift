@@ -52,7 +52,8 @@ public struct OIDCProvider: IdentityProvider {
                 audiences: settings.requestedClientID.map { [$0] } ?? configured, rawNonce: proof.nonce, authorizedParties: configured))
         let verifier = IdentityTokenVerifier(policy: policy, keys: keySets.keys(settings.oidc.issuer, url: keysURL))
         let claims = try await verifier.verifyForProvider(token, provider: settings.provider, nonce: nonce, at: now)
-        return Self.verified(claims, name: proof.name, token: token, settings: settings.oidc, provider: settings.provider, tenantID: tenantID)
+        return Self.verified(
+            claims, name: proof.name, token: token, settings: settings.oidc, provider: settings.provider, tenantID: tenantID)
     }
 
     /// The identity of verified claims: the issuer (after `{tid}`) and `sub`.
@@ -80,7 +81,8 @@ extension OIDCProvider: WebAuthorizing {
             throw WebClientFailure.unknownClient(provider, clientID: clientID, candidates: [web.clientID])
         }
         let keySets = keySets
-        return try codeFlow.webClient(provider: provider, configuration: configuration, web: web) { idToken, nonce, secret, tenantID, now throws(ProviderFailure) in
+        return try codeFlow.webClient(provider: provider, configuration: configuration, web: web) {
+            idToken, nonce, secret, tenantID, now throws(ProviderFailure) in
             guard let keysURL = oidc.keysURL else { throw .unavailable(provider, .keys) }
             var (policy, expectation) = oidc.policy(
                 TokenCheckOptions(audiences: [web.clientID], rawNonce: nonce, authorizedParties: [web.clientID]))
@@ -88,7 +90,8 @@ extension OIDCProvider: WebAuthorizing {
             let verifier = IdentityTokenVerifier(policy: policy, keys: keySets.keys(oidc.issuer, url: keysURL), sharedSecret: secret)
             let claims = try await verifier.verifyForProvider(idToken, provider: provider, nonce: expectation, at: now)
             return Self.verified(
-                claims, name: PersonName(givenName: nil, familyName: nil), token: idToken, settings: oidc, provider: provider, tenantID: tenantID)
+                claims, name: PersonName(givenName: nil, familyName: nil), token: idToken, settings: oidc, provider: provider,
+                tenantID: tenantID)
         }
     }
 }

@@ -45,7 +45,8 @@ public struct OIDCSettings: Sendable, Equatable {
         guard let issuer = configuration.string("issuer") else { return nil }
         self.init(
             issuer: issuer, jwksURL: configuration.string("jwks_url"), discoveredJWKSURI: configuration.string("discovered_jwks_uri"),
-            discoveredAlgorithms: configuration.settings["discovered_algorithms"] == nil ? nil : configuration.strings("discovered_algorithms"),
+            discoveredAlgorithms: configuration.settings["discovered_algorithms"] == nil
+                ? nil : configuration.strings("discovered_algorithms"),
             algorithms: configuration.settings["algorithms"] == nil ? nil : configuration.strings("algorithms"),
             emailTrust: configuration.string("email_trust").flatMap(EmailTrust.init(rawValue:)) ?? .never,
             allowedTenantIDs: configuration.strings("allowed_tids"), nonceRequired: configuration.settings["nonce_required"] == .bool(true),

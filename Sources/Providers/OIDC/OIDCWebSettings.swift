@@ -89,7 +89,8 @@ public struct OIDCWebSettings: Sendable, Equatable {
         guard requested(input) else { return nil }
         guard let secret = try input.value("client-secret") else {
             throw BrokerError.invalidArgument(
-                "The web flow needs --client-secret-file.", hint: "Put the client secret alone in a file and pass --client-secret-file FILE.")
+                "The web flow needs --client-secret-file.",
+                hint: "Put the client secret alone in a file and pass --client-secret-file FILE.")
         }
         guard !secret.isEmpty, secret.utf8.count <= 512, !secret.contains(where: { $0.isWhitespace || $0.isNewline }) else {
             throw BrokerError.invalidArgument(
@@ -99,16 +100,20 @@ public struct OIDCWebSettings: Sendable, Equatable {
         let returnURLs = input.list("return-url")
         guard !returnURLs.isEmpty else {
             throw BrokerError.invalidArgument(
-                "The web flow needs at least one --return-url.", hint: "Repeat --return-url for each page of the product that finishes a sign-in.")
+                "The web flow needs at least one --return-url.",
+                hint: "Repeat --return-url for each page of the product that finishes a sign-in.")
         }
         for url in returnURLs { try requireURL(url, flag: "--return-url") }
         let redirectURI = try input.value("redirect-uri")
         if let redirectURI { try requireURL(redirectURI, flag: "--redirect-uri") }
         let scopes = (try input.value("scopes") ?? defaultScopes).split(separator: " ").map(String.init)
         guard scopes.contains("openid"), scopes.count <= 20,
-            scopes.allSatisfy({ $0.count <= 64 && $0.unicodeScalars.allSatisfy { (0x21...0x7E).contains($0.value) && $0 != "\"" && $0 != "\\" } })
+            scopes.allSatisfy({
+                $0.count <= 64 && $0.unicodeScalars.allSatisfy { (0x21...0x7E).contains($0.value) && $0 != "\"" && $0 != "\\" }
+            })
         else {
-            throw BrokerError.invalidArgument("--scopes must be space-separated scope names including openid.", hint: "e.g. --scopes \"openid email profile\"")
+            throw BrokerError.invalidArgument(
+                "--scopes must be space-separated scope names including openid.", hint: "e.g. --scopes \"openid email profile\"")
         }
         guard let discovery, let authorize = discovery.authorizationEndpoint, let token = discovery.tokenEndpoint else {
             throw BrokerError.invalidArgument(
@@ -118,12 +123,15 @@ public struct OIDCWebSettings: Sendable, Equatable {
         let offered = discovery.tokenEndpointAuthMethods ?? ["client_secret_basic"]
         guard let method = authMethods.first(where: offered.contains) else {
             throw BrokerError.invalidArgument(
-                "The token endpoint takes none of client_secret_basic and client_secret_post (it lists \(offered.joined(separator: ", ").prefix(200))).")
+                "The token endpoint takes none of client_secret_basic and client_secret_post (it lists \(offered.joined(separator: ", ").prefix(200)))."
+            )
         }
         let sealed = try secrets.seal(
-            Data(secret.utf8), context: ProviderConfiguration.secretContext(tenantID: input.tenantID, provider: input.provider, clientID: clientID))
+            Data(secret.utf8),
+            context: ProviderConfiguration.secretContext(tenantID: input.tenantID, provider: input.provider, clientID: clientID))
         let settings = OIDCWebSettings(
-            clientID: clientID, redirectURI: redirectURI, returnURLs: returnURLs.enumerated().filter { returnURLs.firstIndex(of: $0.element) == $0.offset }.map(\.element),
+            clientID: clientID, redirectURI: redirectURI,
+            returnURLs: returnURLs.enumerated().filter { returnURLs.firstIndex(of: $0.element) == $0.offset }.map(\.element),
             scopes: scopes.joined(separator: " "), authorizationEndpoint: authorize, tokenEndpoint: token, tokenAuthMethod: method,
             acceptsHS256: discovery.algorithms?.contains("HS256") ?? false)
         return (settings, sealed)

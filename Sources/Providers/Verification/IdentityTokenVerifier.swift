@@ -135,7 +135,8 @@ public struct IdentityTokenVerifier: Sendable {
         case .key(let found):
             algorithm = found
         case .unknown:
-            report.fail("kid", .init("unknown_key", "No published key has kid '\(kid.prefix(64))' for \(alg) (after refetching the key set)."))
+            report.fail(
+                "kid", .init("unknown_key", "No published key has kid '\(kid.prefix(64))' for \(alg) (after refetching the key set)."))
             return report
         case .unavailable:
             report.fail("kid", .providerUnavailable)
@@ -175,13 +176,22 @@ public struct IdentityTokenVerifier: Sendable {
             switch template.expectedIssuer(for: payload) {
             case .success(let expected) where issuer.map({ [expected].containsExactly($0) }) == true: report.pass("iss", expected)
             case .success(let expected):
-                report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(expected.prefix(120))."))
+                report.fail(
+                    "iss",
+                    .init(
+                        "issuer_mismatch",
+                        "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(expected.prefix(120))."))
             case .failure(let error): report.fail("iss", error)
             }
         } else if let issuer, policy.issuers.containsExactly(issuer) {
             report.pass("iss", issuer)
         } else {
-            report.fail("iss", .init("issuer_mismatch", "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(policy.issuers.sorted().joined(separator: " or "))."))
+            report.fail(
+                "iss",
+                .init(
+                    "issuer_mismatch",
+                    "The issuer \(issuer.map { "'\($0.prefix(80))'" } ?? "is missing"); expected \(policy.issuers.sorted().joined(separator: " or "))."
+                ))
         }
 
         let audiences: [String]? =
@@ -287,7 +297,8 @@ public struct IdentityTokenVerifier: Sendable {
         if constantTimeEquals(expected, tokenNonce) {
             report.pass("nonce", "matches (\(expectation.mode.rawValue))")
         } else {
-            report.fail("nonce", .init("nonce_mismatch", "The token's nonce does not match the nonce sent (mode \(expectation.mode.rawValue))."))
+            report.fail(
+                "nonce", .init("nonce_mismatch", "The token's nonce does not match the nonce sent (mode \(expectation.mode.rawValue))."))
         }
     }
 

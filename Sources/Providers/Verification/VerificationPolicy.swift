@@ -78,7 +78,8 @@ extension ClaimCheck {
             guard let trusted else { return .success("\(party) (not compared: no audience given)") }
             return trusted.containsExactly(party)
                 ? .success(party)
-                : .failure(.init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client of this tenant."))
+                : .failure(
+                    .init("audience_mismatch", "The token's authorized party (azp) '\(party.prefix(120))' is not a client of this tenant."))
         }
     }
 }
@@ -115,6 +116,8 @@ public struct IssuerTemplate: Sendable, Equatable {
     /// a character that could move the issuer to another path or host.
     public static func isTenantID(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
-            && text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-._".unicodeScalars.contains($0)) }
+            && text.unicodeScalars.allSatisfy {
+                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-._".unicodeScalars.contains($0))
+            }
     }
 }

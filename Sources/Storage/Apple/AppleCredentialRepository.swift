@@ -91,8 +91,11 @@ public struct AppleCredentialRepository: Sendable {
             """, logger: logger)
         guard let row = rows.first else { return nil }
         let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
-        let verdict = await check(Due(identityID: id, tenantID: tenant, teamID: team, subject: subject, clientID: clientID, sealedToken: sealed))
-        return try await OutcomeWrite.retrying(lease: Self.lease, what: "Apple credential check of identity \(id.lowercasedString)", logger: logger) {
+        let verdict = await check(
+            Due(identityID: id, tenantID: tenant, teamID: team, subject: subject, clientID: clientID, sealedToken: sealed))
+        return try await OutcomeWrite.retrying(
+            lease: Self.lease, what: "Apple credential check of identity \(id.lowercasedString)", logger: logger
+        ) {
             try await record(verdict, identityID: id, tenantID: tenant, teamID: team, subject: subject, sealed: sealed)
         }
     }

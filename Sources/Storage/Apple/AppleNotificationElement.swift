@@ -59,7 +59,8 @@ extension AppleNotificationElement {
     ) -> Batch? {
         guard maxRunning > 0 else { return nil }
         return Batch(maxRunning: maxRunning, maxBatch: 64, timeout: timeout) { elements in
-            try await TenantScope.shared(by: elements.lazy.map(\.route.tenantID), because: "a batch carries several tenants' notifications") {
+            try await TenantScope.shared(by: elements.lazy.map(\.route.tenantID), because: "a batch carries several tenants' notifications")
+            {
                 try await writeFailingAlone(elements, client: pool.client, logger: logger, label: label, write: write)
             }
         }

@@ -10,7 +10,8 @@ public struct AppleRepository: Sendable {
 
     static let teamColumns = "t.id, t.tenant_id, t.team_id, t.key_id, t.private_key_sealed, t.created_at"
     static let groupColumns = "g.id, g.tenant_id, g.team_ref, g.primary_app_id"
-    static let clientColumns = "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls, c.nonce_required, c.platforms"
+    static let clientColumns =
+        "c.id, c.tenant_id, c.group_id, c.client_id, c.kind, c.nonce_mode, c.redirect_uris, c.return_urls, c.nonce_required, c.platforms"
 
     /// Creates or replaces the tenant's team key (by team id).
     public func setTeam(_ team: AppleTeam, actor: String) async throws -> AppleTeam {
@@ -132,12 +133,12 @@ public struct AppleRepository: Sendable {
     /// The statement of `resolve` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func resolveQuery(tenantID: UUID, clientID: String) -> PostgresQuery {
         """
-            SELECT \(unescaped: Self.clientColumns), \(unescaped: Self.groupColumns), \(unescaped: Self.teamColumns)
-            FROM apple_clients c
-            JOIN apple_app_groups g ON g.id = c.group_id AND g.tenant_id = c.tenant_id
-            JOIN apple_teams t ON t.id = g.team_ref AND t.tenant_id = c.tenant_id
-            WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
-            """
+        SELECT \(unescaped: Self.clientColumns), \(unescaped: Self.groupColumns), \(unescaped: Self.teamColumns)
+        FROM apple_clients c
+        JOIN apple_app_groups g ON g.id = c.group_id AND g.tenant_id = c.tenant_id
+        JOIN apple_teams t ON t.id = g.team_ref AND t.tenant_id = c.tenant_id
+        WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
+        """
     }
 
     /// The client with its group and team, in one query; nil when the tenant has no such client

@@ -98,7 +98,8 @@ public struct AppleTransferRepository: Sendable {
     }
 
     /// Audits a finished export.
-    public func auditExport(tenantID: UUID, sourceTeam: String, targetTeam: String, exported: Int, failed: Int, actor: String) async throws {
+    public func auditExport(tenantID: UUID, sourceTeam: String, targetTeam: String, exported: Int, failed: Int, actor: String) async throws
+    {
         try await client.withScopedStatement(writes: true, logger: logger) { connection in
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "apple.transfer.exported", target: targetTeam,
@@ -136,7 +137,8 @@ public struct AppleTransferRepository: Sendable {
             guard let id = try rows.first?.decode(UUID.self) else { return .notFound }
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "apple.transfer.imported", target: id.lowercasedString,
-                details: ["account_id": .string(accountID.lowercasedString), "team_id": .string(targetTeam)], on: connection, logger: logger)
+                details: ["account_id": .string(accountID.lowercasedString), "team_id": .string(targetTeam)], on: connection, logger: logger
+            )
             return .rekeyed(identityID: id)
         }
     }

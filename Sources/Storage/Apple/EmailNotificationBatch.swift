@@ -93,7 +93,6 @@ struct EmailNotificationBatchStatement {
 
 typealias EmailNotificationBatch = AppleNotificationElement.Batch
 
-
 extension EmailNotificationBatchStatement {
     /// Each batch runs on the pool in use when it starts; nil when batching is off.
     static func batcher(pool: DatabasePool, logger: Logger, maxRunning: Int, timeout: Duration) -> EmailNotificationBatch? {

@@ -164,7 +164,8 @@ public struct EmbeddedPostgres: Sendable {
     func prepareSocketDirectory() throws {
         if let preferred = preferredSocketDirectory {
             if !FileManager.default.fileExists(atPath: preferred) {
-                try FileManager.default.createDirectory(atPath: preferred, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                try FileManager.default.createDirectory(
+                    atPath: preferred, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
                 if isRoot { try chown(preferred) }
             }
             try checkPrivate(preferred)
@@ -236,7 +237,8 @@ public struct EmbeddedPostgres: Sendable {
     }
 
     private func pgCtl(_ arguments: [String], newSession: Bool = false) throws -> ProcessRunner.Result {
-        try ProcessRunner.run(binDirectory + "/pg_ctl", arguments, as: runAs, newSession: newSession, environment: Self.programEnvironment())
+        try ProcessRunner.run(
+            binDirectory + "/pg_ctl", arguments, as: runAs, newSession: newSession, environment: Self.programEnvironment())
     }
 
     /// The caller's environment without PostgreSQL's own variables (`PGPORT`, `PGHOST`,

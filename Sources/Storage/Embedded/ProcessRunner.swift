@@ -45,7 +45,9 @@ public enum ProcessRunner {
         var command = [executable] + arguments
         if let user { command = ["/sbin/runuser", "-u", user, "--"] + command }
 
-        let outputPath = outputPath ?? FileManager.default.temporaryDirectory
+        let outputPath =
+            outputPath
+            ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("identitybroker-\(UUID().uuidString).out").path
         let outputFD = open(outputPath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard outputFD >= 0 else {

@@ -48,8 +48,9 @@ extension Database {
                         await handler(topic, parts.count > 1 ? UUID(uuidString: String(parts[1])) : nil)
                     }
                 }
-            } catch where !Task.isCancelled {
-                logger.warning("cache invalidation listener failed; retrying", metadata: ["error": "\(String(describing: type(of: error)))"])
+            } catch  where !Task.isCancelled {
+                logger.warning(
+                    "cache invalidation listener failed; retrying", metadata: ["error": "\(String(describing: type(of: error)))"])
             } catch {}
             try? await opened?.close()
             if Task.isCancelled { return }

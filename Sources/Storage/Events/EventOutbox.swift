@@ -46,7 +46,8 @@ public struct EventRepository: Sendable {
         /// `"<transaction>.<id>"`, both decimal; nil for anything else.
         public init?(_ text: String) {
             let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.count <= 20 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+            guard parts.count == 2,
+                parts.allSatisfy({ !$0.isEmpty && $0.count <= 20 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
                 let transaction = UInt64(parts[0]), let id = Int64(parts[1])
             else { return nil }
             self.init(transaction: transaction, id: id)

@@ -75,7 +75,8 @@ public struct WebhookRepository: Sendable {
     /// Creates or changes the tenant's webhook and enables it. `sealedSecret` replaces the
     /// signing secret (required for a new webhook); nil keeps it. A new webhook, or one that was
     /// disabled, takes the events committed from now on. Returns the webhook and whether it is new.
-    public func set(tenantID: UUID, url: String, eventTypes: [String]?, sealedSecret: Data?, actor: String) async throws -> (Webhook, Bool) {
+    public func set(tenantID: UUID, url: String, eventTypes: [String]?, sealedSecret: Data?, actor: String) async throws -> (Webhook, Bool)
+    {
         try await client.transaction(logger: logger) { connection in
             let rows: [PostgresRow]
             if let sealedSecret {

@@ -132,9 +132,10 @@ public struct ImportRepository: Sendable {
         _ job: Job, _ body: (ImportSession) async throws -> T
     ) async throws -> T {
         try await client.withScopedConnection(logger: logger) { connection in
-            let locked = try await connection.query(
-                "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
-            ).collect().first?.decode(Bool.self) ?? false
+            let locked =
+                try await connection.query(
+                    "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
             guard locked else { throw ImportJobBusy() }
             // Bounded: a connection an outage cut off may never answer again (the lock
             // then goes with the connection).
@@ -204,7 +205,9 @@ public struct ImportRepository: Sendable {
     /// Reopens a stopped job to run again, with its settings replaced when given, and with the
     /// digest and length of the file it continues with when that file was fixed after the part
     /// the job has read.
-    public func resume(jobID: UUID, tenantID: UUID, settings: [String: JSONValue]?, file: (digest: String, bytes: Int64)? = nil) async throws {
+    public func resume(jobID: UUID, tenantID: UUID, settings: [String: JSONValue]?, file: (digest: String, bytes: Int64)? = nil)
+        async throws
+    {
         _ = try await client.rows(
             """
             UPDATE import_jobs SET status = 'running', stop_reason = NULL, cursor_digest = NULL, updated_at = now(),
@@ -314,7 +317,8 @@ public struct ImportRepository: Sendable {
                         tenantID: tenantID, actor: actor, action: "import.rolled_back", target: jobID.lowercasedString,
                         details: [
                             "accounts_removed": .int(result.accountsRemoved), "identities_removed": .int(result.identitiesRemoved),
-                            "accounts_kept": .int(result.accountsKept), "identities_kept": .int(result.identitiesKept), "force": .bool(force),
+                            "accounts_kept": .int(result.accountsKept), "identities_kept": .int(result.identitiesKept),
+                            "force": .bool(force),
                         ],
                         on: connection, logger: logger)
                     try await connection.query("COMMIT", logger: logger)
@@ -330,7 +334,10 @@ public struct ImportRepository: Sendable {
     static func decodeJob(_ row: PostgresRow) throws -> Job {
         var reader = RowReader(row)
         let (id, tenantID, source, fileName, fileDigest, fileBytes, dryRun): (UUID, UUID, String, String?, String?, Int64?, Bool) =
-            (try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next())
+            (
+                try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next(),
+                try reader.next()
+            )
         let settingsText: String = try reader.next()
         let (status, stopReason, cursorOffset, cursorLine, errorFileBytes): (String, String?, Int64, Int64, Int64) =
             (try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next())

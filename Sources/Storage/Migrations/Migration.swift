@@ -31,12 +31,13 @@ public struct Migration: Sendable, Equatable {
 
     /// The migrations compiled into the broker (Migrations/*.sql), in version order.
     public static func bundled() throws -> [Migration] {
-        try validated(EmbeddedMigrations.files.map { file in
-            guard let migration = Migration(fileName: file.name, sql: file.sql) else {
-                throw StorageError.migration("Migration file '\(file.name)' is not named NNNN_name.sql.")
-            }
-            return migration
-        })
+        try validated(
+            EmbeddedMigrations.files.map { file in
+                guard let migration = Migration(fileName: file.name, sql: file.sql) else {
+                    throw StorageError.migration("Migration file '\(file.name)' is not named NNNN_name.sql.")
+                }
+                return migration
+            })
     }
 
     public static func load(from directory: URL) throws -> [Migration] {

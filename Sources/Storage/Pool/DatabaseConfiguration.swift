@@ -46,7 +46,8 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// to values, decision 0014, and PostgreSQL's own choice, `auto`, took to planning the
     /// sign-in statements again on every execution after an `ANALYZE`).
     var startupParameters: [(String, String)] {
-        let milliseconds = statementTimeout.components.seconds * 1_000
+        let milliseconds =
+            statementTimeout.components.seconds * 1_000
             + statementTimeout.components.attoseconds / 1_000_000_000_000_000
         return [("statement_timeout", "\(milliseconds)"), ("jit", "off"), ("plan_cache_mode", "force_generic_plan")]
     }

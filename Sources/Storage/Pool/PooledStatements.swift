@@ -29,7 +29,8 @@ extension PostgresClient {
     }
 
     /// The rows of the prepared `statement` (prepared once per connection), read in full.
-    func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws -> [Statement.Row]
+    func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws
+        -> [Statement.Row]
     where Statement.Row: Sendable {
         try await StatementSpan.around(sql: Statement.sql, function: function) {
             try await withScopedStatement(

@@ -55,9 +55,11 @@ extension PostgresClient {
         span.attributes["db.operation.name"] = "transaction"
         span.attributes["code.function.name"] = function
         do {
-            return try await ServiceContext.$current.withValue(span.context, operation: {
-                try await scopedTransaction(logger: logger, isolation: isolation, body)
-            }, isolation: isolation)
+            return try await ServiceContext.$current.withValue(
+                span.context,
+                operation: {
+                    try await scopedTransaction(logger: logger, isolation: isolation, body)
+                }, isolation: isolation)
         } catch {
             span.recordError(error)
             span.setStatus(.init(code: .error))
@@ -72,7 +74,8 @@ extension PostgresClient {
         return try await withOpenConnection(isolation: isolation) { connection in
             guard record?.perTransaction == true else {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
-                return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection) }
+                return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in try await body(connection)
+                }
             }
             return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in
                 try await connection.setTransactionTenantScope(logger: logger)

@@ -62,10 +62,10 @@ public struct APIKeyRepository: Sendable {
     /// decision 0014). Revoked keys match too: the caller tells their use from an unknown key's.
     static func authenticateQuery(hash: Data) throws -> PostgresQuery {
         try """
-            SELECT \(unescaped: Self.columns), \(unescaped: TenantRepository.columns(alias: "t"))
-            FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
-            WHERE k.key_hash = \(hash)
-            """
+        SELECT \(unescaped: Self.columns), \(unescaped: TenantRepository.columns(alias: "t"))
+        FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+        WHERE k.key_hash = \(hash)
+        """
     }
 
     /// The key with this hash, live or revoked (``APIKeyRecord/revokedAt``), and its tenant, in

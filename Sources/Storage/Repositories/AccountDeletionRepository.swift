@@ -44,49 +44,53 @@ public struct AccountDeletionRepository: Sendable {
         tenantID: UUID, accountID: UUID, reason: String, actor: String,
         queue: @Sendable (StoredProviderToken) throws -> AppleRevocationRepository.NewRevocation?
     ) async throws -> Outcome {
-        try await RaceRetry.run("account deletion", logger: logger) { try await client.transaction(logger: logger) { connection in
-            // One lock order for every statement that touches an account (issue 39 C10): its
-            // identities first, in id order, then the account row, as a sign-in takes them.
-            _ = try await connection.query(
-                "SELECT id FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID) ORDER BY id FOR UPDATE",
-                logger: logger
-            ).collect()
-            let status = try await connection.query(
-                "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
-            ).collect().first?.decode(String.self)
-            guard let status, status != AccountStatus.deleted.rawValue else { return .accountNotFound }
+        try await RaceRetry.run("account deletion", logger: logger) {
+            try await client.transaction(logger: logger) { connection in
+                // One lock order for every statement that touches an account (issue 39 C10): its
+                // identities first, in id order, then the account row, as a sign-in takes them.
+                _ = try await connection.query(
+                    "SELECT id FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID) ORDER BY id FOR UPDATE",
+                    logger: logger
+                ).collect()
+                let status = try await connection.query(
+                    "SELECT status FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID) FOR UPDATE", logger: logger
+                ).collect().first?.decode(String.self)
+                guard let status, status != AccountStatus.deleted.rawValue else { return .accountNotFound }
 
-            let revoked = try await Self.revokeSessions(tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
-            let identities = try await connection.query(
-                """
-                DELETE FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID)
-                RETURNING id, provider, provider_scope, subject, provider_token_client_id, provider_refresh_token_sealed
-                """, logger: logger
-            ).collect()
-            var queued = 0
-            for row in identities {
-                let (id, provider, scope, subject, clientID, sealed) = try row.decode((UUID, String, String, String, String?, Data?).self)
-                guard let sealed else { continue }
-                let stored = StoredProviderToken(
-                    identityID: id, provider: provider, providerScope: scope, subject: subject, clientID: clientID, sealed: sealed)
-                guard let revocation = try queue(stored) else { continue }
-                try await AppleRevocationRepository.insert(revocation, tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
-                queued += 1
+                let revoked = try await Self.revokeSessions(tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
+                let identities = try await connection.query(
+                    """
+                    DELETE FROM identities WHERE tenant_id = \(tenantID) AND account_id = \(accountID)
+                    RETURNING id, provider, provider_scope, subject, provider_token_client_id, provider_refresh_token_sealed
+                    """, logger: logger
+                ).collect()
+                var queued = 0
+                for row in identities {
+                    let (id, provider, scope, subject, clientID, sealed) = try row.decode(
+                        (UUID, String, String, String, String?, Data?).self)
+                    guard let sealed else { continue }
+                    let stored = StoredProviderToken(
+                        identityID: id, provider: provider, providerScope: scope, subject: subject, clientID: clientID, sealed: sealed)
+                    guard let revocation = try queue(stored) else { continue }
+                    try await AppleRevocationRepository.insert(
+                        revocation, tenantID: tenantID, accountID: accountID, on: connection, logger: logger)
+                    queued += 1
+                }
+                try await Self.tombstone(tenantID: tenantID, accountID: accountID, reason: reason, on: connection, logger: logger)
+                let account = AuditDetail.string(accountID.lowercasedString)
+                try await AuditLogRepository.append(
+                    tenantID: tenantID, actor: actor, action: "account.deleted", target: accountID.lowercasedString,
+                    details: [
+                        "account_id": account, "reason": .string(reason), "revoked_sessions": .int(revoked),
+                        "deleted_identities": .int(identities.count), "apple_revocations_queued": .int(queued),
+                    ],
+                    on: connection, logger: logger)
+                try await EventOutbox.append(
+                    tenantID: tenantID, accountID: accountID, type: "account.deleted",
+                    payload: ["account_id": account, "reason": .string(reason)], on: connection, logger: logger)
+                return .deleted(revokedSessions: revoked, deletedIdentities: identities.count, appleRevocationsQueued: queued)
             }
-            try await Self.tombstone(tenantID: tenantID, accountID: accountID, reason: reason, on: connection, logger: logger)
-            let account = AuditDetail.string(accountID.lowercasedString)
-            try await AuditLogRepository.append(
-                tenantID: tenantID, actor: actor, action: "account.deleted", target: accountID.lowercasedString,
-                details: [
-                    "account_id": account, "reason": .string(reason), "revoked_sessions": .int(revoked),
-                    "deleted_identities": .int(identities.count), "apple_revocations_queued": .int(queued),
-                ],
-                on: connection, logger: logger)
-            try await EventOutbox.append(
-                tenantID: tenantID, accountID: accountID, type: "account.deleted",
-                payload: ["account_id": account, "reason": .string(reason)], on: connection, logger: logger)
-            return .deleted(revokedSessions: revoked, deletedIdentities: identities.count, appleRevocationsQueued: queued)
-        } }
+        }
     }
 
     /// Ends every live session of the account (`account_deleted`); the number ended.

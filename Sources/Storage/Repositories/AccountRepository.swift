@@ -38,13 +38,13 @@ public struct AccountRepository: Sendable {
     /// The statement of `find` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func findQuery(tenantID: UUID, accountID: UUID) -> PostgresQuery {
         """
-            SELECT \(unescaped: Self.accountColumns), \(unescaped: Self.identityColumnsBeforeStamp),
-                greatest(i.last_sign_in_at, (SELECT max(s.created_at) FROM sessions s
-                    WHERE s.tenant_id = i.tenant_id AND s.account_id = i.account_id AND s.identity_id = i.id))
-            FROM accounts a LEFT JOIN identities i ON i.account_id = a.id
-            WHERE a.tenant_id = \(tenantID) AND a.id = \(accountID)
-            ORDER BY i.created_at
-            """
+        SELECT \(unescaped: Self.accountColumns), \(unescaped: Self.identityColumnsBeforeStamp),
+            greatest(i.last_sign_in_at, (SELECT max(s.created_at) FROM sessions s
+                WHERE s.tenant_id = i.tenant_id AND s.account_id = i.account_id AND s.identity_id = i.id))
+        FROM accounts a LEFT JOIN identities i ON i.account_id = a.id
+        WHERE a.tenant_id = \(tenantID) AND a.id = \(accountID)
+        ORDER BY i.created_at
+        """
     }
 
     /// The account with its identities; nil when the tenant has no such account. The account

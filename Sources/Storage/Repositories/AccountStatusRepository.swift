@@ -79,9 +79,9 @@ public struct AccountStatusRepository: Sendable {
     /// with `reason` (a disabling's unless told: a deletion and Apple's notifications use it too).
     static func revokeQuery(tenantID: UUID, accountID: UUID, reason: String = SessionRepository.accountDisabledReason) -> PostgresQuery {
         """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
-            RETURNING id
-            """
+        UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
+        WHERE account_id = \(accountID) AND tenant_id = \(tenantID) AND revoked_at IS NULL
+        RETURNING id
+        """
     }
 }

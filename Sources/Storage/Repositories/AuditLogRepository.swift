@@ -111,7 +111,8 @@ extension AuditLogRepository {
     /// The newest events first. `tenantID` nil: every tenant's and those of no tenant (API-key
     /// failures). `accountID` narrows to one account (through the sessions' account index).
     public func securityEvents(tenantID: UUID?, accountID: UUID?, action: String?, limit: Int) async throws -> [SecurityEvent] {
-        let rows = try await client.rows(Self.securityEventsQuery(tenantID: tenantID, accountID: accountID, action: action, limit: limit), logger: logger)
+        let rows = try await client.rows(
+            Self.securityEventsQuery(tenantID: tenantID, accountID: accountID, action: action, limit: limit), logger: logger)
         var events: [SecurityEvent] = []
         for row in rows {
             let (tenant, at, action, account, session, actor, target, details) = try row.decode(

@@ -70,7 +70,8 @@ public struct IdentityLinkRepository: Sendable {
     /// 0031); a token that already opened a session, or spent itself on a link, makes this link
     /// throw ``IdentityTokenReplayed`` and roll back: nothing of it is written.
     public func link(
-        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, providerTokenClientID: String? = nil,
+        tenantID: UUID, accountID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?,
+        providerTokenClientID: String? = nil,
         actor: String, spending proof: SpentProof? = nil
     ) async throws -> LinkOutcome {
         do {
@@ -103,7 +104,8 @@ public struct IdentityLinkRepository: Sendable {
                 var reader = RowReader(row)
                 let linked = try AccountRepository.decodeIdentity(&reader)
                 if let proof {
-                    try await Self.spend(proof, tenantID: tenantID, accountID: accountID, identity: identity, on: connection, logger: logger)
+                    try await Self.spend(
+                        proof, tenantID: tenantID, accountID: accountID, identity: identity, on: connection, logger: logger)
                 }
                 try await AuditLogRepository.append(
                     tenantID: tenantID, actor: actor, action: "identity.linked", target: linked.id.lowercasedString,
@@ -173,12 +175,12 @@ public struct IdentityLinkRepository: Sendable {
     /// token) and goes with it.
     static func spendQuery(_ proof: SpentProof, tenantID: UUID, accountID: UUID, provider: String) -> PostgresQuery {
         """
-            INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, idp, expires_at, revoked_at, revoke_reason)
-            VALUES (\(proof.sessionID), \(tenantID), \(accountID), NULL, \(proof.clientID), \(provider), \(proof.expiresAt),
-                now(), \(SessionRepository.linkProofReason))
-            ON CONFLICT (id) DO NOTHING
-            RETURNING id
-            """
+        INSERT INTO sessions (id, tenant_id, account_id, identity_id, client_id, idp, expires_at, revoked_at, revoke_reason)
+        VALUES (\(proof.sessionID), \(tenantID), \(accountID), NULL, \(proof.clientID), \(provider), \(proof.expiresAt),
+            now(), \(SessionRepository.linkProofReason))
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id
+        """
     }
 
     /// The insert of `link` (its plan is asserted by HotStatementPlanTests).
@@ -188,26 +190,26 @@ public struct IdentityLinkRepository: Sendable {
     ) throws -> PostgresQuery {
         let attributes = IdentityAttributes.encode(identity.attributes)
         return try """
-            INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified,
-                is_private_email, given_name, family_name, real_user_status, provider_refresh_token_sealed, provider_token_client_id,
-                attributes)
-            VALUES (\(UUID.timeOrdered()), \(tenantID), \(accountID), \(identity.provider.rawValue), \(identity.providerScope),
-                \(identity.subject), \(identity.email), \(identity.emailVerified), \(identity.isPrivateEmail),
-                \(identity.name.givenName), \(identity.name.familyName), \(identity.realUserStatus),
-                \(sealedProviderRefreshToken), \(sealedProviderRefreshToken == nil ? nil : providerTokenClientID),
-                \(attributes)::text::jsonb)
-            ON CONFLICT (tenant_id, provider, provider_scope, subject) DO NOTHING
-            RETURNING \(unescaped: AccountRepository.identityColumns)
-            """
+        INSERT INTO identities AS i (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified,
+            is_private_email, given_name, family_name, real_user_status, provider_refresh_token_sealed, provider_token_client_id,
+            attributes)
+        VALUES (\(UUID.timeOrdered()), \(tenantID), \(accountID), \(identity.provider.rawValue), \(identity.providerScope),
+            \(identity.subject), \(identity.email), \(identity.emailVerified), \(identity.isPrivateEmail),
+            \(identity.name.givenName), \(identity.name.familyName), \(identity.realUserStatus),
+            \(sealedProviderRefreshToken), \(sealedProviderRefreshToken == nil ? nil : providerTokenClientID),
+            \(attributes)::text::jsonb)
+        ON CONFLICT (tenant_id, provider, provider_scope, subject) DO NOTHING
+        RETURNING \(unescaped: AccountRepository.identityColumns)
+        """
     }
 
     /// An identity by its unique key, with its account.
     static func ownerQuery(tenantID: UUID, identity: ProviderIdentity) -> PostgresQuery {
         """
-            SELECT \(unescaped: AccountRepository.identityColumns) FROM identities i
-            WHERE i.tenant_id = \(tenantID) AND i.provider = \(identity.provider.rawValue)
-                AND i.provider_scope = \(identity.providerScope) AND i.subject = \(identity.subject)
-            """
+        SELECT \(unescaped: AccountRepository.identityColumns) FROM identities i
+        WHERE i.tenant_id = \(tenantID) AND i.provider = \(identity.provider.rawValue)
+            AND i.provider_scope = \(identity.providerScope) AND i.subject = \(identity.subject)
+        """
     }
 
     /// The account that holds the identity, if any.

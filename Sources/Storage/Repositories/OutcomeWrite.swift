@@ -35,7 +35,7 @@ enum OutcomeWrite {
                 let written = try await write()
                 if waited { logger.notice("\(what): written now that the database is back") }
                 return written
-            } catch where error.isDatabaseUnavailable {
+            } catch  where error.isDatabaseUnavailable {
                 guard ContinuousClock.now + wait < deadline else { throw error }
                 if !waited {
                     logger.warning(

@@ -162,7 +162,9 @@ public struct ProviderConfigRepository: Sendable {
         let tenantID: UUID = try reader.next()
         let id: String = try reader.next()
         // The table allows only slugs: a row that is not one is corrupt, never another provider.
-        guard let provider = ProviderID(rawValue: id) else { throw StorageError.configuration("provider id '\(id.prefix(40))' is not a slug") }
+        guard let provider = ProviderID(rawValue: id) else {
+            throw StorageError.configuration("provider id '\(id.prefix(40))' is not a slug")
+        }
         let type = ProviderType(rawValue: try reader.next())
         let enabled: Bool = try reader.next()
         let platforms = try reader.next([String].self).compactMap(ProviderPlatform.init(rawValue:))

@@ -153,7 +153,9 @@ public struct TenantRepository: Sendable {
             guard let tenant = try await rows.collect().first.map(Self.decode) else { return nil }
             try await Database.notify(.tenants, tenantID: tenant.id, on: connection, logger: logger)
             let details: [String: AuditDetail] =
-                if let limit { ["rate_limit": .int(limit.perSecond), "rate_burst": .int(limit.burst)] } else { ["rate_limit": .string("default")] }
+                if let limit { ["rate_limit": .int(limit.perSecond), "rate_burst": .int(limit.burst)] } else {
+                    ["rate_limit": .string("default")]
+                }
             try await AuditLogRepository.append(
                 tenantID: tenant.id, actor: actor, action: "tenant.set", target: slug, details: details, on: connection, logger: logger)
             return tenant

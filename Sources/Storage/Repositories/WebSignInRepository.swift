@@ -119,7 +119,9 @@ public struct WebSignInRepository: Sendable {
                 in rows.decode((String, String, String?, Bool, String?, Bool, Bool).self)
             {
                 let answer: WebSignInRepeat.Answer =
-                    if codeIssued { .code(unexchanged: codeOpen) } else if let error { .error(error) } else { inFlight ? .inFlight : .unclaimed }
+                    if codeIssued { .code(unexchanged: codeOpen) } else if let error { .error(error) } else {
+                        inFlight ? .inFlight : .unclaimed
+                    }
                 return WebSignInRepeat(provider: provider, returnURL: returnURL, callerState: callerState, answer: answer)
             }
             return nil

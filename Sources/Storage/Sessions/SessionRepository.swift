@@ -44,13 +44,13 @@ public struct SessionRepository: Sendable {
     /// The statement of `refresh` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func reuseRevocationQuery(tenantID: UUID, tokenHash: Data, reuseInterval: TimeInterval) throws -> PostgresQuery {
         try """
-            UPDATE sessions s SET revoked_at = now(), revoke_reason = 'refresh_token_reuse'
-            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL AND s.id = (
-                SELECT rt.session_id FROM refresh_tokens rt
-                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
-                    AND rt.used_at <= now() - make_interval(secs => \(reuseInterval)))
-            RETURNING s.id
-            """
+        UPDATE sessions s SET revoked_at = now(), revoke_reason = 'refresh_token_reuse'
+        WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL AND s.id = (
+            SELECT rt.session_id FROM refresh_tokens rt
+            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
+                AND rt.used_at <= now() - make_interval(secs => \(reuseInterval)))
+        RETURNING s.id
+        """
     }
 
     /// Rotates a refresh token: the session's current token is replaced by `successorHash` and
@@ -80,30 +80,34 @@ public struct SessionRepository: Sendable {
             }
         }
         if let rotated { return .rotated(rotated) }
-        if reuseInterval > 0, let repeated = try await repeatedRotation(
-            tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval)
+        if reuseInterval > 0,
+            let repeated = try await repeatedRotation(
+                tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval)
         {
             return .repeated(repeated)
         }
         // A token spent longer ago than the reuse interval is a replay: end the family.
-        let revoked = try await client.rows(try Self.reuseRevocationQuery(tenantID: tenantID, tokenHash: tokenHash, reuseInterval: reuseInterval), logger: logger)
+        let revoked = try await client.rows(
+            try Self.reuseRevocationQuery(tenantID: tenantID, tokenHash: tokenHash, reuseInterval: reuseInterval), logger: logger)
         return revoked.isEmpty ? .invalid : .reused
     }
 
     /// The statement of `private repeatedRotation` (its plan is asserted by HotStatementPlanTests, decision 0014).
-    static func repeatedRotationQuery(tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval) throws -> PostgresQuery {
+    static func repeatedRotationQuery(tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval) throws
+        -> PostgresQuery
+    {
         try """
-            SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
-            FROM sessions s
-            WHERE s.refresh_token_hash = \(successorHash) AND s.tenant_id = \(tenantID)
-                AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
-                AND s.id = (
-                    SELECT rt.session_id FROM refresh_tokens rt
-                    WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
-                        AND rt.used_at > now() - make_interval(secs => \(reuseInterval)))
-                AND EXISTS (
-                    SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
-            """
+        SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+        FROM sessions s
+        WHERE s.refresh_token_hash = \(successorHash) AND s.tenant_id = \(tenantID)
+            AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
+            AND s.id = (
+                SELECT rt.session_id FROM refresh_tokens rt
+                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
+                    AND rt.used_at > now() - make_interval(secs => \(reuseInterval)))
+            AND EXISTS (
+                SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+        """
     }
 
     /// The session whose live token is `successorHash`, when `tokenHash` was spent on it less
@@ -111,7 +115,9 @@ public struct SessionRepository: Sendable {
     private func repeatedRotation(
         tenantID: UUID, tokenHash: Data, successorHash: Data, reuseInterval: TimeInterval
     ) async throws -> SessionInfo? {
-        let rows = try await client.rows(try Self.repeatedRotationQuery(tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
+        let rows = try await client.rows(
+            try Self.repeatedRotationQuery(
+                tenantID: tenantID, tokenHash: tokenHash, successorHash: successorHash, reuseInterval: reuseInterval), logger: logger)
         var session: SessionInfo?
         for row in rows where session == nil {
             var reader = RowReader(row)
@@ -146,23 +152,24 @@ public struct SessionRepository: Sendable {
             """
         guard let sessionID else {
             return try """
-                SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
-                FROM sessions s
-                WHERE s.refresh_token_hash = \(tokenHash) AND s.refresh_token_legacy AND s.tenant_id = \(tenantID) AND \(unescaped: live)
-                """
-        }
-        return try """
             SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
             FROM sessions s
-            WHERE s.id = \(sessionID) AND s.refresh_token_hash = \(tokenHash) AND s.tenant_id = \(tenantID) AND \(unescaped: live)
+            WHERE s.refresh_token_hash = \(tokenHash) AND s.refresh_token_legacy AND s.tenant_id = \(tenantID) AND \(unescaped: live)
             """
+        }
+        return try """
+        SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
+        FROM sessions s
+        WHERE s.id = \(sessionID) AND s.refresh_token_hash = \(tokenHash) AND s.tenant_id = \(tenantID) AND \(unescaped: live)
+        """
     }
 
     /// The session of a refresh token, when the token is its live one and its account is active.
     /// The account is checked, not only the session's revocation: a session opened in a race
     /// with the account's disabling escapes that revocation, never this check.
     public func introspectRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?) async throws -> SessionInfo? {
-        let rows = try await client.rows(try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID), logger: logger)
+        let rows = try await client.rows(
+            try Self.introspectRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID), logger: logger)
         guard let row = rows.first else { return nil }
         let (sessionID, accountID, clientID, idp, createdAt, tokenExpiresAt) =
             try row.decode((UUID, UUID, String?, String, Date, Date).self)
@@ -174,11 +181,11 @@ public struct SessionRepository: Sendable {
     /// The statement of `liveSession` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func liveSessionQuery(tenantID: UUID, sessionID: UUID) -> PostgresQuery {
         """
-            SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
-            FROM sessions s
-            WHERE s.tenant_id = \(tenantID) AND s.id = \(sessionID) AND s.revoked_at IS NULL AND s.expires_at > now()
-                AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
-            """
+        SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+        FROM sessions s
+        WHERE s.tenant_id = \(tenantID) AND s.id = \(sessionID) AND s.revoked_at IS NULL AND s.expires_at > now()
+            AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+        """
     }
 
     /// A session that is neither revoked nor expired, of an active account.
@@ -194,42 +201,44 @@ public struct SessionRepository: Sendable {
     static func revokeByRefreshTokenQuery(tenantID: UUID, tokenHash: Data, sessionID: UUID?, reason: String) throws -> PostgresQuery {
         guard let sessionID else {
             return try """
-                UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
-                WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
-                    AND s.id = coalesce(
-                        (SELECT live.id FROM sessions live
-                            WHERE live.refresh_token_hash = \(tokenHash) AND live.refresh_token_legacy AND live.tenant_id = \(tenantID)),
-                        (SELECT rt.session_id FROM refresh_tokens rt
-                            WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
-                RETURNING s.id
-                """
+            UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
+            WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
+                AND s.id = coalesce(
+                    (SELECT live.id FROM sessions live
+                        WHERE live.refresh_token_hash = \(tokenHash) AND live.refresh_token_legacy AND live.tenant_id = \(tenantID)),
+                    (SELECT rt.session_id FROM refresh_tokens rt
+                        WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
+            RETURNING s.id
+            """
         }
         // The session the token names, when the token is its live one or one it spent.
         return try """
-            UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE s.id = \(sessionID) AND s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
-                AND (s.refresh_token_hash = \(tokenHash) OR EXISTS (
-                    SELECT 1 FROM refresh_tokens rt
-                    WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND rt.session_id = \(sessionID)))
-            RETURNING s.id
-            """
+        UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
+        WHERE s.id = \(sessionID) AND s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
+            AND (s.refresh_token_hash = \(tokenHash) OR EXISTS (
+                SELECT 1 FROM refresh_tokens rt
+                WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID) AND rt.session_id = \(sessionID)))
+        RETURNING s.id
+        """
     }
 
     /// Revokes the family a refresh token belongs to, whether the token is the session's live
     /// one or already spent; returns whether a live family was found.
     @discardableResult
     public func revokeByRefreshToken(tenantID: UUID, tokenHash: Data, sessionID: UUID?, reason: String) async throws -> Bool {
-        let rows = try await client.rows(try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID, reason: reason), logger: logger)
+        let rows = try await client.rows(
+            try Self.revokeByRefreshTokenQuery(tenantID: tenantID, tokenHash: tokenHash, sessionID: sessionID, reason: reason),
+            logger: logger)
         return !rows.isEmpty
     }
 
     /// The statement of `revoke` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func revokeQuery(tenantID: UUID, sessionID: UUID, reason: String) -> PostgresQuery {
         """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE tenant_id = \(tenantID) AND id = \(sessionID) AND revoked_at IS NULL
-            RETURNING id
-            """
+        UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
+        WHERE tenant_id = \(tenantID) AND id = \(sessionID) AND revoked_at IS NULL
+        RETURNING id
+        """
     }
 
     @discardableResult
@@ -241,14 +250,14 @@ public struct SessionRepository: Sendable {
     /// The statement of `revokeAll` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func revokeAllQuery(tenantID: UUID, accountID: UUID, reason: String) -> PostgresQuery {
         """
-            WITH account AS (SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID)),
-            ended AS (
-                UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-                WHERE tenant_id = \(tenantID) AND account_id = (SELECT id FROM account) AND revoked_at IS NULL
-                RETURNING id
-            )
-            SELECT (SELECT count(*) FROM account)::int, (SELECT count(*) FROM ended)::int
-            """
+        WITH account AS (SELECT id FROM accounts WHERE tenant_id = \(tenantID) AND id = \(accountID)),
+        ended AS (
+            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
+            WHERE tenant_id = \(tenantID) AND account_id = (SELECT id FROM account) AND revoked_at IS NULL
+            RETURNING id
+        )
+        SELECT (SELECT count(*) FROM account)::int, (SELECT count(*) FROM ended)::int
+        """
     }
 
     /// Ends every live session of an account; returns how many, or nil when the tenant has no

@@ -125,7 +125,9 @@ extension AccountRepository {
                 let account = try decodeAccount(&reader)
                 let identity = try decodeIdentity(&reader)
                 guard opened, posted.indices.contains(n) else { return (n, .replayed) }
-                return (n, .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id)))
+                return (
+                    n, .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id))
+                )
             },
             repeated: { first in
                 if case .opened = first { return .replayed }

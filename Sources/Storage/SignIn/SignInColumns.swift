@@ -114,7 +114,8 @@ enum SignInColumns {
             .bytes("provider_refresh_token_sealed") { $0.request.sealedProviderRefreshToken }, .replaceAlwaysNew),
         // The client the provider refresh token was issued to: the sign-in's.
         IdentityColumn(
-            "provider_token_client_id", derived: { p in "CASE WHEN \(p).provider_refresh_token_sealed IS NULL THEN NULL ELSE \(p).client_id END" },
+            "provider_token_client_id",
+            derived: { p in "CASE WHEN \(p).provider_refresh_token_sealed IS NULL THEN NULL ELSE \(p).client_id END" },
             .follows("provider_refresh_token_sealed")),
         IdentityColumn(.text("attributes", sql: "r.attributes::jsonb") { IdentityAttributes.encode($0.request.attributes) }, .merge),
     ]

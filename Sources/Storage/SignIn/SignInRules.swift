@@ -138,7 +138,8 @@ enum SignInRules {
             case .replaceWhenBrought, .replaceAlwaysNew: return "\(column.name) = coalesce(\(brought), \(stored))"
             case .fillWhenEmpty: return "\(column.name) = coalesce(\(stored), \(brought))"
             case .merge:
-                return "\(column.name) = CASE WHEN \(brought) IS NULL THEN \(stored) ELSE coalesce(\(stored), '{}'::jsonb) || \(brought) END"
+                return
+                    "\(column.name) = CASE WHEN \(brought) IS NULL THEN \(stored) ELSE coalesce(\(stored), '{}'::jsonb) || \(brought) END"
             case .follows(let leader):
                 let leaderBrought = columns.first { $0.name == leader }.map(new) ?? "NULL"
                 return "\(column.name) = CASE WHEN \(leaderBrought) IS NULL THEN \(stored) ELSE \(brought) END"
