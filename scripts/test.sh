@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what is missing and runs every test against a real, throwaway PostgreSQL cluster
-# that this script starts (and stops on exit). Also validates openapi.yaml and checks the
-# decision records against their index.
+# that this script starts (and stops on exit). Also validates openapi.yaml, checks the
+# decision records against their index and the code's formatting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,6 +11,12 @@ python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install
 python3 -m openapi_spec_validator openapi.yaml
 # Every decision record has a status line and a row in docs/decisions/README.md.
 scripts/check-decisions.sh
+# The code is laid out as swift-format lays it out (.swift-format; the toolchain's own
+# swift-format). To fix: swift format format --in-place --recursive --parallel Sources Tests Plugins Package.swift
+swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift || {
+    echo "test: the code is not formatted; run: swift format format --in-place --recursive --parallel Sources Tests Plugins Package.swift" >&2
+    exit 1
+}
 # Broker access tokens are checked with a stock JOSE library in the tests.
 python3 -c "import joserfc" 2>/dev/null || python3 -m pip install -q joserfc
 # Webhook deliveries are verified with the stock Standard Webhooks library.
