@@ -53,7 +53,7 @@ struct CLIContext {
         if let url = configuration.databaseURL {
             var urlConfiguration = try DatabaseConfiguration(url: url, maxConnections: configuration.databasePoolSize)
             urlConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
-            urlConfiguration.quietSignInBatches = configuration.databaseSignInBatches
+            urlConfiguration.batchStatementsAtOnce = configuration.databaseSignInBatches
             urlConfiguration.tenantScopePerTransaction = configuration.databaseTenantScopePerTransaction
             urlConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
             databaseConfiguration = urlConfiguration
@@ -66,7 +66,7 @@ struct CLIContext {
             var embeddedConfiguration = embedded.databaseConfiguration
             embeddedConfiguration.maxConnections = configuration.databasePoolSize
             embeddedConfiguration.statementTimeout = .seconds(configuration.databaseStatementTimeout)
-            embeddedConfiguration.quietSignInBatches = configuration.databaseSignInBatches
+            embeddedConfiguration.batchStatementsAtOnce = configuration.databaseSignInBatches
             embeddedConfiguration.tenantScopePerTransaction = configuration.databaseTenantScopePerTransaction
             embeddedConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
             databaseConfiguration = embeddedConfiguration

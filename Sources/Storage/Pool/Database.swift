@@ -43,27 +43,24 @@ public struct Database: Sendable {
         self.logger = logger
         self.configuration = configuration
         self.recentSignIns = RecentSignIns()
+        // Every batcher: as many statements at once as configured, each bounded a second past
+        // the statement timeout.
+        let atOnce = configuration.batchStatementsAtOnce
+        let batchTimeout = configuration.statementTimeout + .seconds(1)
         self.quietSignIns = AccountRepository.quietSignIns(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.firstSignIns = AccountRepository.firstSignIns(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.knownSignIns = AccountRepository.knownSignIns(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.emailNotifications = EmailNotificationBatchStatement.batcher(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.consentRevocations = ConsentRevocationStatement.batcher(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.accountDeleteNotifications = AccountDeleteNotificationStatement.batcher(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.refreshRotations = SessionRepository.rotations(
-            pool: pool, logger: logger, maxRunning: configuration.quietSignInBatches,
-            timeout: configuration.statementTimeout + .seconds(1))
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
     }
 
     /// Runs the pool until cancelled. The pool's own work (its state machine's events: a timer

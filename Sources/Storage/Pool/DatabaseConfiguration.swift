@@ -28,10 +28,11 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     public var statementTimeout: Duration = .seconds(5)
     /// The longest opening a connection may take (`BROKER_DB_CONNECT_TIMEOUT`).
     public var connectTimeout: Duration = .seconds(10)
-    /// Sign-ins, refresh rotations and Apple's notifications are written in batches, at most this
-    /// many batch statements of each kind at once (`BROKER_DB_SIGN_IN_BATCHES`, decisions 0030,
-    /// 0074); 0 writes each in a statement of its own.
-    public var quietSignInBatches: Int = 2
+    /// Sign-ins (quiet, first, known), refresh rotations and Apple's notifications (email,
+    /// consent revoked, account deleted) are written in batches: each of those seven batchers
+    /// runs at most this many batch statements at once (`BROKER_DB_SIGN_IN_BATCHES`, decisions
+    /// 0030, 0074); 0 writes each in a statement of its own.
+    public var batchStatementsAtOnce: Int = 2
     /// Where each statement's tenant scope is set (`BROKER_DB_TENANT_SCOPE`, decision 0055):
     /// false, on the connection when it changes (no round trip while a connection serves one
     /// tenant; needs a connection of its own, or a pooler in session mode); true, inside a
