@@ -6,9 +6,7 @@ extension Setting {
     /// `| variable | default | meaning |` of the section's settings in their order, and the
     /// afterword if any. Sections without settings are left out. Ends with a newline.
     public static func markdownTables(_ settings: [Setting]) -> String {
-        Section.allCases.compactMap { section -> String? in
-            let rows = settings.filter { $0.section == section }
-            guard !rows.isEmpty else { return nil }
+        bySection(settings).map { section, rows in
             var parts = ["## \(section.title)"]
             if let introduction = section.introduction { parts.append(introduction) }
             parts.append(

@@ -5,10 +5,8 @@ extension Setting {
     /// of its own, its meaning and default as plain text indented below it, wrapped to fit 79
     /// columns (ArgumentParser leaves lines that fit an 80-column terminal as they are).
     public static func helpText(_ settings: [Setting]) -> String {
-        Section.allCases.compactMap { section -> String? in
-            let rows = settings.filter { $0.section == section }
-            guard !rows.isEmpty else { return nil }
-            return ([section.title + ":"] + rows.map(\.helpEntry)).joined(separator: "\n")
+        bySection(settings).map { section, rows in
+            ([section.title + ":"] + rows.map(\.helpEntry)).joined(separator: "\n")
         }.joined(separator: "\n\n")
     }
 

@@ -39,3 +39,15 @@ extension Setting {
         }
     }
 }
+
+extension Setting {
+    /// `settings` grouped by section, in ``Section`` order, each section's in their own order;
+    /// sections without settings left out. Both renderings (the document's tables, the help) go
+    /// through it.
+    static func bySection(_ settings: [Setting]) -> [(section: Section, rows: [Setting])] {
+        Section.allCases.compactMap { section in
+            let rows = settings.filter { $0.section == section }
+            return rows.isEmpty ? nil : (section, rows)
+        }
+    }
+}
