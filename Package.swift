@@ -156,20 +156,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "broker",
+        // The `broker` command line: every command, and the provider types it knows.
+        .target(
+            name: "BrokerCommands",
             dependencies: [
                 "BrokerCore", "Providers", "Storage", "BrokerApplication", "BrokerServer", "BrokerDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "OTel", package: "swift-otel"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),
+        // The `broker` executable: the command line with the built-in provider types.
+        .executableTarget(name: "broker", dependencies: ["BrokerCommands"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "mock-idp",
             dependencies: [
@@ -191,6 +196,20 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+        // A provider type the broker does not ship, in one folder (decision 0034), and the real
+        // command line with it registered (decision 0079): tests only.
+        .target(
+            name: "TestOnlyProviderType",
+            dependencies: ["Providers", "BrokerCore", "MockIdP", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/TestOnlyProviderType",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "broker-with-test-type",
+            dependencies: ["BrokerCommands", "TestOnlyProviderType", "Providers"],
+            path: "Tests/BrokerWithTestType",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -221,6 +240,7 @@ let package = Package(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerServer", "BrokerApplication", "TestSupport", "MockIdP", "BrokerCore", "Storage", "Providers",
+                "TestOnlyProviderType",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -235,6 +255,9 @@ let package = Package(
             dependencies: [
                 // BrokerApplication: `serve --help` is checked against BrokerConfiguration.settings.
                 "TestSupport", "Storage", "MockIdP", "BrokerApplication",
+                // ProviderTypeCLITests mints the test-only type's tokens; the binary runs it.
+                "TestOnlyProviderType", "Providers", "BrokerCore", "BrokerCommands",
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -21,10 +21,9 @@ public struct BrokerServices: Sendable {
     /// Every provider's key set, fetched at first need and then refreshed in the background by
     /// ``backgroundTasks()``; `/readyz` reports their states (decision 0036).
     public let keySets: ProviderKeySets
-    /// The built-in providers' key sets (declared in ``keySets`` as `apple`, `google`, `facebook`).
+    /// Apple's key set (declared in ``keySets`` as `apple`; a test may hand in its own). Every
+    /// other type declares its key set when its descriptor builds its provider.
     public let appleKeys: JWKSCache
-    public let googleKeys: JWKSCache
-    public let facebookKeys: JWKSCache
     /// The provider types (``ProviderRegistry``): `apple`, `google`, `facebook`, `oidc`, and any
     /// `additionalProviderTypes` given (a test's own type).
     public let providers: ProviderRegistry
@@ -108,8 +107,6 @@ public struct BrokerServices: Sendable {
             appleKeys.map { keySets.declare("apple", cache: $0) }
             ?? keySets.declare("apple", url: Apple.keysURL(base: endpoints.appleBaseURL))
         self.appleKeys = appleKeys
-        self.googleKeys = keySets.declare("google", url: endpoints.googleKeysURL)
-        self.facebookKeys = keySets.declare("facebook", url: endpoints.facebookKeysURL)
         var providers = ProviderRegistry.builtIn(
             ProviderContext(endpoints: endpoints, keySets: keySets, secrets: secrets, httpClient: httpClient, logger: logger))
         for descriptor in additionalProviderTypes { providers.register(descriptor) }

@@ -36,16 +36,28 @@ public struct ProviderSettingFlag: Sendable, Equatable {
     /// What the value is, for help (nil: a switch without value).
     public let valueName: String?
     public let repeatable: Bool
+    /// Whether a new provider of the type needs it (what the enable hint of a sign-in names).
+    public let required: Bool
     public let help: String
+
+    /// A secret: the command line reads it from a file, never from its own words.
+    public var isSecret: Bool { valueName == "SECRET" }
 
     /// The flag as `broker provider enable` takes it: a secret is read from a file
     /// (`--app-secret-file`, `--client-secret-file`).
-    public var commandLine: String { valueName == "SECRET" ? "--\(name)-file" : "--\(name)" }
+    public var commandLine: String { isSecret ? "--\(name)-file" : "--\(name)" }
 
-    public init(_ name: String, value: String?, repeatable: Bool = false, help: String) {
+    /// The flag with its value as help and hints write it: `--client-id ID`, `--app-secret-file FILE`.
+    public var usage: String {
+        guard let valueName else { return commandLine }
+        return "\(commandLine) \(isSecret ? "FILE" : valueName)"
+    }
+
+    public init(_ name: String, value: String?, repeatable: Bool = false, required: Bool = false, help: String) {
         self.name = name
         self.valueName = value
         self.repeatable = repeatable
+        self.required = required
         self.help = help
     }
 }
@@ -175,6 +187,9 @@ public struct ProviderDescriptor: Sendable {
     public let describe: @Sendable (ProviderConfiguration) -> [(name: String, value: JSONValue)]
     /// Builds the type's provider for this process.
     public let make: @Sendable (ProviderContext) -> ProviderRegistry.Entry
+    /// How a tenant turns a provider of the type on, when that is not `broker provider enable`
+    /// with the required flags (Apple: its clients are registered with `broker apple`).
+    public let setupHint: (@Sendable (_ tenant: String) -> String)?
 
     public init(
         type: ProviderType, displayName: String, abilities: ProviderAbilities, emailTrust: EmailTrust,
@@ -184,6 +199,7 @@ public struct ProviderDescriptor: Sendable {
         tokenPolicy: @escaping @Sendable (ProviderConfiguration?, TokenCheckOptions) -> (VerificationPolicy, NonceExpectation),
         keySet: @escaping @Sendable (ProviderConfiguration?, ProviderEndpoints) -> KeySetLocation?,
         describe: @escaping @Sendable (ProviderConfiguration) -> [(name: String, value: JSONValue)] = { _ in [] },
+        setupHint: (@Sendable (_ tenant: String) -> String)? = nil,
         make: @escaping @Sendable (ProviderContext) -> ProviderRegistry.Entry
     ) {
         self.type = type
@@ -196,6 +212,16 @@ public struct ProviderDescriptor: Sendable {
         self.tokenPolicy = tokenPolicy
         self.keySet = keySet
         self.describe = describe
+        self.setupHint = setupHint
         self.make = make
+    }
+
+    /// What turns a provider of this type on for a tenant, as a sign-in's hint says it: the
+    /// type's own ``setupHint``, else `broker provider enable` with the type's required flags.
+    public func enableHint(_ provider: ProviderID, tenant: String) -> String {
+        if let setupHint { return setupHint(tenant) }
+        let type = provider.reservedType == nil ? " --type \(self.type.rawValue)" : ""
+        let flags = settingFlags.filter(\.required).map { " \($0.usage)" }.joined()
+        return "Enable it: broker provider enable \(provider.rawValue)\(type) --tenant \(tenant)\(flags)"
     }
 }

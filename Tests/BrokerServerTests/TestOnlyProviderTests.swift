@@ -10,6 +10,7 @@ import NIOCore
 import Providers
 import Storage
 import Testing
+import TestOnlyProviderType
 import TestSupport
 
 /// A provider type the broker does not ship (``TestOnlyProvider``, one folder, one descriptor)
@@ -18,8 +19,8 @@ import TestSupport
 /// through everything a built-in type goes through: sign-in (new, returning, replay), linking,
 /// login options, and the admin layer of `broker provider enable|list|show|disable`.
 ///
-/// The `broker` binary itself cannot load a test type (its registry is the built-ins), so the
-/// CLI's admin layer, `ProviderAdmin`, is what is driven here.
+/// Here the admin layer, `ProviderAdmin`, is driven in process; `brokerTests`'
+/// `ProviderTypeCLITests` drives the same type through the real command line.
 // A guard against a hang, not a bound on speed: every suite runs at once, so a test here takes
 // about as long as the whole run (150-160 s on two cores), whatever it takes alone (1-20 s).
 @Suite(.timeLimit(.minutes(10))) struct TestOnlyProviderTests {

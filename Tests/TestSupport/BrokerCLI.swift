@@ -16,6 +16,9 @@ public struct BrokerCLI: Sendable {
     }
 
     public var environment: [String: String]
+    /// The executable beside `broker` this CLI runs: `broker`, or `broker-with-test-type` (the
+    /// same command line with the test-only provider type registered).
+    public var program = "broker"
 
     /// A CLI bound to `DATABASE_URL` (or, with nil, to the embedded default in `dataDirectory`).
     public init(databaseURL: String?, dataDirectory: String? = nil, extra: [String: String] = [:]) {
@@ -43,13 +46,21 @@ public struct BrokerCLI: Sendable {
         return path
     }
 
+    /// ``program``, built beside `broker` (`BROKER_BIN`).
+    public func executable() throws -> String {
+        guard program != "broker" else { return try Self.executable() }
+        let path = URL(fileURLWithPath: try Self.executable()).deletingLastPathComponent().appendingPathComponent(program).path
+        guard FileManager.default.isExecutableFile(atPath: path) else { throw TestDatabase.MissingCluster() }
+        return path
+    }
+
     @discardableResult
     public func run(_ arguments: String...) throws -> Result {
         try run(arguments)
     }
 
     public func run(_ arguments: [String]) throws -> Result {
-        let result = try ProcessRunner.run(try Self.executable(), arguments, environment: environment(for: arguments))
+        let result = try ProcessRunner.run(try executable(), arguments, environment: environment(for: arguments))
         return Result(status: result.status, output: result.output)
     }
 
@@ -64,14 +75,14 @@ public struct BrokerCLI: Sendable {
     }
 
     public func run(_ arguments: [String]) async throws -> Result {
-        let running = try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment(for: arguments))
+        let running = try ProcessRunner.spawn(try executable(), arguments, environment: environment(for: arguments))
         let result = try await onOwnThread { try ProcessRunner.wait(running) }
         return Result(status: result.status, output: result.output)
     }
 
     /// Starts `broker serve` in the background.
     public func spawn(_ arguments: [String]) throws -> ProcessRunner.Running {
-        try ProcessRunner.spawn(try Self.executable(), arguments, environment: environment(for: arguments))
+        try ProcessRunner.spawn(try executable(), arguments, environment: environment(for: arguments))
     }
 
     /// `broker serve` on a test database connects as the role it runs as in production, to

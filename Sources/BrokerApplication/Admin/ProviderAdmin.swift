@@ -255,7 +255,8 @@ public struct ProviderAdmin: Sendable {
             limitedLogin: nil, updatedAt: appleSwitch?.updatedAt, attested: nil)
         appleStatus.displayName = "Apple"
         var statuses = [appleStatus]
-        for name in [ProviderID.google, .facebook] {
+        // The other reserved ids (Google, Facebook) are listed whether configured or not.
+        for name in ProviderID.reserved where name != .apple {
             var status =
                 configured.first { $0.provider == name }.map { Self.status($0, registry: registry) }
                 ?? Status(

@@ -73,7 +73,7 @@ package struct ImportProviderResolver: Sendable {
         }
         // A name that is one of the tenant's provider ids is that provider (the `jsonl` format
         // names them so); other names need `--map-provider`.
-        for id in ["apple", "google", "facebook"] + configurations.map(\.provider.rawValue) {
+        for id in ProviderID.reserved.map(\.rawValue) + configurations.map(\.provider.rawValue) {
             if let found = target(for: id) { targets[id] = found }
         }
         for (source, id) in map {
@@ -94,7 +94,7 @@ package struct ImportProviderResolver: Sendable {
         var identities: [ImportRowIdentity] = []
         for identity in record.identities {
             guard let target = targets[identity.provider] else {
-                if ["apple", "google", "facebook"].contains(identity.provider) {
+                if ProviderID.reserved.contains(where: { $0.rawValue == identity.provider }) {
                     return .failure(.init("provider \(identity.provider) is not configured for the tenant"))
                 }
                 return .failure(.init("provider \(identity.provider) is not mapped: add --map-provider \(identity.provider)=<provider id>"))

@@ -1,5 +1,6 @@
 import BrokerCore
 import Foundation
+import Providers
 
 /// What a client needs to start one provider's sign-in on a platform
 /// (`GET /v1/login-options`).
@@ -42,8 +43,6 @@ package struct LoginOptions: Sendable, Equatable {
 /// A tenant's sign-in configuration as login options and sign-in counting read it: the policy
 /// snapshot, the Apple clients and every other provider's settings.
 package struct LoginCatalog: Sendable {
-    package static let builtInNames: [ProviderType: String] = [.google: "Google", .facebook: "Facebook"]
-
     package let policy: LoginPolicy
     package let appleClients: [AppleClient]
     package let primaryAppIDs: Set<String>
@@ -73,7 +72,7 @@ package struct LoginCatalog: Sendable {
             options.append(
                 LoginOption(
                     provider: provider, type: configuration.type,
-                    displayName: configuration.displayName ?? Self.builtInNames[configuration.type] ?? provider.rawValue,
+                    displayName: configuration.displayName ?? ProviderRegistry.displayName(of: provider),
                     clientID: first, clientIDs: configuration.clientIDs, nonceMode: classicFacebook ? nil : NonceMode.raw.rawValue,
                     nonceRequired: configuration.settings["nonce_required"] == .bool(true), qualifies: policy.qualifies(provider),
                     startEndpoint: configuration.settings["web"] == nil ? nil : LoginOption.startPath(provider)))

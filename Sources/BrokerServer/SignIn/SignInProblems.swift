@@ -6,15 +6,9 @@ import Providers
 /// Sign-in failures in words: the problem details (title, detail, hint) of each meaning the
 /// providers and the sign-in service throw. The only place they are worded for HTTP.
 enum SignInProblems {
-    /// A built-in provider by its type's name; an operator's provider by its id (the id is
-    /// what the caller sent, so naming it reveals nothing).
-    static func displayName(_ provider: ProviderID) -> String {
-        provider.reservedType.flatMap { BuiltInNames.names[$0] } ?? provider.rawValue
-    }
-
-    private enum BuiltInNames {
-        static let names: [ProviderType: String] = [.apple: "Apple", .google: "Google", .facebook: "Facebook"]
-    }
+    /// A built-in provider by its type's name; an operator's provider by its id (the registry's
+    /// rule, ``ProviderRegistry/displayName(of:)``).
+    static func displayName(_ provider: ProviderID) -> String { ProviderRegistry.displayName(of: provider) }
 
     static func problem(_ failure: ProviderFailure, tenant: Tenant) -> BrokerError {
         let slug = tenant.slug.rawValue
@@ -166,13 +160,6 @@ enum SignInProblems {
     }
 
     private static func enableHint(_ provider: ProviderID, slug: String) -> String {
-        switch provider {
-        case .apple:
-            "Register an Apple client (broker apple client add --tenant \(slug) ...), or turn Apple back on: broker provider enable apple --tenant \(slug)"
-        case .google: "Enable it: broker provider enable google --tenant \(slug) --client-id <ID>"
-        case .facebook:
-            "Enable it: broker provider enable facebook --tenant \(slug) --app-id <ID> --app-secret-file <FILE> [--limited-login]"
-        default: "Turn it back on: broker provider enable \(provider.rawValue) --tenant \(slug)"
-        }
+        ProviderRegistry.enableHint(provider, tenant: slug)
     }
 }

@@ -13,6 +13,9 @@ extension AppleProvider {
         configure: nil,
         tokenPolicy: { _, options in tokenPolicy(options) },
         keySet: { _, endpoints in KeySetLocation(name: "apple", url: Apple.keysURL(base: endpoints.appleBaseURL)) },
+        setupHint: { tenant in
+            "Register an Apple client (broker apple client add --tenant \(tenant) ...), or turn Apple back on: broker provider enable apple --tenant \(tenant)"
+        },
         make: { context in
             .of(
                 AppleProvider(

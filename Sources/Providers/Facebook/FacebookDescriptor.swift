@@ -7,8 +7,10 @@ extension FacebookProvider {
     public static let descriptor = ProviderDescriptor(
         type: .facebook, displayName: "Facebook", abilities: [.idTokens], emailTrust: .never,
         settingFlags: [
-            ProviderSettingFlag("app-id", value: "ID", help: "The app id."),
-            ProviderSettingFlag("app-secret", value: "SECRET", help: "The app secret (the CLI reads it from --app-secret-file)."),
+            ProviderSettingFlag("app-id", value: "ID", required: true, help: "The app id."),
+            ProviderSettingFlag(
+                "app-secret", value: "SECRET", required: true, help: "The app secret, read from the file (stored encrypted; never printed)."
+            ),
             ProviderSettingFlag("limited-login", value: nil, help: "Also accept Limited Login tokens."),
         ],
         readProof: readProof,

@@ -6,7 +6,8 @@ extension GoogleProvider {
     public static let descriptor = ProviderDescriptor(
         type: .google, displayName: "Google", abilities: [.idTokens, .webAuthorization], emailTrust: .verified,
         settingFlags: [
-            ProviderSettingFlag("client-id", value: "ID", repeatable: true, help: "An OAuth client id tokens may be issued to."),
+            ProviderSettingFlag(
+                "client-id", value: "ID", repeatable: true, required: true, help: "An OAuth client id tokens may be issued to."),
             ProviderSettingFlag("hosted-domain", value: "DOMAIN", help: "The Workspace domain every token's hd must name."),
         ] + OIDCWebSettings.flags,
         readProof: readProof,

@@ -8,8 +8,9 @@ extension OIDCProvider {
         type: .oidc, displayName: "OpenID Connect", abilities: [.idTokens, .webAuthorization], emailTrust: .never,
         settingFlags: [
             ProviderSettingFlag(
-                "issuer", value: "URL", help: "The issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer)."),
-            ProviderSettingFlag("client-id", value: "ID", repeatable: true, help: "A client id tokens may be issued to."),
+                "issuer", value: "URL", required: true,
+                help: "The issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer)."),
+            ProviderSettingFlag("client-id", value: "ID", repeatable: true, required: true, help: "A client id tokens may be issued to."),
             ProviderSettingFlag("display-name", value: "TEXT", help: "The name login options show."),
             ProviderSettingFlag("jwks-url", value: "URL", help: "The key set URL, instead of discovery's jwks_uri."),
             ProviderSettingFlag("algorithms", value: "LIST", help: "Accepted signing algorithms, comma-separated (asymmetric only)."),

@@ -24,7 +24,8 @@ public struct OIDCWebSettings: Sendable, Equatable {
 
     /// The `broker provider enable` flags of the web flow.
     public static let flags: [ProviderSettingFlag] = [
-        ProviderSettingFlag("client-secret", value: "SECRET", help: "Web flow: the first client's secret (--client-secret-file)."),
+        ProviderSettingFlag(
+            "client-secret", value: "SECRET", help: "Web flow: the first client's secret, read from the file; kept encrypted."),
         ProviderSettingFlag("return-url", value: "URL", repeatable: true, help: "Web flow: a URL the broker may send the person back to."),
         ProviderSettingFlag("redirect-uri", value: "URL", help: "Web flow: the redirect URI registered at the provider."),
         ProviderSettingFlag("scopes", value: "LIST", help: "Web flow: the scopes asked for (default \"openid email profile\")."),

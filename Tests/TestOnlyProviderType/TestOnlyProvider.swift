@@ -5,8 +5,8 @@ import Providers
 
 /// A provider type that exists only in the tests (decision 0034: a type is one folder holding
 /// one descriptor), built through the descriptor API alone, with no change to Sources: it shows
-/// that a new type plugs into sign-in, linking, login options and `ProviderAdmin` by one
-/// registration.
+/// that a new type plugs into sign-in, linking, login options, `ProviderAdmin` and the `broker`
+/// command line (`broker-with-test-type`, decision 0079) by one registration.
 ///
 /// Type `test-only`. Its proof is `{"test_token", "nonce"?}` (a member name no built-in uses,
 /// so the descriptor's reader is the one that runs): an ES256 id token of the fixed issuer
@@ -14,11 +14,13 @@ import Providers
 /// key set of a ``MockOIDCIssuer`` held in memory (no network). Settings: `--client-id`
 /// (repeatable) and `--display-name`. Identities are scoped to the issuer; emails never join
 /// accounts.
-struct TestOnlyProvider: IdentityProvider {
-    static let type = ProviderType(rawValue: "test-only")
-    static let issuer = "https://test-only.invalid"
+public struct TestOnlyProvider: IdentityProvider {
+    public static let type = ProviderType(rawValue: "test-only")
+    public static let issuer = "https://test-only.invalid"
+    /// The variable `broker-with-test-type` reads the type's key set (a JWKS document) from.
+    public static let jwksVariable = "BROKER_TEST_ONLY_JWKS"
 
-    struct Settings: Sendable {
+    public struct Settings: Sendable {
         var provider: ProviderID
         var clientIDs: Set<String>
         var requestedClientID: String?
@@ -27,10 +29,14 @@ struct TestOnlyProvider: IdentityProvider {
     let keys: JWKSCache
 
     /// The type's descriptor, verifying tokens signed by `signer`'s keys.
-    static func descriptor(signer: MockOIDCIssuer) -> ProviderDescriptor {
-        let jwks = (try? signer.jwksJSON()) ?? Data(#"{"keys":[]}"#.utf8)
+    public static func descriptor(signer: MockOIDCIssuer) -> ProviderDescriptor {
+        descriptor(jwks: (try? signer.jwksJSON()) ?? Data(#"{"keys":[]}"#.utf8))
+    }
+
+    /// The type's descriptor, verifying tokens against the key set `jwks`.
+    public static func descriptor(jwks: Data) -> ProviderDescriptor {
         let flags = [
-            ProviderSettingFlag("client-id", value: "ID", repeatable: true, help: "A client id tokens may be issued to."),
+            ProviderSettingFlag("client-id", value: "ID", repeatable: true, required: true, help: "A client id tokens may be issued to."),
             ProviderSettingFlag("display-name", value: "TEXT", help: "The name login options show."),
         ]
         return ProviderDescriptor(
@@ -60,13 +66,13 @@ struct TestOnlyProvider: IdentityProvider {
             })
     }
 
-    static func policy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
+    public static func policy(_ options: TokenCheckOptions) -> (VerificationPolicy, NonceExpectation) {
         var policy = VerificationPolicy(issuers: [issuer], algorithms: ["ES256"], audiences: options.audiences)
         policy.claimChecks = [.authorizedParty(options.authorizedParties ?? options.audiences)]
         return (policy, options.rawNonce.map { NonceExpectation(rawNonce: $0, mode: .raw) } ?? .none)
     }
 
-    func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore) async throws
+    public func settings(for proof: ProviderProof, provider: ProviderID, tenantID: UUID, store: any ProviderConfigurationStore) async throws
         -> Settings
     {
         guard let configuration = try await store.configuration(tenantID: tenantID, provider: provider), configuration.enabled,
@@ -78,7 +84,9 @@ struct TestOnlyProvider: IdentityProvider {
         return Settings(provider: provider, clientIDs: Set(configuration.clientIDs), requestedClientID: proof.clientID)
     }
 
-    func verify(_ proof: ProviderProof, settings: Settings, tenantID: UUID, at now: Date) async throws(ProviderFailure) -> VerifiedProof {
+    public func verify(_ proof: ProviderProof, settings: Settings, tenantID: UUID, at now: Date) async throws(ProviderFailure)
+        -> VerifiedProof
+    {
         guard let token = proof.idToken else { throw .malformedProof("test_token is required") }
         let (policy, nonce) = Self.policy(
             TokenCheckOptions(

@@ -3,6 +3,7 @@ import BrokerApplication
 import BrokerCore
 import BrokerServer
 import Foundation
+import Providers
 
 struct ProviderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -43,8 +44,17 @@ struct ProviderCommand: AsyncParsableCommand {
     static func print(_ status: ProviderAdmin.Status) {
         Swift.print("\(status.provider) (\(status.type)): \(status.enabled ? "enabled" : "not enabled")")
         if let name = status.displayName { Swift.print("  display name:  \(Output.text(name))") }
-        if status.type == "oidc" {
-            for name in ["issuer", "jwks_url", "jwks_uri", "algorithms", "email_trust", "allowed_tids", "nonce_required"] {
+        // OpenID Connect: its settings in this order; a type the broker does not ship: every
+        // setting its descriptor describes beyond the lines below, by name; Google and Facebook:
+        // the lines below say it all.
+        let common: Set<String> = ["client_ids", "display_name", "hosted_domain", "app_id", "limited_login"]
+        let settingNames =
+            status.type == "oidc"
+            ? ["issuer", "jwks_url", "jwks_uri", "algorithms", "email_trust", "allowed_tids", "nonce_required"]
+            : ProviderRegistry.builtInDescriptors.contains { $0.type.rawValue == status.type }
+                ? [] : status.settings.keys.filter { !common.contains($0) }.sorted()
+        do {
+            for name in settingNames {
                 guard let value = status.settings[name], value != .null else { continue }
                 let text: String =
                     switch value {
@@ -87,107 +97,81 @@ struct ProviderCommand: AsyncParsableCommand {
     }
 
     struct Enable: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Enable a provider for a tenant (or replace its settings), or turn Apple back on.",
-            discussion: """
-                google:   --client-id ID [--client-id ID ...] [--hosted-domain DOMAIN] [web flow]
-                facebook: --app-id ID --app-secret-file FILE [--limited-login]
-                <id> --type oidc: --issuer URL --client-id ID [--client-id ID ...] [--display-name TEXT] \
-                [--jwks-url URL] [--algorithms LIST] [--email-trust never|verified] [--allowed-tid TID ...] \
-                [--nonce-required] [web flow]
-                web flow: --client-secret-file FILE --return-url URL [--return-url URL ...] [--redirect-uri URL] \
-                [--scopes "openid email profile"]
-                apple:    no settings (turns Sign in with Apple back on after 'disable apple')
+        // Computed: the settings come from the installed types' descriptors (decision 0079).
+        static var configuration: CommandConfiguration {
+            CommandConfiguration(
+                abstract: "Enable a provider for a tenant (or replace its settings), or turn Apple back on.",
+                usage:
+                    "broker provider enable <provider> --tenant <slug> [--type <type>] [<setting> ...] [--platforms <list>] [--force] [--json]",
+                discussion: """
+                    Each provider type takes its own settings, given after the provider id as --name VALUE \
+                    (or --name=VALUE), a secret as the file holding it:
 
-                An OpenID Connect provider (LINE, Yahoo! JAPAN ID, Microsoft Entra ID, any conforming \
-                issuer): without --jwks-url, 'enable' reads {issuer}/.well-known/openid-configuration, \
-                whose issuer must equal --issuer exactly, and keeps its jwks_uri and algorithms; {tid} in \
-                --issuer makes a multi-tenant issuer (Microsoft). URLs are https:// (http:// on loopback \
-                only). Its emails never join accounts unless --email-trust verified. docs/providers.md has \
-                worked examples.
+                    \(ProviderSettingArguments.help(InstalledProviderTypes.descriptors))
+                    apple: no settings (turns Sign in with Apple back on after 'disable apple')
 
-                The web flow (Google, OIDC): --client-secret-file turns on the authorization code flow \
-                with PKCE for the first --client-id (POST /v1/sign-in/{id}/web/start); the provider sends \
-                the person to --redirect-uri (default {BROKER_PUBLIC_URL}/oidc/callback, register it at \
-                the provider) and the broker on to one of the --return-url pages.
+                    An OpenID Connect provider (LINE, Yahoo! JAPAN ID, Microsoft Entra ID, any conforming \
+                    issuer): without --jwks-url, 'enable' reads {issuer}/.well-known/openid-configuration, \
+                    whose issuer must equal --issuer exactly, and keeps its jwks_uri and algorithms; {tid} in \
+                    --issuer makes a multi-tenant issuer (Microsoft). URLs are https:// (http:// on loopback \
+                    only). Its emails never join accounts unless --email-trust verified. docs/providers.md has \
+                    worked examples.
 
-                Without --platforms the provider counts as offered on every platform, iOS and macOS \
-                included: App Store Review Guideline 4.8 then needs a qualifying login option on both \
-                (Sign in with Apple, or under privacy-equivalent an attested provider), unless the \
-                tenant is exempt. A change that breaks the rule is refused with nothing changed \
-                ('broker policy check' shows the standing); --force applies it anyway and records the \
-                violation in the audit log.
-                """)
-        @Argument(help: "The provider id: google, facebook, apple, or the tenant's own (a slug such as line).") var provider: String
+                    The web flow (Google, OIDC): --client-secret-file turns on the authorization code flow \
+                    with PKCE for the first --client-id (POST /v1/sign-in/{id}/web/start); the provider sends \
+                    the person to --redirect-uri (default {BROKER_PUBLIC_URL}/oidc/callback, register it at \
+                    the provider) and the broker on to one of the --return-url pages.
+
+                    Without --platforms the provider counts as offered on every platform, iOS and macOS \
+                    included: App Store Review Guideline 4.8 then needs a qualifying login option on both \
+                    (Sign in with Apple, or under privacy-equivalent an attested provider), unless the \
+                    tenant is exempt. A change that breaks the rule is refused with nothing changed \
+                    ('broker policy check' shows the standing); --force applies it anyway and records the \
+                    violation in the audit log.
+                    """)
+        }
         @Option(help: "The tenant slug.") var tenant: String
-        @Option(help: "The provider type of a new id: oidc.") var type: String?
-        @Option(name: .customLong("client-id"), help: "Google, OIDC: a client id tokens may be issued to (repeatable).")
-        var clientIDs: [String] = []
-        @Option(help: "Google: the Workspace domain every token's hd must name.") var hostedDomain: String?
-        @Option(help: "Facebook: the app id.") var appId: String?
-        @Option(help: "Facebook: a file holding the app secret (stored encrypted; never printed).") var appSecretFile: String?
-        @Flag(help: "Facebook: also accept Limited Login tokens.") var limitedLogin = false
-        @Option(help: "OIDC: the issuer URL, exactly as its tokens' iss ({tid} for a multi-tenant issuer).") var issuer: String?
-        @Option(help: "OIDC: the name login options show.") var displayName: String?
-        @Option(help: "OIDC: the key set URL, instead of discovery's jwks_uri.") var jwksUrl: String?
-        @Option(help: "OIDC: accepted signing algorithms, comma-separated (RS256, PS256, ES256, EdDSA, ...).") var algorithms: String?
-        @Option(help: "OIDC: never (default) or verified: whether its email_verified may join accounts by email.") var emailTrust: String?
-        @Option(name: .customLong("allowed-tid"), help: "OIDC with {tid}: a tenant id tokens may come from (repeatable).")
-        var allowedTIDs: [String] = []
-        @Flag(help: "OIDC: refuse sign-ins without the raw nonce.") var nonceRequired = false
-        @Option(help: "Google, OIDC web flow: a file holding the first --client-id's secret (stored encrypted; never printed).")
-        var clientSecretFile: String?
-        @Option(name: .customLong("return-url"), help: "Google, OIDC web flow: a URL the broker may send the person back to (repeatable).")
-        var returnURLs: [String] = []
-        @Option(help: "Google, OIDC web flow: the redirect URI registered at the provider (default {BROKER_PUBLIC_URL}/oidc/callback).")
-        var redirectUri: String?
-        @Option(help: "Google, OIDC web flow: the scopes asked for (default \"openid email profile\").") var scopes: String?
+        @Option(
+            help:
+                "The provider type of a new id: \(InstalledProviderTypes.configurable.filter { ProviderID(rawValue: $0.type.rawValue)?.reservedType == nil }.map(\.type.rawValue).joined(separator: ", "))."
+        )
+        var type: String?
         @Option(help: "Where the provider is offered: a comma-separated list of ios, android, web, macos (default: everywhere).")
         var platforms: String?
         @Flag(help: "Apply it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
         @OptionGroup var options: CommonOptions
+        @Argument(
+            parsing: .allUnrecognized,
+            help: ArgumentHelp(
+                "The provider id (google, facebook, apple, or the tenant's own, a slug such as line), then its type's settings.",
+                valueName: "provider> <setting"))
+        var words: [String] = []
 
-        /// The settings given, by flag name, for the type's descriptor to check.
-        func values() throws -> [String: [String]] {
-            var values: [String: [String]] = [
-                "client-id": clientIDs, "allowed-tid": allowedTIDs, "limited-login": limitedLogin ? ["true"] : [],
-                "nonce-required": nonceRequired ? ["true"] : [], "return-url": returnURLs,
-            ]
-            for (name, value) in [
-                ("hosted-domain", hostedDomain), ("app-id", appId), ("issuer", issuer), ("display-name", displayName),
-                ("jwks-url", jwksUrl), ("algorithms", algorithms), ("email-trust", emailTrust), ("redirect-uri", redirectUri),
-                ("scopes", scopes),
-            ] {
-                if let value { values[name] = [value] }
+        /// The provider id and its settings, read against every installed type's flags.
+        func settings() throws -> ProviderSettingArguments {
+            try ProviderSettingArguments.read(words, flags: InstalledProviderTypes.descriptors.flatMap(\.settingFlags))
+        }
+
+        func validate() throws {
+            do {
+                _ = try settings()
+            } catch let error as BrokerError {
+                throw ValidationError(error.hint.map { "\(error.detail) \($0)" } ?? error.detail)
             }
-            if let appSecretFile {
-                guard let raw = try? String(contentsOfFile: appSecretFile, encoding: .utf8) else {
-                    throw BrokerError.invalidArgument(
-                        "Cannot read the app secret file '\(appSecretFile)'.", hint: "Check the path and that the file is readable.")
-                }
-                values["app-secret"] = [raw.trimmingCharacters(in: .whitespacesAndNewlines)]
-            }
-            if let clientSecretFile {
-                guard let raw = try? String(contentsOfFile: clientSecretFile, encoding: .utf8) else {
-                    throw BrokerError.invalidArgument(
-                        "Cannot read the client secret file '\(clientSecretFile)'.", hint: "Check the path and that the file is readable.")
-                }
-                values["client-secret"] = [raw.trimmingCharacters(in: .whitespacesAndNewlines)]
-            }
-            return values
         }
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let name = try ProviderCommand.provider(provider)
+                let settings = try settings()
+                let name = try ProviderCommand.provider(settings.provider)
                 let platforms = try ProviderCommand.platforms(platforms)
-                let values = try values()
+                let flags = InstalledProviderTypes.descriptors.flatMap(\.settingFlags)
+                let values = try settings.readingSecretFiles(flags)
                 let context = try CLIContext()
                 // Only a type that keeps a secret needs the master key.
-                let secrets =
-                    try values["app-secret"] == nil && values["client-secret"] == nil
-                    ? SecretBox(masterKey: MasterKey.generate().key) : SecretBox(masterKey: context.masterKey())
-                let registry = ProviderAdmin.registry(
+                let keepsSecret = flags.contains { $0.isSecret && values[$0.name] != nil }
+                let secrets = try SecretBox(masterKey: keepsSecret ? context.masterKey() : MasterKey.generate().key)
+                let registry = InstalledProviderTypes.registry(
                     secrets: secrets, endpoints: context.configuration.providerEndpoints, logger: context.logger)
                 let status = try await context.withDatabase { database in
                     let status = try await ProviderAdmin(database: database, actor: context.actor).enable(
@@ -255,7 +239,8 @@ struct ProviderCommand: AsyncParsableCommand {
             try await runReporting(json: options.json) {
                 let context = try CLIContext()
                 let statuses = try await context.withDatabase { database in
-                    try await ProviderAdmin(database: database, actor: context.actor).list(tenant: tenant)
+                    try await ProviderAdmin(database: database, actor: context.actor).list(
+                        tenant: tenant, registry: InstalledProviderTypes.registry(secrets: SecretBox(masterKey: MasterKey.generate().key)))
                 }
                 if options.json {
                     try Output.json(statuses)
@@ -285,7 +270,9 @@ struct ProviderCommand: AsyncParsableCommand {
                 let name = try ProviderCommand.provider(provider)
                 let context = try CLIContext()
                 let status = try await context.withDatabase { database in
-                    try await ProviderAdmin(database: database, actor: context.actor).show(tenant: tenant, provider: name)
+                    try await ProviderAdmin(database: database, actor: context.actor).show(
+                        tenant: tenant, provider: name,
+                        registry: InstalledProviderTypes.registry(secrets: SecretBox(masterKey: MasterKey.generate().key)))
                 }
                 if options.json { try Output.json(status) } else { ProviderCommand.print(status) }
             }

@@ -41,7 +41,8 @@ struct ServeCommand: AsyncParsableCommand {
                     maxBodyBytes: configuration.maxBodyBytes, appleBaseURL: configuration.appleBaseURL,
                     endpoints: configuration.providerEndpoints,
                     refreshReuseInterval: configuration.refreshReuseInterval, logger: logger,
-                    appleCredentialChecks: configuration.appleCredentialChecks, webhookAllowInsecure: configuration.webhookAllowInsecure,
+                    additionalProviderTypes: InstalledProviderTypes.additional, appleCredentialChecks: configuration.appleCredentialChecks,
+                    webhookAllowInsecure: configuration.webhookAllowInsecure,
                     abuseLimits: configuration.abuseLimits)
                 var lifecycle: [any Service] = [BackgroundTasks(services: services)]
                 if let traces { lifecycle.append(traces) }

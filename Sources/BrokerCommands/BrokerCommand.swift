@@ -1,6 +1,18 @@
 import ArgumentParser
+import Providers
 
-@main
+/// The `broker` command line. The executable runs ``main(additionalProviderTypes:)`` with none;
+/// a test's executable passes a type of its own, which every command then knows as it knows the
+/// built-ins (decision 0079).
+public enum BrokerCommandLine {
+    /// Parses the process's arguments, runs the command and exits with its status.
+    public static func main(additionalProviderTypes: [ProviderDescriptor] = []) async {
+        await InstalledProviderTypes.$additional.withValue(additionalProviderTypes) {
+            await BrokerCommand.main()
+        }
+    }
+}
+
 struct BrokerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broker",

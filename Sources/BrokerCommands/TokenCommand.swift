@@ -77,7 +77,7 @@ struct TokenCommand: AsyncParsableCommand {
                         "'\(name.rawValue)' is a tenant's own provider: its settings decide the policy.", hint: "Add --tenant <slug>.")
                 }
                 let type = name.reservedType ?? settings?.type ?? .oidc
-                let registry = ProviderAdmin.registry(
+                let registry = InstalledProviderTypes.registry(
                     secrets: SecretBox(masterKey: MasterKey.generate().key), endpoints: configuration.providerEndpoints, logger: logger)
                 guard let descriptor = registry[type]?.descriptor else {
                     throw BrokerError.invalidArgument(
