@@ -69,24 +69,14 @@ export BROKER_BIN="$(swift build --show-bin-path)/broker"
 if (($#)); then
     swift test --skip-build "$@"
 else
-    # Suites that hold timing bounds run after the rest, not while 400 other tests load the two
-    # cores (under that load a task waiting on a deadline is resumed seconds late): a provider
-    # answer trickling in is cut off within its timeout plus a second; readiness turns 503
-    # within 2.5 s of PostgreSQL stopping, the first sign-in succeeds within 5 s of its return;
-    # a served broker with a 3 s provider timeout gets MockIdP's Graph answers in time (seen to
-    # miss it once in the whole run on 2 cores, issue 22's CI); health answers within 1 s under a
-    # flood of half-open connections; three instances see a revoked key within 1 s and a rotated
-    # signing key within 5 s (issue 25). The last two make load of their own (2,000 connections;
-    # three broker processes and 200 sign-ins at once), so they run after the others, not beside
-    # them: beside them, a 1 s provider timeout was once answered in 2.06 s against its 2 s bound.
-    timing_suites="ProviderSlowAnswerTests|AppleTokenClientAnswerTests|KeySetAnswerTests|ProviderTimeoutTests|ProviderSecretLogTests"
-    load_suites="ConnectionFloodTests|SeveralInstancesTests"
-    outage_suites="DatabaseOutageTests|LongDatabaseOutageTests|WorkerOutageTests"
-    # Contract fuzzing loads both cores for about a minute: alone, last.
-    fuzz_suites="ContractFuzzTests"
-    swift test --skip-build --skip "$timing_suites|$load_suites|$outage_suites|$fuzz_suites"
-    swift test --skip-build --filter "$timing_suites"
-    swift test --skip-build --filter "$load_suites"
-    swift test --skip-build --filter "$outage_suites"
-    swift test --skip-build --filter "$fuzz_suites"
+    # The phases by Swift Testing tag (Tests/TestSupport/TestPhases.swift says why each waits):
+    # the untagged suites first, at most 12 tests at once; then .timing, whose bounds the load of
+    # 400 other tests would break; .load and .outage, which make load of their own or stop
+    # PostgreSQL; .fuzz alone, last. scripts/test-phases.py reads the tags from the bundle.
+    phases=$(scripts/test-phases.py "$(swift build --show-bin-path)/IdentityBrokerPackageTests.xctest")
+    phase() { awk -v name="$1" '$1 == name { print $2 }' <<<"$phases"; }
+    swift test --skip-build --skip "$(phase tagged)"
+    for name in timing load outage fuzz; do
+        swift test --skip-build --filter "$(phase "$name")"
+    done
 fi

@@ -11,7 +11,7 @@ import Testing
 /// `/healthz` time out for 15 s. With the per-address cap (64) and the header timeout, 2,000
 /// half-open connections from one address leave health and readiness answering within 1 s.
 /// A timing suite: it runs after the others (scripts/test.sh).
-@Suite struct ConnectionFloodTests {
+@Suite(.tags(.load)) struct ConnectionFloodTests {
     @Test func healthAndReadinessAnswerWithinASecondUnderTwoThousandHalfOpenConnections() async throws {
         try await TestApp.run(mode: .live) { _, client in
             let port = try #require(client.port)

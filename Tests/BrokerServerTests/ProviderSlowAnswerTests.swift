@@ -2,13 +2,14 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import MockIdP
+import TestSupport
 import Testing
 
 /// Issue 20 §5: the provider timeout covers the whole answer. A Graph that sends its head at
 /// once and then one byte a second is answered 503 provider_unavailable within the timeout
 /// plus a second (it was 10 s and `request_timeout`: AsyncHTTPClient's deadline ends at the
 /// head), and nothing is created.
-@Suite struct ProviderSlowAnswerTests {
+@Suite(.tags(.timing)) struct ProviderSlowAnswerTests {
     typealias S = ProviderTestSetup
 
     @Test(arguments: ["debug_token", "me"])

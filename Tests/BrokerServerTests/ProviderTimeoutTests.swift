@@ -15,7 +15,7 @@ import Testing
 /// provider that hangs is answered 503 (`provider_unavailable`; `apple_unavailable` for Apple's
 /// token endpoint), or the call throws, within the timeout plus a margin. scripts/test.sh runs this suite after the rest: under the whole suite
 /// on two cores a task waiting on a deadline is resumed seconds late.
-@Suite struct ProviderTimeoutTests {
+@Suite(.tags(.timing)) struct ProviderTimeoutTests {
     static let timeout = 1
     /// The timeout plus the margin the other timing suites allow.
     static let bound = Duration.seconds(timeout + 1)

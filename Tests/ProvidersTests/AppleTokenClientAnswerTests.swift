@@ -8,7 +8,7 @@ import Testing
 
 /// Issue 20 §2 and §5 for Apple's token endpoint: the time limit covers the whole answer, and
 /// the answer's members are read with their types and ranges checked.
-@Suite struct AppleTokenClientAnswerTests {
+@Suite(.tags(.timing)) struct AppleTokenClientAnswerTests {
     @Test func anAnswerTricklingInIsCutOffAtTheTimeout() async throws {
         try await MockAppleServer.with { apple, baseURL in
             apple.tokenFault = .slowBody

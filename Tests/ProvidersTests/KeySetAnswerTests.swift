@@ -12,7 +12,7 @@ import Testing
 /// wrong types, huge arrays, deep nesting, invalid UTF-8) is a failed fetch, never a crash; a
 /// key set trickling in one byte a second is cut off at the fetch timeout; failures are logged
 /// at most once a minute, saying whether cached keys still serve.
-@Suite struct KeySetAnswerTests {
+@Suite(.tags(.timing)) struct KeySetAnswerTests {
     typealias F = VerifierFixture
 
     /// The mock's key set with its first key's members replaced (raw JSON texts).

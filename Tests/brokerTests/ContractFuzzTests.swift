@@ -15,7 +15,7 @@ import TestSupport
 /// refuse schema-valid tokens that are not genuine (an identity token is a string to the schema).
 /// `POST /v1/accounts/import` runs without `negative_data_rejection` (the test says why). Each finding it made became a test of its own (HTTPEdgeTests). Its own phase in
 /// scripts/test.sh: it loads both cores for a minute.
-@Suite struct ContractFuzzTests {
+@Suite(.tags(.fuzz)) struct ContractFuzzTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
     static let openAPI = repository.appendingPathComponent("openapi.yaml").path

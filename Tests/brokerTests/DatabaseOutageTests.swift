@@ -16,7 +16,7 @@ import TestSupport
 /// 503 `database_unavailable` + `Retry-After`, `/readyz` turns 503 within about a second, the
 /// broker recovers without a restart, nothing is lost or duplicated, and SIGTERM ends it within
 /// 15 s while the database is down. Figures are printed for docs/benchmarks.md.
-@Suite(.serialized) struct DatabaseOutageTests {
+@Suite(.tags(.outage), .serialized) struct DatabaseOutageTests {
     /// A PostgreSQL cluster of the test's own (the shared test cluster must stay up). `pg_ctl`
     /// and `initdb` are waited on off the cooperative pool (``onOwnThread(_:)``): a load runs
     /// beside them, and its answers are timed.

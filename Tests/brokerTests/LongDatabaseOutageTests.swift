@@ -10,7 +10,7 @@ import TestSupport
 /// 503 `database_unavailable` with `Retry-After`, an admin command fails within
 /// `BROKER_DB_CONNECT_TIMEOUT` naming the cause, and the first sign-in after PostgreSQL accepts
 /// connections again succeeds within 5 s.
-@Suite struct LongDatabaseOutageTests {
+@Suite(.tags(.outage)) struct LongDatabaseOutageTests {
     typealias Outage = DatabaseOutageTests
 
     @Test func ninetySecondOutageAnswers503ThroughoutAndRecoversWithinFiveSeconds() async throws {

@@ -10,7 +10,7 @@ import Testing
 
 /// `broker serve` at trace level, Facebook and Google sign-ins that succeed and fail: its log
 /// never holds the Facebook app secret, a provider token or a full email.
-@Suite struct ProviderSecretLogTests {
+@Suite(.tags(.timing)) struct ProviderSecretLogTests {
     @Test func theServerLogHoldsNoSecretTokenOrEmail() async throws {
         let secret = "s3cr3t-" + UUID().uuidString.lowercased()
         try await TestDatabase.withFresh { _, url in

@@ -12,7 +12,7 @@ import TestSupport
 /// Three `broker serve` processes on one PostgreSQL (issue 25): what one instance does, the
 /// others see; what must happen once happens once. A timing suite (its bounds are the issue's:
 /// 1 s for a revoked key, 5 s for a rotated signing key): it runs after the others.
-@Suite(.serialized) struct SeveralInstancesTests {
+@Suite(.tags(.load), .serialized) struct SeveralInstancesTests {
     static let teamID = "TEAM000001"
     static let keyID = "KEY0000001"
 

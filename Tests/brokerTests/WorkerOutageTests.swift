@@ -14,7 +14,7 @@ import TestSupport
 /// written once it is back; the import stops with `import_interrupted` (a `COPY` cut off
 /// mid-way used to hang it for good). Afterwards no queued item is lost, none is done twice (Apple and
 /// the webhook see each item once), and the import resumes to the same total.
-@Suite(.serialized) struct WorkerOutageTests {
+@Suite(.tags(.outage), .serialized) struct WorkerOutageTests {
     typealias Outage = DatabaseOutageTests
     static let teamID = "TEAM000001"
     static let keyID = "KEY0000001"
