@@ -166,6 +166,11 @@ import Testing
     /// saw such a delivery wait out its 60 s lease after PostgreSQL stopped mid-take).
     @Test func aLostTakesLeaseIsGivenBackByItsInstant() async throws {
         try await AppleTestSetup.run { setup in
+            // The test takes and releases leases itself: the app's own workers stop first, else
+            // their dispatcher and delivery worker may take the deliveries between the test's
+            // writes (a full run under load saw releaseLeases find 0 of 1).
+            setup.app.workers.stop.request()
+            await setup.app.workers.finished()
             let database = setup.app.database
             let tenant = setup.tenant.id
             _ = try await database.webhooks.set(
