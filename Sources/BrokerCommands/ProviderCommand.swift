@@ -6,26 +6,30 @@ import Foundation
 import Providers
 
 struct ProviderCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "provider",
-        abstract: "Enable, disable and inspect a tenant's sign-in providers: Google, Facebook, OpenID Connect issuers, and Apple.",
-        discussion: """
-            A provider is an id (google, facebook, or the operator's slug such as line) of a type \
-            (google, facebook, oidc). Apple is configured with 'broker apple'; 'disable apple' and \
-            'enable apple' turn it off and on, keeping its team, groups and clients. Re-running 'enable' \
-            replaces the provider's settings. --platforms records where the provider is offered (ios, \
-            android, web, macos); sign-ins are not refused by platform. 'attest' records that a provider \
-            meets the three criteria of App Store Review Guideline 4.8 ('broker policy').
-            """,
-        subcommands: [Enable.self, Disable.self, List.self, Show.self, Attest.self]
-    )
+    // Computed: the ids and types come from the installed types (decision 0079).
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "provider",
+            abstract:
+                "Enable, disable and inspect a tenant's sign-in providers (\(InstalledProviderTypes.descriptors.map(\.displayName).joined(separator: ", "))).",
+            discussion: """
+                A provider is an id (\(InstalledProviderTypes.reservedIDs(apple: false)), or the operator's slug such as line) \
+                of a type (\(InstalledProviderTypes.configurableTypeNames)). Apple is configured with 'broker apple'; 'disable apple' and \
+                'enable apple' turn it off and on, keeping its team, groups and clients. Re-running 'enable' \
+                replaces the provider's settings. --platforms records where the provider is offered (ios, \
+                android, web, macos); sign-ins are not refused by platform. 'attest' records that a provider \
+                meets the three criteria of App Store Review Guideline 4.8 ('broker policy').
+                """,
+            subcommands: [Enable.self, Disable.self, List.self, Show.self, Attest.self]
+        )
+    }
 
     static func provider(_ name: String) throws -> ProviderID {
         guard let provider = ProviderID(rawValue: name) else {
             throw BrokerError.invalidArgument(
                 "'\(name.prefix(40))' is not a provider id.",
                 hint:
-                    "Use apple, google, facebook or the tenant's own id, as it is written: 2-32 lowercase letters, digits and dashes starting with a letter (see 'broker provider list --tenant <slug>')."
+                    "Use \(InstalledProviderTypes.reservedIDs()) or the tenant's own id, as it is written: 2-32 lowercase letters, digits and dashes starting with a letter (see 'broker provider list --tenant <slug>')."
             )
         }
         return provider
@@ -143,7 +147,7 @@ struct ProviderCommand: AsyncParsableCommand {
         @Argument(
             parsing: .allUnrecognized,
             help: ArgumentHelp(
-                "The provider id (google, facebook, apple, or the tenant's own, a slug such as line), then its type's settings.",
+                "The provider id (\(InstalledProviderTypes.reservedIDs()), or the tenant's own, a slug such as line), then its type's settings.",
                 valueName: "provider> <setting"))
         var words: [String] = []
 
@@ -201,7 +205,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 App Store Review Guideline 4.8 relies on; --force disables it anyway and records the \
                 violation in the audit log.
                 """)
-        @Argument(help: "The provider id: apple, google, facebook or the tenant's own.") var provider: String
+        @Argument(help: "The provider id: \(InstalledProviderTypes.reservedIDs()) or the tenant's own.") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
         @Flag(help: "Disable it even if it breaks App Store Review Guideline 4.8 (recorded in the audit log).") var force = false
         @OptionGroup var options: CommonOptions
@@ -261,7 +265,7 @@ struct ProviderCommand: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show one provider's settings for a tenant (never its secret).")
-        @Argument(help: "The provider id: apple, google, facebook or the tenant's own.") var provider: String
+        @Argument(help: "The provider id: \(InstalledProviderTypes.reservedIDs()) or the tenant's own.") var provider: String
         @Option(help: "The tenant slug.") var tenant: String
         @OptionGroup var options: CommonOptions
 
@@ -302,7 +306,7 @@ struct ProviderCommand: AsyncParsableCommand {
                 platform compliant; --force withdraws it anyway and records the violation in the audit log.
                 """)
         @Option(help: "The tenant slug.") var tenant: String
-        @Option(help: "The provider id: google, facebook or the tenant's own.") var provider: String
+        @Option(help: "The provider id: \(InstalledProviderTypes.reservedIDs(apple: false)) or the tenant's own.") var provider: String
         @Flag(help: "The provider limits data collection to the user's name and email address.") var limitsDataToNameEmail = false
         @Flag(help: "The provider lets users keep their email address private from everyone.") var privateEmail = false
         @Flag(help: "The provider does not collect interactions with the app for advertising without consent.") var noAdTracking = false

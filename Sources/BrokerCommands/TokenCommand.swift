@@ -48,7 +48,7 @@ struct TokenCommand: AsyncParsableCommand {
                 guard let name = ProviderID(rawValue: provider) else {
                     throw BrokerError.invalidArgument(
                         "'\(provider.prefix(40))' is not a provider id.",
-                        hint: "Use --provider apple, google, facebook or a tenant's own id with --tenant.")
+                        hint: "Use --provider \(InstalledProviderTypes.reservedIDs()) or a tenant's own id with --tenant.")
                 }
                 if hostedDomain != nil, name != .google {
                     throw BrokerError.invalidArgument("--hosted-domain applies to Google tokens only.", hint: "Add --provider google.")
