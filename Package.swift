@@ -194,6 +194,11 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 // Test servers end by graceful shutdown (ServedApplication).
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The served broker's harness (Outage, ServedHTTP) and the CLI fixtures.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
@@ -236,6 +241,16 @@ let package = Package(
                 "Storage", "TestSupport", "BrokerCore", .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: swiftSettings),
+        // The application layer's own tests: services, settings, caches, import readers; no HTTP.
+        .testTarget(
+            name: "BrokerApplicationTests",
+            dependencies: [
+                "BrokerApplication", "BrokerCore", "Providers", "Storage", "TestSupport",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [

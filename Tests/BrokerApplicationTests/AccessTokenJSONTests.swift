@@ -4,7 +4,6 @@ import JWTKit
 import Testing
 
 @testable import BrokerApplication
-@testable import BrokerServer
 
 @Suite struct AccessTokenJSONTests {
     func claims(

@@ -1,6 +1,5 @@
 import BrokerCore
 import BrokerApplication
-import BrokerServer
 import Testing
 
 @Suite struct BrokerConfigurationTests {

@@ -1,19 +1,8 @@
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import BrokerApplication
-@testable import BrokerServer
-
-/// A clock that moves only when told.
-final class AdvancingClock: Sendable {
-    private let instant = Mutex(ContinuousClock.now)
-
-    var now: ContinuousClock.Instant { instant.withLock { $0 } }
-
-    func advance(by duration: Duration) { instant.withLock { $0 += duration } }
-
-    var reader: @Sendable () -> ContinuousClock.Instant { { self.now } }
-}
 
 /// ``ExpiringCache`` on a test clock: expiry without sleeping.
 @Suite struct ExpiringCacheTests {

@@ -2,12 +2,12 @@ import Foundation
 import Testing
 
 @testable import BrokerApplication
-@testable import BrokerServer
 
 /// The sampler alone (issue 20 §6): one row per bucket per window with the count left out,
 /// memory bounded whatever arrives, counts of silent buckets written when they are pruned.
 @Suite struct SecurityEventSamplerTests {
     typealias Sampler = SecurityEventSampler
+
     let start = ContinuousClock.now
 
     func key(_ reason: String, _ scope: Sampler.Scope) -> Sampler.Key {

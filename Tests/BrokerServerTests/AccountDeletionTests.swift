@@ -13,43 +13,16 @@ import Testing
 /// `/auth/revoke`: what a deletion removes and keeps, Apple down then up, two workers sharing
 /// the queue, and the retry policy.
 @Suite struct AccountDeletionTests {
-    static func delete(_ setup: AppleTestSetup, _ accountID: String, key: String? = nil) async throws -> TestResponse {
-        try await setup.client.execute(
-            uri: "/v1/accounts/\(accountID)", method: .delete, headers: [.authorization: "Bearer \(key ?? setup.apiKey)"])
-    }
-
-    /// Signs `subject` in through com.acme.app with an authorization code: Apple's refresh token
-    /// is kept. Returns the account id, the broker's refresh token and Apple's refresh token.
-    static func signInWithCode(_ setup: AppleTestSetup, subject: String) async throws -> (account: String, refresh: String, apple: String) {
-        let before = Set(setup.apple.issuedRefreshTokens(clientID: "com.acme.app"))
-        let code = setup.apple.issueCode(clientID: "com.acme.app", subject: subject)
-        let body = try await setup.signIn([
-            "client_id": "com.acme.app", "identity_token": try setup.token(subject: subject), "authorization_code": code,
-        ])
-        let issued = Set(setup.apple.issuedRefreshTokens(clientID: "com.acme.app")).subtracting(before)
-        return (
-            try #require(body[path: "account.id"] as? String), try #require(body[path: "session.refresh_token"] as? String),
-            try #require(issued.first)
-        )
-    }
-
-    static func scalar<T: PostgresDecodable & Sendable>(_ setup: AppleTestSetup, _ query: PostgresQuery, as: T.Type) async throws -> T? {
-        let rows = try await setup.app.database.client.query(query)
-        var value: T?
-        for try await row in rows.decode(T.self) { value = row }
-        return value
-    }
-
     @Test func aDeletionEndsSessionsDropsPersonalDataAndRevokesApplesTokenOnce() async throws {
         try await AppleTestSetup.run { setup in
-            let person = try await Self.signInWithCode(setup, subject: "leaver")
+            let person = try await AccountDeletion.signInWithCode(setup, subject: "leaver")
             // A second session through another client of the group, without a code.
             _ = try await setup.signIn([
                 "client_id": "com.acme.app.widget", "identity_token": try setup.token(subject: "leaver", clientID: "com.acme.app.widget"),
             ])
             #expect(try await setup.liveSessionCount() == 2)
 
-            let deleted = try await Self.delete(setup, person.account)
+            let deleted = try await AccountDeletion.delete(setup, person.account)
             #expect(deleted.status == .ok)
             let body = try deleted.json()
             #expect(body["deleted"] as? Bool == true)
@@ -70,7 +43,8 @@ import Testing
             #expect(queued.first?.attempts == 1)
             #expect(queued.first?.accountID.lowercasedString == person.account)
             #expect(
-                try await Self.scalar(setup, "SELECT count(*)::int8 FROM apple_revocations WHERE token_sealed IS NOT NULL", as: Int.self)
+                try await AccountDeletion.scalar(
+                    setup, "SELECT count(*)::int8 FROM apple_revocations WHERE token_sealed IS NOT NULL", as: Int.self)
                     == 0,
                 "the token is dropped once Apple took it")
 
@@ -81,15 +55,15 @@ import Testing
             #expect(account[path: "account.email"] == nil, "no email (the member is left out when unknown)")
             #expect(account[path: "account.name"] is NSNull)
             #expect((account["identities"] as? [Any])?.isEmpty == true)
-            #expect(try await Self.scalar(setup, "SELECT count(*)::int8 FROM identities", as: Int.self) == 0)
-            let reason = try await Self.scalar(
+            #expect(try await AccountDeletion.scalar(setup, "SELECT count(*)::int8 FROM identities", as: Int.self) == 0)
+            let reason = try await AccountDeletion.scalar(
                 setup, "SELECT deleted_reason FROM accounts WHERE deleted_at IS NOT NULL AND given_name IS NULL", as: String.self)
             #expect(reason == "requested")
 
             // Its refresh token is dead; a second deletion is a 404 and calls Apple no more.
             let refresh = try await setup.post("/v1/sessions/refresh", json: ["refresh_token": person.refresh])
             #expect(refresh.status == .badRequest)
-            let again = try await Self.delete(setup, person.account)
+            let again = try await AccountDeletion.delete(setup, person.account)
             #expect(again.status == .notFound)
             #expect(again.problemCode == "account_not_found")
             #expect(setup.apple.revokeCalls == 1)
@@ -99,7 +73,7 @@ import Testing
             #expect(actions.contains("account.deleted"))
             #expect(actions.contains("apple.revocation_done"))
             #expect(
-                try await Self.scalar(
+                try await AccountDeletion.scalar(
                     setup, "SELECT account_id FROM events_outbox WHERE event_type = 'account.deleted'", as: UUID.self)?.lowercasedString
                     == person.account)
 
@@ -115,13 +89,13 @@ import Testing
             let account = try #require(body[path: "account.id"] as? String)
             _ = try await setup.app.createTenant("globex")
             let globexKey = try await setup.app.createKey("globex")
-            let stranger = try await Self.delete(setup, account, key: globexKey)
+            let stranger = try await AccountDeletion.delete(setup, account, key: globexKey)
             #expect(stranger.status == .notFound, "another tenant's key finds no such account")
-            #expect(try await Self.scalar(setup, "SELECT count(*)::int8 FROM identities", as: Int.self) == 1, "nothing changed")
-            let malformed = try await Self.delete(setup, "not-a-uuid")
+            #expect(try await AccountDeletion.scalar(setup, "SELECT count(*)::int8 FROM identities", as: Int.self) == 1, "nothing changed")
+            let malformed = try await AccountDeletion.delete(setup, "not-a-uuid")
             #expect(malformed.status == .notFound)
 
-            let deleted = try await Self.delete(setup, account)
+            let deleted = try await AccountDeletion.delete(setup, account)
             #expect(try deleted.json()["apple_revocations_queued"] as? Int == 0)
             #expect(try await setup.app.database.appleRevocations.list(tenantID: setup.tenant.id).isEmpty)
             #expect(setup.apple.revokeCalls == 0)
@@ -131,8 +105,8 @@ import Testing
     @Test func appleDownThenUpIsRetriedAndRevokedOnce() async throws {
         try await AppleTestSetup.run { setup in
             setup.apple.revokeFault = 503
-            let person = try await Self.signInWithCode(setup, subject: "patient")
-            let deleted = try await Self.delete(setup, person.account)
+            let person = try await AccountDeletion.signInWithCode(setup, subject: "patient")
+            let deleted = try await AccountDeletion.delete(setup, person.account)
             #expect(deleted.status == .ok, "the deletion does not wait for Apple")
             #expect(try deleted.json()["apple_revocations_queued"] as? Int == 1)
 
@@ -162,8 +136,8 @@ import Testing
     @Test func aRevocationAppleKeepsRefusingIsFailedAfterItsAttemptsAndCanBeRetried() async throws {
         try await AppleTestSetup.run { setup in
             setup.apple.revokeFault = 400
-            let person = try await Self.signInWithCode(setup, subject: "stubborn")
-            _ = try await Self.delete(setup, person.account)
+            let person = try await AccountDeletion.signInWithCode(setup, subject: "stubborn")
+            _ = try await AccountDeletion.delete(setup, person.account)
             var policy = AppleRevocationWorker.RetryPolicy()
             policy.maxAttempts = 2
             let services = setup.app.services
@@ -204,9 +178,9 @@ import Testing
             setup.apple.revokeFault = 503
             var tokens: Set<String> = []
             for index in 0..<12 {
-                let person = try await Self.signInWithCode(setup, subject: "many.\(index)")
+                let person = try await AccountDeletion.signInWithCode(setup, subject: "many.\(index)")
                 tokens.insert(person.apple)
-                #expect(try await Self.delete(setup, person.account).status == .ok)
+                #expect(try await AccountDeletion.delete(setup, person.account).status == .ok)
             }
             setup.apple.revokeFault = nil
             // Two workers (as two instances would run them) on the one queue, at once.

@@ -14,33 +14,7 @@ import Testing
 /// unlinking.
 @Suite struct AccountStatusTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
-
-    static func change(_ setup: S, _ account: String, _ action: String, key: String? = nil) async throws -> TestResponse {
-        // A bare POST, as `curl -X POST` sends it: no body, no Content-Type.
-        try await setup.client.execute(
-            uri: "/v1/accounts/\(account)/\(action)", method: .post, headers: bearer(key ?? setup.keys["acme"] ?? ""))
-    }
-
-    static func introspect(_ setup: S, _ token: String) async throws -> Bool? {
-        let response = try await setup.post("/v1/sessions/introspect", json: ["token": token])
-        #expect(response.status == .ok)
-        return try response.json()["active"] as? Bool
-    }
-
-    static func refresh(_ setup: S, _ token: String) async throws -> TestResponse {
-        try await setup.post("/v1/sessions/refresh", json: ["refresh_token": token])
-    }
-
-    static func accountAudit(_ setup: S) async throws -> [AuditLogRepository.Entry] {
-        try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).filter { $0.action.hasPrefix("account.") }
-    }
-
-    static func status(_ setup: S, _ account: String) async throws -> String? {
-        let response = try await setup.client.execute(
-            uri: "/v1/accounts/\(account)", method: .get, headers: bearer(setup.keys["acme"] ?? ""))
-        return try response.json()[path: "account.status"] as? String
-    }
+    typealias L = LinkingRequests
 
     @Test func disablingEndsTheSessionsAndRefusesTheAccountEverywhere() async throws {
         try await L.run { setup in
@@ -50,9 +24,9 @@ import Testing
             #expect(linked.status == .created)
             let googleIdentity = try #require(try linked.json()[path: "identity.id"] as? String)
             let viaGoogle = try await L.signIn(setup, "google", ["id_token": try setup.googleToken(subject: "g-disabled")])
-            #expect(try await Self.introspect(setup, viaGoogle.refreshToken) == true)
+            #expect(try await AccountRequests.introspect(setup, viaGoogle.refreshToken) == true)
 
-            let response = try await Self.change(setup, person.accountID, "disable")
+            let response = try await AccountRequests.change(setup, person.accountID, "disable")
             #expect(response.status == .ok, "\(String(buffer: response.body))")
             #expect(response.headers[.contentType] == "application/json; charset=utf-8")
             let body = try response.json()
@@ -60,8 +34,8 @@ import Testing
             #expect(body[path: "account.status"] as? String == "disabled")
             #expect((body["account"] as? [String: Any])?.keys.contains("name") == true, "the body of GET /v1/accounts/{id}")
             #expect((body["identities"] as? [Any])?.count == 2)
-            #expect(try await Self.status(setup, person.accountID) == "disabled")
-            let audit = try await Self.accountAudit(setup)
+            #expect(try await AccountRequests.status(setup, person.accountID) == "disabled")
+            let audit = try await AccountRequests.accountAudit(setup)
             #expect(audit.map(\.action) == ["account.disabled"])
             #expect(audit.first?.actor == String((setup.keys["acme"] ?? "").prefix(12)), "the API key's prefix")
             #expect(audit.first?.target == person.accountID)
@@ -76,11 +50,11 @@ import Testing
             #expect(google.problemCode == "account_disabled")
             // Refresh: invalid_grant; introspection: inactive, access and refresh tokens alike.
             for session in [person, viaGoogle] {
-                let refreshed = try await Self.refresh(setup, session.refreshToken)
+                let refreshed = try await AccountRequests.refresh(setup, session.refreshToken)
                 #expect(refreshed.status == .badRequest)
                 #expect(refreshed.problemCode == "invalid_grant")
-                #expect(try await Self.introspect(setup, session.accessToken) == false)
-                #expect(try await Self.introspect(setup, session.refreshToken) == false)
+                #expect(try await AccountRequests.introspect(setup, session.accessToken) == false)
+                #expect(try await AccountRequests.introspect(setup, session.refreshToken) == false)
             }
             // Linking and unlinking: 403 account_disabled, nothing changed.
             let link = try await L.link(setup, account: person.accountID, token: person.accessToken, L.facebook(setup, user: "20301"))
@@ -105,36 +79,36 @@ import Testing
     @Test func enablingRestoresSignInButNotTheEndedSessions() async throws {
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.enabled")
-            #expect(try await Self.change(setup, person.accountID, "disable").status == .ok)
-            let response = try await Self.change(setup, person.accountID, "enable")
+            #expect(try await AccountRequests.change(setup, person.accountID, "disable").status == .ok)
+            let response = try await AccountRequests.change(setup, person.accountID, "enable")
             #expect(response.status == .ok, "\(String(buffer: response.body))")
             #expect(try response.json()[path: "account.status"] as? String == "active")
-            #expect(try await Self.status(setup, person.accountID) == "active")
-            #expect(try await Self.accountAudit(setup).map(\.action) == ["account.disabled", "account.enabled"])
+            #expect(try await AccountRequests.status(setup, person.accountID) == "active")
+            #expect(try await AccountRequests.accountAudit(setup).map(\.action) == ["account.disabled", "account.enabled"])
 
             let again = try await L.signInWithApple(setup, subject: "001.enabled")
             #expect(again.accountID == person.accountID)
-            #expect(try await Self.introspect(setup, again.accessToken) == true)
-            #expect(try await Self.refresh(setup, again.refreshToken).status == .ok)
+            #expect(try await AccountRequests.introspect(setup, again.accessToken) == true)
+            #expect(try await AccountRequests.refresh(setup, again.refreshToken).status == .ok)
             // The session the disabling ended stays ended.
-            #expect(try await Self.introspect(setup, person.accessToken) == false)
-            #expect(try await Self.introspect(setup, person.refreshToken) == false)
-            #expect(try await Self.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
+            #expect(try await AccountRequests.introspect(setup, person.accessToken) == false)
+            #expect(try await AccountRequests.introspect(setup, person.refreshToken) == false)
+            #expect(try await AccountRequests.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
         }
     }
 
     @Test func disablingOrEnablingTwiceChangesNothing() async throws {
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.twice")
-            #expect(try await Self.change(setup, person.accountID, "enable").status == .ok, "enabling an active account")
-            #expect(try await Self.change(setup, person.accountID, "disable").status == .ok)
-            let second = try await Self.change(setup, person.accountID, "disable")
+            #expect(try await AccountRequests.change(setup, person.accountID, "enable").status == .ok, "enabling an active account")
+            #expect(try await AccountRequests.change(setup, person.accountID, "disable").status == .ok)
+            let second = try await AccountRequests.change(setup, person.accountID, "disable")
             #expect(second.status == .ok)
             #expect(try second.json()[path: "account.status"] as? String == "disabled")
-            #expect(try await Self.accountAudit(setup).map(\.action) == ["account.disabled"])
-            #expect(try await Self.change(setup, person.accountID, "enable").status == .ok)
-            #expect(try await Self.change(setup, person.accountID, "enable").status == .ok)
-            #expect(try await Self.accountAudit(setup).map(\.action) == ["account.disabled", "account.enabled"])
+            #expect(try await AccountRequests.accountAudit(setup).map(\.action) == ["account.disabled"])
+            #expect(try await AccountRequests.change(setup, person.accountID, "enable").status == .ok)
+            #expect(try await AccountRequests.change(setup, person.accountID, "enable").status == .ok)
+            #expect(try await AccountRequests.accountAudit(setup).map(\.action) == ["account.disabled", "account.enabled"])
         }
     }
 
@@ -151,9 +125,9 @@ import Testing
                 "UPDATE accounts SET status = 'disabled' WHERE tenant_id = \(setup.tenant.id) AND id = \(id)"
             ).collect()
 
-            #expect(try await Self.introspect(setup, person.accessToken) == false)
-            #expect(try await Self.introspect(setup, person.refreshToken) == false)
-            #expect(try await Self.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
+            #expect(try await AccountRequests.introspect(setup, person.accessToken) == false)
+            #expect(try await AccountRequests.introspect(setup, person.refreshToken) == false)
+            #expect(try await AccountRequests.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
             let link = try await L.link(setup, account: person.accountID, token: person.accessToken, L.facebook(setup, user: "20302"))
             #expect(link.problemCode == "account_disabled")
             let unlink = try await L.unlink(setup, account: person.accountID, identity: googleIdentity, token: person.accessToken)
@@ -161,9 +135,9 @@ import Testing
             #expect(try await L.identities(setup, of: person.accountID).count == 2)
 
             // Enabling does not bring it back: a session from before the disabling never returns.
-            #expect(try await Self.change(setup, person.accountID, "enable").status == .ok)
-            #expect(try await Self.introspect(setup, person.accessToken) == false)
-            #expect(try await Self.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
+            #expect(try await AccountRequests.change(setup, person.accountID, "enable").status == .ok)
+            #expect(try await AccountRequests.introspect(setup, person.accessToken) == false)
+            #expect(try await AccountRequests.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
         }
     }
 
@@ -173,7 +147,7 @@ import Testing
                 setup, "google", ["id_token": try setup.googleToken(subject: "g-bravo-status", audience: S.bravoClient)], tenant: "bravo")
             for account in [UUID().uuidString, "not-a-uuid", bravo.accountID] {
                 for action in ["disable", "enable"] {
-                    let response = try await Self.change(setup, account, action)
+                    let response = try await AccountRequests.change(setup, account, action)
                     #expect(response.status == .notFound, "\(account) \(action)")
                     #expect(response.problemCode == "account_not_found")
                     #expect(response.headers[.contentType] == "application/problem+json")
@@ -195,14 +169,16 @@ import Testing
             let (_, sessionsOnly) = try await APIKeyAdmin(database: setup.app.database, actor: "test").create(
                 tenant: "acme", name: "s", scopes: ["sessions"])
             for action in ["disable", "enable"] {
-                #expect(try await Self.change(setup, person.accountID, action, key: sessionsOnly).problemCode == "insufficient_scope")
+                #expect(
+                    try await AccountRequests.change(setup, person.accountID, action, key: sessionsOnly).problemCode == "insufficient_scope"
+                )
                 let anonymous = try await setup.client.execute(uri: "/v1/accounts/\(person.accountID)/\(action)", method: .post)
                 #expect(anonymous.status == .unauthorized)
                 let get = try await setup.client.execute(
                     uri: "/v1/accounts/\(person.accountID)/\(action)", method: .get, headers: bearer(setup.keys["acme"] ?? ""))
                 #expect(get.status == .methodNotAllowed)
             }
-            #expect(try await Self.status(setup, person.accountID) == "active")
+            #expect(try await AccountRequests.status(setup, person.accountID) == "active")
         }
     }
 }

@@ -10,25 +10,14 @@ import Testing
 /// still honours, one it revoked (handled as consent-revoked), Apple failing (never a
 /// revocation), the spread of first checks over the interval, and the pacing all instances share.
 @Suite struct AppleCredentialCheckTests {
-    static func checker(_ setup: AppleTestSetup, rate: Int = 1_000) -> AppleCredentialChecker {
-        setup.app.services.appleCredentialChecker(AppleCredentialChecks(interval: 86_400, maxCallsPerSecond: rate))
-    }
-
-    static func count(_ setup: AppleTestSetup, _ sql: String) async throws -> Int {
-        let rows = try await setup.app.database.client.query(PostgresQuery(unsafeSQL: sql))
-        var count = 0
-        for try await value in rows.decode(Int.self) { count = value }
-        return count
-    }
-
     @Test func aTokenAppleRevokedIsHandledAsConsentRevokedAndTheOthersStay() async throws {
         try await AppleTestSetup.run { setup in
             var people: [(account: String, apple: String)] = []
             for subject in ["keeps.1", "keeps.2", "leaves"] {
-                let person = try await AccountDeletionTests.signInWithCode(setup, subject: subject)
+                let person = try await AccountDeletion.signInWithCode(setup, subject: subject)
                 people.append((person.account, person.apple))
             }
-            let checker = Self.checker(setup)
+            let checker = CredentialChecks.checker(setup)
             let first = try await checker.checkTenant(setup.tenant.id, all: true)
             #expect(first == .init(checked: 3, valid: 3, revoked: 0, failed: 0))
             // Checked now: not due again for a day.
@@ -37,22 +26,22 @@ import Testing
             setup.apple.revoke(token: people[2].apple)  // the person stopped using Sign in with Apple
             let second = try await checker.checkTenant(setup.tenant.id, all: true)
             #expect(second == .init(checked: 3, valid: 2, revoked: 1, failed: 0))
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 2)
+            #expect(try await CredentialChecks.count(setup, "SELECT count(*)::int8 FROM identities") == 2)
             let status = try await setup.app.database.accountStatuses.status(
                 tenantID: setup.tenant.id, accountID: try #require(UUID(uuidString: people[2].account)))
             #expect(status == .disabled)
             #expect(
-                try await Self.count(
+                try await CredentialChecks.count(
                     setup, "SELECT count(*)::int8 FROM events_outbox WHERE event_type = 'apple.consent_revoked'") == 1)
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM sessions WHERE revoked_at IS NULL") == 2)
+            #expect(try await CredentialChecks.count(setup, "SELECT count(*)::int8 FROM sessions WHERE revoked_at IS NULL") == 2)
         }
     }
 
     @Test func appleFailingIsRetriedLaterAndNeverTakenForARevocation() async throws {
         try await AppleTestSetup.run { setup in
-            _ = try await AccountDeletionTests.signInWithCode(setup, subject: "steady.1")
-            _ = try await AccountDeletionTests.signInWithCode(setup, subject: "steady.2")
-            let checker = Self.checker(setup)
+            _ = try await AccountDeletion.signInWithCode(setup, subject: "steady.1")
+            _ = try await AccountDeletion.signInWithCode(setup, subject: "steady.2")
+            let checker = CredentialChecks.checker(setup)
             for fault in [
                 MockAppleIdP.TokenFault.answer(status: 503, body: Data()),
                 .answer(status: 400, body: Data(#"{"error":"invalid_client"}"#.utf8)),
@@ -60,11 +49,11 @@ import Testing
                 setup.apple.tokenFault = fault
                 let report = try await checker.checkTenant(setup.tenant.id, all: true)
                 #expect(report == .init(checked: 2, valid: 0, revoked: 0, failed: 2))
-                #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 2)
-                #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM sessions WHERE revoked_at IS NULL") == 2)
+                #expect(try await CredentialChecks.count(setup, "SELECT count(*)::int8 FROM identities") == 2)
+                #expect(try await CredentialChecks.count(setup, "SELECT count(*)::int8 FROM sessions WHERE revoked_at IS NULL") == 2)
                 // Tried again in about ten minutes, not a day.
                 #expect(
-                    try await Self.count(
+                    try await CredentialChecks.count(
                         setup,
                         "SELECT count(*)::int8 FROM identities WHERE credential_check_due_at BETWEEN now() + interval '5 minutes' AND now() + interval '15 minutes'"
                     ) == 2)
@@ -76,17 +65,17 @@ import Testing
 
     @Test func firstChecksAreSpreadOverTheInterval() async throws {
         try await AppleTestSetup.run { setup in
-            for index in 0..<20 { _ = try await AccountDeletionTests.signInWithCode(setup, subject: "spread.\(index)") }
+            for index in 0..<20 { _ = try await AccountDeletion.signInWithCode(setup, subject: "spread.\(index)") }
             #expect(try await setup.app.database.appleCredentials.schedule(interval: 86_400) == 20)
             #expect(try await setup.app.database.appleCredentials.schedule(interval: 86_400) == 0, "scheduled once")
             #expect(
-                try await Self.count(
+                try await CredentialChecks.count(
                     setup,
                     "SELECT count(*)::int8 FROM identities WHERE credential_check_due_at BETWEEN now() - interval '1 minute' AND now() + interval '1 day'"
                 ) == 20)
             // Twenty random points in a day: not all in its first hour (the chance is 20 in 10^27).
             #expect(
-                try await Self.count(
+                try await CredentialChecks.count(
                     setup, "SELECT count(*)::int8 FROM identities WHERE credential_check_due_at > now() + interval '1 hour'") > 0)
         }
     }

@@ -14,61 +14,28 @@ import Testing
 /// each event type, duplicates, forged and misaddressed payloads, unknown types and subjects,
 /// and the re-link of a later Sign in with Apple after a consent revocation.
 @Suite struct AppleNotificationTests {
-    static let primaryAppID = "com.acme.app"
-
-    static func post(_ setup: AppleTestSetup, _ body: Data, contentType: String = "application/json") async throws -> TestResponse {
-        try await setup.client.execute(
-            uri: "/apple/notifications", method: .post, headers: [.contentType: contentType], body: ByteBuffer(bytes: body))
-    }
-
-    static func notify(
-        _ setup: AppleTestSetup, _ type: String, subject: String, audience: String = primaryAppID, jti: String? = nil,
-        forgery: TokenForgery = .valid
-    ) async throws -> TestResponse {
-        try await post(
-            setup, try setup.apple.notificationBody(audience: audience, type: type, subject: subject, jti: jti, forgery: forgery))
-    }
-
-    static func account(_ setup: AppleTestSetup, _ id: String) async throws -> [String: Any] {
-        try await setup.client.execute(uri: "/v1/accounts/\(id)", method: .get, headers: bearer(setup.apiKey)).json()
-    }
-
-    static func count(_ setup: AppleTestSetup, _ sql: String) async throws -> Int {
-        let rows = try await setup.app.database.client.query(PostgresQuery(unsafeSQL: sql))
-        var count = 0
-        for try await value in rows.decode(Int.self) { count = value }
-        return count
-    }
-
-    /// The events after the sign-ins' `account.created`.
-    static func events(_ setup: AppleTestSetup) async throws -> [String] {
-        let rows = try await setup.app.database.client.query(
-            "SELECT event_type FROM events_outbox WHERE event_type <> 'account.created' ORDER BY id")
-        var types: [String] = []
-        for try await type in rows.decode(String.self) { types.append(type) }
-        return types
-    }
-
     @Test func emailDisabledAndEnabledFlipTheRelayFlagOncePerDelivery() async throws {
         try await AppleTestSetup.run { setup in
             let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "relay")])
             let id = try #require(body[path: "account.id"] as? String)
             let jti = UUID().uuidString
-            #expect(try await Self.notify(setup, "email-disabled", subject: "relay", jti: jti).status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "email-disabled", subject: "relay", jti: jti).status == .ok)
             let identities = { (account: [String: Any]) in account["identities"] as? [[String: Any]] ?? [] }
-            #expect(identities(try await Self.account(setup, id)).first?["relay_email_deliverable"] as? Bool == false)
+            #expect(identities(try await AppleNotifications.account(setup, id)).first?["relay_email_deliverable"] as? Bool == false)
             // Apple delivers again: nothing changes, no second event.
-            #expect(try await Self.notify(setup, "email-disabled", subject: "relay", jti: jti).status == .ok)
-            #expect(try await Self.events(setup) == ["apple.email_disabled"])
-            #expect(try await Self.notify(setup, "email-enabled", subject: "relay").status == .ok)
-            #expect(identities(try await Self.account(setup, id)).first?["relay_email_deliverable"] as? Bool == true)
-            #expect(try await Self.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
+            #expect(try await AppleNotifications.notify(setup, "email-disabled", subject: "relay", jti: jti).status == .ok)
+            #expect(try await AppleNotifications.events(setup) == ["apple.email_disabled"])
+            #expect(try await AppleNotifications.notify(setup, "email-enabled", subject: "relay").status == .ok)
+            #expect(identities(try await AppleNotifications.account(setup, id)).first?["relay_email_deliverable"] as? Bool == true)
+            #expect(try await AppleNotifications.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
             let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
             #expect(actions.filter { $0.hasPrefix("apple.email") } == ["apple.email_disabled", "apple.email_enabled"])
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 2)
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == 2)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 2)
+            #expect(
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == 2
+            )
             // The event names the account and the identity, as every Apple event does.
-            let data = try await Self.count(
+            let data = try await AppleNotifications.count(
                 setup,
                 "SELECT count(*)::int8 FROM events_outbox WHERE payload->>'account_id' = '\(id)' AND payload ? 'identity_id' AND payload ? 'event_time'"
             )
@@ -86,16 +53,16 @@ import Testing
             let refresh = try #require(body[path: "session.refresh_token"] as? String)
             #expect(try await setup.liveSessionCount() == 1)
 
-            #expect(try await Self.notify(setup, "consent-revoked", subject: "revoker").status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "consent-revoked", subject: "revoker").status == .ok)
             #expect(try await setup.liveSessionCount() == 0)
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "unlinked, with Apple's token")
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "unlinked, with Apple's token")
             #expect(
-                try await Self.count(setup, "SELECT count(*)::int8 FROM sessions WHERE identity_id IS NOT NULL") == 0,
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM sessions WHERE identity_id IS NOT NULL") == 0,
                 "its sessions no longer name it (through the account's reference, migration 0020)")
-            let disabled = try await Self.account(setup, id)
+            let disabled = try await AppleNotifications.account(setup, id)
             #expect(disabled[path: "account.status"] as? String == "disabled")
             #expect(try await setup.post("/v1/sessions/refresh", json: ["refresh_token": refresh]).status == .badRequest)
-            #expect(try await Self.events(setup) == ["apple.consent_revoked", "identity.unlinked"])
+            #expect(try await AppleNotifications.events(setup) == ["apple.consent_revoked", "identity.unlinked"])
 
             // A later Sign in with Apple is a new consent: the same account, enabled again (also
             // with intent sign_in: the person has an account).
@@ -104,12 +71,13 @@ import Testing
             ])
             #expect(back[path: "account.id"] as? String == id)
             #expect(back["is_new_account"] as? Bool != true)
-            #expect(try await Self.account(setup, id)[path: "account.status"] as? String == "active")
+            #expect(try await AppleNotifications.account(setup, id)[path: "account.status"] as? String == "active")
             let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
             #expect(actions.contains("apple.consent_revoked"))
             #expect(actions.contains("identity.relinked"))
-            #expect(try await Self.events(setup) == ["apple.consent_revoked", "identity.unlinked", "identity.linked"])
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM consent_revocations") == 0, "forgotten once relinked")
+            #expect(try await AppleNotifications.events(setup) == ["apple.consent_revoked", "identity.unlinked", "identity.linked"])
+            #expect(
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM consent_revocations") == 0, "forgotten once relinked")
             #expect(!actions.contains("identity.linked"), "not a link by email")
         }
     }
@@ -118,14 +86,14 @@ import Testing
         try await AppleTestSetup.run { setup in
             let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "banned")])
             let id = try #require(body[path: "account.id"] as? String)
-            #expect(try await Self.notify(setup, "consent-revoked", subject: "banned").status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "consent-revoked", subject: "banned").status == .ok)
             _ = try await AccountService(database: setup.app.database).disable(tenantID: setup.tenant.id, accountID: id, actor: "test")
             let refused = try await setup.post(
                 "/v1/sign-in/apple", json: ["client_id": "com.acme.app", "identity_token": try setup.token(subject: "banned")])
             #expect(refused.status == .forbidden)
             #expect(refused.problemCode == "account_disabled")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "nothing written onto it")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM accounts") == 1, "and no new account beside it")
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities") == 0, "nothing written onto it")
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM accounts") == 1, "and no new account beside it")
         }
     }
 
@@ -133,14 +101,16 @@ import Testing
         try await AppleTestSetup.run { setup in
             let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "gone")])
             let id = try #require(body[path: "account.id"] as? String)
-            #expect(try await Self.notify(setup, "account-delete", subject: "gone").status == .ok)
-            let tombstone = try await Self.account(setup, id)
+            #expect(try await AppleNotifications.notify(setup, "account-delete", subject: "gone").status == .ok)
+            let tombstone = try await AppleNotifications.account(setup, id)
             #expect(tombstone[path: "account.status"] as? String == "deleted")
             #expect(tombstone[path: "account.email"] == nil)
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 0)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities") == 0)
             #expect(try await setup.liveSessionCount() == 0)
-            #expect(try await Self.events(setup) == ["account.deleted", "apple.account_deleted", "identity.unlinked"])
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM apple_revocations") == 0, "Apple deleted it: nothing to revoke")
+            #expect(try await AppleNotifications.events(setup) == ["account.deleted", "apple.account_deleted", "identity.unlinked"])
+            #expect(
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM apple_revocations") == 0,
+                "Apple deleted it: nothing to revoke")
             // Signing in again is a new person.
             let again = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "gone")])
             #expect(again[path: "account.id"] as? String != id)
@@ -149,15 +119,16 @@ import Testing
 
     @Test func unknownTypesAndSubjectsAreAnswered200AndRecorded() async throws {
         try await AppleTestSetup.run { setup in
-            #expect(try await Self.notify(setup, "something-new", subject: "anyone").status == .ok)
-            #expect(try await Self.notify(setup, "consent-revoked", subject: "nobody-we-know").status == .ok)
-            #expect(try await Self.notify(setup, "email-disabled", subject: "nobody-we-know").status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "something-new", subject: "anyone").status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "consent-revoked", subject: "nobody-we-know").status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "email-disabled", subject: "nobody-we-know").status == .ok)
             let actions = try await setup.app.database.auditLog.entries(tenantID: setup.tenant.id).map(\.action)
             #expect(actions.contains("apple.notification_ignored"))
             #expect(actions.filter { $0 == "apple.notification_unmatched" }.count == 2, "consent-revoked and email-disabled")
-            #expect(try await Self.events(setup).isEmpty)
+            #expect(try await AppleNotifications.events(setup).isEmpty)
             #expect(
-                try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'unknown_subject'") == 2)
+                try await AppleNotifications.count(
+                    setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'unknown_subject'") == 2)
         }
     }
 
@@ -165,11 +136,11 @@ import Testing
     func forgedPayloadsAre400AndChangeNothing(_ forgery: TokenForgery) async throws {
         try await AppleTestSetup.run { setup in
             _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "target")])
-            let forged = try await Self.notify(setup, "account-delete", subject: "target", forgery: forgery)
+            let forged = try await AppleNotifications.notify(setup, "account-delete", subject: "target", forgery: forgery)
             #expect(forged.status == .badRequest)
             #expect(forged.problemCode == "invalid_notification")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 1)
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 0)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities") == 1)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 0)
         }
     }
 
@@ -178,53 +149,44 @@ import Testing
             _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "target")])
             // Not a primary App ID (a grouped client), and an App ID nobody registered.
             for audience in ["com.acme.app.widget", "com.other.app"] {
-                let response = try await Self.notify(setup, "account-delete", subject: "target", audience: audience)
+                let response = try await AppleNotifications.notify(setup, "account-delete", subject: "target", audience: audience)
                 #expect(response.status == .badRequest, "\(audience)")
                 #expect(response.problemCode == "invalid_notification")
             }
             let expired = try setup.apple.mint(
                 try setup.apple.notificationClaims(
-                    audience: Self.primaryAppID, type: "account-delete", subject: "target", issuedAt: Date().addingTimeInterval(-7_200)))
-            let late = try await Self.post(setup, try JSONSerialization.data(withJSONObject: ["payload": expired]))
+                    audience: AppleNotifications.primaryAppID, type: "account-delete", subject: "target",
+                    issuedAt: Date().addingTimeInterval(-7_200)))
+            let late = try await AppleNotifications.post(setup, try JSONSerialization.data(withJSONObject: ["payload": expired]))
             #expect(late.status == .badRequest)
             for body in ["{}", "{\"payload\": 1}", "{\"payload\": \"a.b.c\"}", "[]", "not json", "{\"payload\":\"x\",\"payload\":\"y\"}"] {
-                let response = try await Self.post(setup, Data(body.utf8))
+                let response = try await AppleNotifications.post(setup, Data(body.utf8))
                 #expect(response.status == .badRequest, "\(body)")
                 #expect(response.headers[.contentType]?.hasPrefix("application/problem+json") == true)
             }
-            let plain = try await Self.post(setup, Data("{}".utf8), contentType: "text/plain")
+            let plain = try await AppleNotifications.post(setup, Data("{}".utf8), contentType: "text/plain")
             #expect(plain.status == .badRequest)
             #expect(plain.problemCode == "invalid_request")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities") == 1)
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 0)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities") == 1)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM notification_receipts") == 0)
         }
     }
 
     @Test func theDatabaseDownIs503AndADeliveryAfterwardsApplies() async throws {
         try await AppleTestSetup.run { setup in
             _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "later")])
-            let body = try setup.apple.notificationBody(audience: Self.primaryAppID, type: "email-disabled", subject: "later")
+            let body = try setup.apple.notificationBody(audience: AppleNotifications.primaryAppID, type: "email-disabled", subject: "later")
             // A warm route cache does not hide the outage: the receipt is written in the database.
             try await setup.app.database.client.query("ALTER TABLE notification_receipts RENAME TO notification_receipts_away")
-            let refused = try await Self.post(setup, body)
+            let refused = try await AppleNotifications.post(setup, body)
             #expect(refused.status.code >= 500)
             try await setup.app.database.client.query("ALTER TABLE notification_receipts_away RENAME TO notification_receipts")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 0)
-            #expect(try await Self.post(setup, body).status == .ok, "Apple's next delivery applies it")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 1)
+            #expect(
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 0)
+            #expect(try await AppleNotifications.post(setup, body).status == .ok, "Apple's next delivery applies it")
+            #expect(
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM identities WHERE NOT relay_email_deliverable") == 1)
         }
-    }
-
-    /// Posts `type` for `subject` with the `events` member's `event_time` replaced by `time`
-    /// (any JSON number text) and the given `jti`.
-    static func notify(_ setup: AppleTestSetup, _ type: String, subject: String, eventTimeText time: String, jti: String) async throws
-        -> TestResponse
-    {
-        var claims = try setup.apple.notificationClaims(audience: primaryAppID, type: type, subject: subject, jti: jti)
-        var email = ""
-        if type.hasPrefix("email-") { email = #","email":"x@privaterelay.appleid.com","is_private_email":"true""# }
-        claims["events"] = .string(#"{"type":"\#(type)","sub":"\#(subject)","event_time":\#(time)\#(email)}"#)
-        return try await post(setup, try JSONSerialization.data(withJSONObject: ["payload": try setup.apple.mint(claims)]))
     }
 
     /// An `event_time` no instant can be (nanoseconds instead of milliseconds, 1e300, a
@@ -237,11 +199,13 @@ import Testing
             let times = ["1800000000000000000", "1e300", "-1e300", "253402300800000", "1764633600000.5"]
             for (n, time) in times.enumerated() {
                 _ = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "odd-\(n)")])
-                let response = try await Self.notify(setup, type, subject: "odd-\(n)", eventTimeText: time, jti: "odd-time-\(n)")
+                let response = try await AppleNotifications.notify(
+                    setup, type, subject: "odd-\(n)", eventTimeText: time, jti: "odd-time-\(n)")
                 #expect(response.status == .ok, "\(time): \(String(buffer: response.body))")
             }
             #expect(
-                try await Self.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'") == times.count)
+                try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM notification_receipts WHERE outcome = 'applied'")
+                    == times.count)
             let timed = try await setup.app.database.client.query(
                 "SELECT jti, coalesce(event_time::text, 'none') FROM notification_receipts ORDER BY jti"
             ).collect()
@@ -261,14 +225,14 @@ import Testing
             let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: "long")])
             let id = try #require(body[path: "account.id"] as? String)
             let prefix = String(repeating: "j", count: 128)
-            #expect(try await Self.notify(setup, "email-disabled", subject: "long", jti: prefix + "-one").status == .ok)
-            #expect(try await Self.notify(setup, "email-enabled", subject: "long", jti: prefix + "-two").status == .ok)
-            #expect(try await Self.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
-            let identities = try await Self.account(setup, id)["identities"] as? [[String: Any]] ?? []
+            #expect(try await AppleNotifications.notify(setup, "email-disabled", subject: "long", jti: prefix + "-one").status == .ok)
+            #expect(try await AppleNotifications.notify(setup, "email-enabled", subject: "long", jti: prefix + "-two").status == .ok)
+            #expect(try await AppleNotifications.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
+            let identities = try await AppleNotifications.account(setup, id)["identities"] as? [[String: Any]] ?? []
             #expect(identities.first?["relay_email_deliverable"] as? Bool == true)
             // The same long id again is the same delivery.
-            #expect(try await Self.notify(setup, "email-disabled", subject: "long", jti: prefix + "-one").status == .ok)
-            #expect(try await Self.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
+            #expect(try await AppleNotifications.notify(setup, "email-disabled", subject: "long", jti: prefix + "-one").status == .ok)
+            #expect(try await AppleNotifications.events(setup) == ["apple.email_disabled", "apple.email_enabled"])
         }
     }
 
@@ -292,8 +256,8 @@ import Testing
                 VALUES (gen_random_uuid(), \(setup.tenant.id), \(UUID(uuidString: id)), 'line', '', 'U-stays',
                     \(otherHasTheSame ? relay.uppercased() : nil), false, \(otherHasTheSame ? "Ada" : nil), NULL)
                 """)
-            #expect(try await Self.notify(setup, "account-delete", subject: "stays").status == .ok)
-            let details = try await Self.account(setup, id)
+            #expect(try await AppleNotifications.notify(setup, "account-delete", subject: "stays").status == .ok)
+            let details = try await AppleNotifications.account(setup, id)
             let account = try #require(details["account"] as? [String: Any])
             #expect(account["status"] as? String == "active")
             #expect((details["identities"] as? [[String: Any]])?.map { $0["provider"] as? String } == ["line"])
@@ -306,7 +270,7 @@ import Testing
                 #expect(account[path: "name.given_name"] == nil || account[path: "name.given_name"] is NSNull)
             }
             #expect(account[path: "name.family_name"] == nil || account[path: "name.family_name"] is NSNull, "\(account)")
-            #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM accounts WHERE display_name IS NOT NULL") == 0)
+            #expect(try await AppleNotifications.count(setup, "SELECT count(*)::int8 FROM accounts WHERE display_name IS NOT NULL") == 0)
         }
     }
 }

@@ -165,7 +165,7 @@ import Testing
 
     @Test func anExportedIdentityIsNotCredentialCheckedUntilReKeyed() async throws {
         try await AppleTestSetup.run { setup in
-            let person = try await AccountDeletionTests.signInWithCode(setup, subject: "eve")
+            let person = try await AccountDeletion.signInWithCode(setup, subject: "eve")
             _ = try await Self.export(setup)
             // Apple refuses the old team's token once the app moved: not a consent revoked.
             setup.apple.revoke(token: person.apple)

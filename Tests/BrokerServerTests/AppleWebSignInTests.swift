@@ -352,8 +352,8 @@ import Testing
             let firstCode = try #require(first["code"])
             let account = try #require(try await Self.exchange(setup, code: firstCode).json()[path: "account.id"] as? String)
             let subject = setup.apple.webUser.subject
-            #expect(try await AppleNotificationTests.notify(setup, "consent-revoked", subject: subject).status == .ok)
-            #expect(try await AppleNotificationTests.account(setup, account)[path: "account.status"] as? String == "disabled")
+            #expect(try await AppleNotifications.notify(setup, "consent-revoked", subject: subject).status == .ok)
+            #expect(try await AppleNotifications.account(setup, account)[path: "account.status"] as? String == "disabled")
 
             // A new consent through the web, asking to sign in only: the same account, enabled.
             let returned = try await Self.signInOnTheWeb(setup, state: "s2", intent: "sign_in")
@@ -362,7 +362,7 @@ import Testing
             let again = try await Self.exchange(setup, code: code)
             #expect(again.status == .ok)
             #expect(try again.json()[path: "account.id"] as? String == account)
-            #expect(try await AppleNotificationTests.account(setup, account)[path: "account.status"] as? String == "active")
+            #expect(try await AppleNotifications.account(setup, account)[path: "account.status"] as? String == "active")
         }
     }
 

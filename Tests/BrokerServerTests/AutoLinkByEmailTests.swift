@@ -15,7 +15,7 @@ import Testing
 /// emails, or more than one match; `possible_duplicate` flags a new account that shares an email.
 @Suite struct AutoLinkByEmailTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
 
     static func run(autoLink: Bool, _ test: @Sendable @escaping (S) async throws -> Void) async throws {
         try await L.run { setup in

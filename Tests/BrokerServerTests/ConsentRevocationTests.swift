@@ -18,7 +18,7 @@ import TestSupport
 /// the events carry what happened, and a second delivery writes nothing.
 @Suite struct ConsentRevocationTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
 
     static func notify(_ setup: S, subject: String, jti: String) async throws -> TestResponse {
         let body = try setup.mocks.apple.notificationBody(audience: "com.acme.app", type: "consent-revoked", subject: subject, jti: jti)
@@ -55,9 +55,9 @@ import TestSupport
             let jti = UUID().uuidString.lowercased()
             #expect(try await Self.notify(setup, subject: "001.two-ways", jti: jti).status == .ok)
             // The Apple session ended with the consent; the Google one lives; the account stays.
-            #expect(try await AccountStatusTests.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
-            #expect(try await AccountStatusTests.refresh(setup, viaGoogle.refreshToken).status == .ok)
-            #expect(try await AccountStatusTests.status(setup, person.accountID) == "active")
+            #expect(try await AccountRequests.refresh(setup, person.refreshToken).problemCode == "invalid_grant")
+            #expect(try await AccountRequests.refresh(setup, viaGoogle.refreshToken).status == .ok)
+            #expect(try await AccountRequests.status(setup, person.accountID) == "active")
             let identities = try await L.identities(setup, of: person.accountID)
             #expect(identities.map { $0["provider"] as? String } == ["google"])
             #expect(try await Self.count(setup, "SELECT count(*)::int8 FROM sessions WHERE revoke_reason = 'consent_revoked'") == 1)

@@ -45,9 +45,9 @@ import Testing
     static func revocationInFlight(_ setup: AppleTestSetup, subject: String) async throws -> (
         account: String, refresh: String, apple: String
     ) {
-        let person = try await AccountDeletionTests.signInWithCode(setup, subject: subject)
+        let person = try await AccountDeletion.signInWithCode(setup, subject: subject)
         setup.apple.hold(.revoke)
-        #expect(try await AccountDeletionTests.delete(setup, person.account).status == .ok)
+        #expect(try await AccountDeletion.delete(setup, person.account).status == .ok)
         await setup.apple.waitForArrivals(.revoke, count: 1)
         return person
     }
@@ -89,9 +89,9 @@ import Testing
                 // The test app's own workers stand down: the service's take the revocation.
                 setup.app.workers.stop.request()
                 await setup.app.workers.finished()
-                let person = try await AccountDeletionTests.signInWithCode(setup, subject: "stop.serve")
+                let person = try await AccountDeletion.signInWithCode(setup, subject: "stop.serve")
                 setup.apple.hold(.revoke)
-                #expect(try await AccountDeletionTests.delete(setup, person.account).status == .ok)
+                #expect(try await AccountDeletion.delete(setup, person.account).status == .ok)
                 let group = ServiceGroup(
                     services: [BackgroundTasks(services: setup.app.services, drain: drain)], gracefulShutdownSignals: [],
                     logger: Logger(label: "test"))
@@ -117,9 +117,9 @@ import Testing
         for drainRunsOut in [false, true] {
             try await AppleTestSetup.run { setup in
                 try await WebhookSink.with { sink in
-                    _ = try await WebhookTests.setWebhook(setup, sink)
+                    _ = try await WebhookFixtures.setWebhook(setup, sink)
                     sink.answer(.held(then: 204))
-                    _ = try await WebhookTests.signIn(setup, "stop.hook")
+                    _ = try await WebhookFixtures.signIn(setup, "stop.hook")
                     await sink.waitForDeliveries(1)
                     setup.app.workers.stop.request()
                     if drainRunsOut {
@@ -129,7 +129,7 @@ import Testing
                         #expect(row.0 == "pending" && row.1 == 0 && row.2, "given back, due now, no attempt counted: \(row)")
                         sink.releaseHeld()
                         sink.answer(.status(204))
-                        #expect(try await WebhookTests.worker(setup).runDue() >= 1)
+                        #expect(try await WebhookFixtures.worker(setup).runDue() >= 1)
                         #expect(try await Self.delivery(setup)?.0 == "delivered")
                         #expect(Set(sink.deliveries.map(\.id)).count == 1, "sent again with the same webhook-id")
                     } else {
@@ -146,8 +146,8 @@ import Testing
 
     @Test func aCredentialCheckInFlightAtTheStopIsRecordedOrGivenBack() async throws {
         try await AppleTestSetup.run { setup in
-            for subject in ["stop.check.1", "stop.check.2"] { _ = try await AccountDeletionTests.signInWithCode(setup, subject: subject) }
-            let checker = AppleCredentialCheckTests.checker(setup)
+            for subject in ["stop.check.1", "stop.check.2"] { _ = try await AccountDeletion.signInWithCode(setup, subject: subject) }
+            let checker = CredentialChecks.checker(setup)
             _ = try await setup.app.database.appleCredentials.schedule(tenantID: setup.tenant.id, interval: 86_400)
             _ = try await setup.app.database.appleCredentials.makeDue(tenantID: setup.tenant.id, at: Date())
             let due = "SELECT count(*)::int8 FROM identities WHERE credential_check_due_at <= now()"
@@ -161,7 +161,7 @@ import Testing
             stop.request()
             setup.apple.release(.refreshGrant)
             #expect(try await run.value == .init(checked: 1, valid: 1, revoked: 0, failed: 0))
-            #expect(try await AppleCredentialCheckTests.count(setup, due) == 1)
+            #expect(try await CredentialChecks.count(setup, due) == 1)
 
             // Cancelled mid-call: due again at once.
             setup.apple.hold(.refreshGrant)
@@ -172,7 +172,7 @@ import Testing
             cancelled.cancel()
             _ = try? await cancelled.value
             setup.apple.release(.refreshGrant)
-            #expect(try await AppleCredentialCheckTests.count(setup, due) == 1, "given back")
+            #expect(try await CredentialChecks.count(setup, due) == 1, "given back")
         }
     }
 }

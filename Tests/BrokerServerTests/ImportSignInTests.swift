@@ -13,7 +13,7 @@ import Testing
 /// them by external id, and a person imported with Facebook who later signs in with Apple joins
 /// by verified email when the tenant auto-links, and is flagged as a possible duplicate when not.
 @Suite struct ImportSignInTests {
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
     typealias S = ProviderTestSetup
 
     static func importLines(_ setup: S, _ lines: [String]) async throws -> ImportRepository.Job {

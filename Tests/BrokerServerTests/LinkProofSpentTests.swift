@@ -15,7 +15,7 @@ import Testing
 /// nothing.
 @Suite struct LinkProofSpentTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
 
     /// A proof of `provider` for `subject`: the token, the link body and the sign-in body.
     struct Proof {

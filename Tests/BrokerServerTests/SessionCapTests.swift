@@ -15,7 +15,7 @@ import Testing
 /// sign-ins and on the full one alike, and the revoked sessions' tokens stop working.
 @Suite struct SessionCapTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
 
     /// The account's sessions, oldest first: (revoked, reason).
     static func sessions(_ setup: S, _ account: String) async throws -> [(revoked: Bool, reason: String?)] {
@@ -62,7 +62,7 @@ import Testing
 
             // The revoked sessions' tokens stop working; the three newest keep theirs.
             for (index, session) in signedIn.enumerated() {
-                let refreshed = try await AccountStatusTests.refresh(setup, session.refreshToken)
+                let refreshed = try await AccountRequests.refresh(setup, session.refreshToken)
                 if index < 2 {
                     #expect(refreshed.status == .badRequest && refreshed.problemCode == "invalid_grant", "session \(index)")
                 } else {

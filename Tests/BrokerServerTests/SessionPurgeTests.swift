@@ -14,7 +14,7 @@ import Testing
 /// latest start is folded into the identity's and account's stamps (decision 0013).
 @Suite struct SessionPurgeTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
 
     static func count(_ setup: S, _ table: String) async throws -> Int {
         let rows = try await setup.app.database.client.query(
@@ -34,7 +34,7 @@ import Testing
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.purged")
             let second = try await L.signInWithApple(setup, subject: "001.purged")
-            let rotated = try await AccountStatusTests.refresh(setup, second.refreshToken)
+            let rotated = try await AccountRequests.refresh(setup, second.refreshToken)
             #expect(rotated.status == .ok)
             let before = try await Self.account(setup, person.accountID)
             let lastSeen = try #require(before[path: "account.last_seen_at"] as? String)
@@ -74,7 +74,7 @@ import Testing
             #expect((after["identities"] as? [[String: Any]])?.first?["last_sign_in_at"] as? String == lastSignIn)
 
             // The purged session's refresh token is refused as any unknown one.
-            let refused = try await AccountStatusTests.refresh(setup, try #require(try rotated.json()["refresh_token"] as? String))
+            let refused = try await AccountRequests.refresh(setup, try #require(try rotated.json()["refresh_token"] as? String))
             #expect(refused.status == .badRequest)
             #expect(refused.problemCode == "invalid_grant")
         }

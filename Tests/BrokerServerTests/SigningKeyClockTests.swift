@@ -1,6 +1,7 @@
 import BrokerCore
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import BrokerApplication

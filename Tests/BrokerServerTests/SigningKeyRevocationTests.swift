@@ -13,7 +13,7 @@ import Testing
 /// access tokens it signed stop verifying, and sessions stay and get tokens from another key.
 @Suite struct SigningKeyRevocationTests {
     typealias S = ProviderTestSetup
-    typealias L = IdentityLinkingTests
+    typealias L = LinkingRequests
 
     /// The `kid` in a compact JWS's header.
     static func kid(of token: String) throws -> String? {
@@ -33,7 +33,7 @@ import Testing
         try await L.run { setup in
             let person = try await L.signInWithApple(setup, subject: "001.revoked-key")
             let compromised = try #require(try Self.kid(of: person.accessToken))
-            #expect(try await AccountStatusTests.introspect(setup, person.accessToken) == true)
+            #expect(try await AccountRequests.introspect(setup, person.accessToken) == true)
 
             // No key is pending: a new one is made, active at once.
             let revocation = try await setup.app.keys.revoke(tenant: "acme", kid: compromised)
@@ -43,15 +43,15 @@ import Testing
             #expect(revocation.keys.first { $0.record.kid == compromised }?.state == .revoked)
 
             // Every instance drops the key on the notification; this one within the test's bound.
-            #expect(try await eventually { try await AccountStatusTests.introspect(setup, person.accessToken) == false })
+            #expect(try await eventually { try await AccountRequests.introspect(setup, person.accessToken) == false })
             #expect(try await Self.published(setup) == [successor.record.kid])
 
             // The session stays: its refresh token rotates, and the new access token is the successor's.
-            let refreshed = try await AccountStatusTests.refresh(setup, person.refreshToken)
+            let refreshed = try await AccountRequests.refresh(setup, person.refreshToken)
             #expect(refreshed.status == .ok, "\(String(buffer: refreshed.body))")
             let access = try #require(try refreshed.json()["access_token"] as? String)
             #expect(try Self.kid(of: access) == successor.record.kid)
-            #expect(try await AccountStatusTests.introspect(setup, access) == true)
+            #expect(try await AccountRequests.introspect(setup, access) == true)
 
             // A second revocation changes nothing; the audit log holds one, naming the successor.
             let again = try await setup.app.keys.revoke(tenant: "acme", kid: compromised)

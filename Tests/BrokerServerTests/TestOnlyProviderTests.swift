@@ -25,6 +25,7 @@ import TestSupport
 // about as long as the whole run (150-160 s on two cores), whatever it takes alone (1-20 s).
 @Suite(.timeLimit(.minutes(10))) struct TestOnlyProviderTests {
     typealias S = OIDCTestSetup
+
     static let client = "test-only-client"
 
     /// The setup with the test-only type registered, and tenant acme's provider `tester` of

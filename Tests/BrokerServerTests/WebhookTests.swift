@@ -16,52 +16,13 @@ import Testing
 /// The test app runs `broker serve`'s background tasks, so its own worker delivers too (on the
 /// real clock); tests that move the clock run a worker of their own beside it.
 @Suite struct WebhookTests {
-    static func setWebhook(_ setup: AppleTestSetup, _ sink: WebhookSink, events: [String] = [], rotate: Bool = false) async throws
-        -> String?
-    {
-        try await WebhookAdmin(database: setup.app.database, actor: "test").set(
-            tenant: "acme", url: sink.url, events: events, rotateSecret: rotate, secrets: setup.app.secrets, allowInsecure: true
-        ).secret
-    }
-
-    static func signIn(_ setup: AppleTestSetup, _ subject: String) async throws -> String {
-        let body = try await setup.signIn(["client_id": "com.acme.app", "identity_token": try setup.token(subject: subject)])
-        return try #require(body[path: "account.id"] as? String)
-    }
-
-    static func delete(_ setup: AppleTestSetup, _ account: String) async throws {
-        let deleted = try await setup.client.execute(uri: "/v1/accounts/\(account)", method: .delete, headers: bearer(setup.apiKey))
-        #expect(deleted.status == .ok)
-    }
-
-    /// A worker beside the test app's own, on a clock the test moves.
-    static func worker(_ setup: AppleTestSetup, maxAttempts: Int = 30) -> WebhookDeliveryWorker {
-        var policy = RetryBackoff()
-        policy.maxAttempts = maxAttempts
-        return WebhookDeliveryWorker(
-            database: setup.app.database, secrets: setup.app.secrets, allowInsecure: true, timeout: .seconds(5), policy: policy,
-            logger: setup.app.database.logger)
-    }
-
-    /// Stock Standard Webhooks verification (Python's `standardwebhooks`): the body it returns.
-    static func verify(_ delivery: WebhookSink.Delivery, secret: String) async throws -> ProcessRunner.Result {
-        let script = """
-            import json, sys
-            from standardwebhooks.webhooks import Webhook
-            headers = {"webhook-id": sys.argv[2], "webhook-timestamp": sys.argv[3], "webhook-signature": sys.argv[4]}
-            print(json.dumps(Webhook(sys.argv[1]).verify(sys.argv[5], headers)))
-            """
-        let arguments = ["python3", "-c", script, secret, delivery.id, delivery.timestamp, delivery.signature, delivery.body]
-        return try await onOwnThread { try ProcessRunner.run("/usr/bin/env", arguments) }
-    }
-
     @Test func deliveriesAreSignedAndVerifyWithAStockStandardWebhooksLibrary() async throws {
         try await AppleTestSetup.run { setup in
             try await WebhookSink.with { sink in
-                let secret = try #require(try await Self.setWebhook(setup, sink))
+                let secret = try #require(try await WebhookFixtures.setWebhook(setup, sink))
                 #expect(secret.hasPrefix("whsec_"))
-                let account = try await Self.signIn(setup, "hooked")
-                try await Self.delete(setup, account)
+                let account = try await WebhookFixtures.signIn(setup, "hooked")
+                try await WebhookFixtures.delete(setup, account)
 
                 // broker serve's worker (the test app's) delivers both on its own.
                 let received = try await eventuallyValue(timeout: .seconds(20)) {
@@ -76,7 +37,7 @@ import Testing
                     #expect(delivery.json["id"] as? String == delivery.id, "webhook-id is the event's id")
                     #expect(delivery.json["account_id"] as? String == account)
                     #expect(delivery.json["timestamp"] is String && delivery.json["data"] is [String: Any])
-                    let verified = try await Self.verify(delivery, secret: secret)
+                    let verified = try await WebhookFixtures.verify(delivery, secret: secret)
                     #expect(verified.status == 0, "\(verified.output)")
                     #expect(verified.output.contains("\"id\": \"\(delivery.id)\""), "\(verified.output)")
                 }
@@ -86,8 +47,8 @@ import Testing
                     contentType: received[0].contentType,
                     body: received[0].body.replacingOccurrences(of: "account.created", with: "account.deleted"),
                     status: 204)
-                #expect(try await Self.verify(tampered, secret: secret).status != 0)
-                #expect(try await Self.verify(received[0], secret: WebhookSignature.newSecret()).status != 0)
+                #expect(try await WebhookFixtures.verify(tampered, secret: secret).status != 0)
+                #expect(try await WebhookFixtures.verify(received[0], secret: WebhookSignature.newSecret()).status != 0)
 
                 // The pull API hands out the same events with the same ids.
                 let pulled = try await setup.client.execute(uri: "/v1/events", method: .get, headers: bearer(setup.apiKey)).json()
@@ -107,10 +68,10 @@ import Testing
         try await AppleTestSetup.run { setup in
             try await WebhookSink.with { sink in
                 sink.answer(.status(503))
-                _ = try await Self.setWebhook(setup, sink)
-                let first = try await Self.signIn(setup, "first")
-                try await Self.delete(setup, first)
-                let second = try await Self.signIn(setup, "second")
+                _ = try await WebhookFixtures.setWebhook(setup, sink)
+                let first = try await WebhookFixtures.signIn(setup, "first")
+                try await WebhookFixtures.delete(setup, first)
+                let second = try await WebhookFixtures.signIn(setup, "second")
 
                 // Each account's first event is tried and refused; the first account's deletion
                 // waits behind its creation and is never sent meanwhile.
@@ -136,7 +97,7 @@ import Testing
 
                 // The backend recovers; two hours on, everything goes, the first account's in order.
                 sink.answer(.status(200))
-                try await Self.worker(setup).runDue(now: { Date().addingTimeInterval(7_200) })
+                try await WebhookFixtures.worker(setup).runDue(now: { Date().addingTimeInterval(7_200) })
                 let all = try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id)
                 #expect(all.allSatisfy { $0.status == .delivered }, "\(all.map { ($0.eventType, $0.status, $0.lastError) })")
                 let firstAccount = sink.deliveries.filter { $0.json["account_id"] as? String == first }
@@ -153,9 +114,9 @@ import Testing
         try await AppleTestSetup.run { setup in
             try await WebhookSink.with { sink in
                 sink.answer(.status(410))
-                _ = try await Self.setWebhook(setup, sink, events: ["account.created"])
-                let account = try await Self.signIn(setup, "unlucky")
-                let worker = Self.worker(setup, maxAttempts: 2)
+                _ = try await WebhookFixtures.setWebhook(setup, sink, events: ["account.created"])
+                let account = try await WebhookFixtures.signIn(setup, "unlucky")
+                let worker = WebhookFixtures.worker(setup, maxAttempts: 2)
                 // Each round runs the worker an hour later than the last, until the delivery is given
                 // up. Bounded by time, not by rounds: the instance's own worker may hold the
                 // delivery (FOR UPDATE SKIP LOCKED) while a round runs, and that round finds nothing.
@@ -196,9 +157,9 @@ import Testing
     @Test func onlyTheEventsAskedForAreDeliveredAndADisabledWebhookSendsNothing() async throws {
         try await AppleTestSetup.run { setup in
             try await WebhookSink.with { sink in
-                _ = try await Self.setWebhook(setup, sink, events: ["account.deleted"])
-                let account = try await Self.signIn(setup, "filtered")
-                try await Self.delete(setup, account)
+                _ = try await WebhookFixtures.setWebhook(setup, sink, events: ["account.deleted"])
+                let account = try await WebhookFixtures.signIn(setup, "filtered")
+                try await WebhookFixtures.delete(setup, account)
                 let received = try await eventuallyValue(timeout: .seconds(20)) {
                     sink.deliveries
                 } until: {
@@ -209,24 +170,24 @@ import Testing
                 let admin = WebhookAdmin(database: setup.app.database, actor: "test")
                 try await admin.disable(tenant: "acme")
                 await #expect(throws: BrokerError.self) { try await admin.disable(tenant: "acme") }
-                let later = try await Self.signIn(setup, "unheard")
-                try await Self.delete(setup, later)
+                let later = try await WebhookFixtures.signIn(setup, "unheard")
+                try await WebhookFixtures.delete(setup, later)
                 // Both events are committed and readable; none is dispatched to a disabled webhook.
                 _ = try await eventuallyValue {
                     try await setup.client.execute(uri: "/v1/events", method: .get, headers: bearer(setup.apiKey)).json()
                 } until: {
                     ($0["events"] as? [Any])?.count == 4
                 }
-                try await Self.worker(setup).runDue()
+                try await WebhookFixtures.worker(setup).runDue()
                 #expect(sink.deliveries.count == 1)
                 #expect(try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).count == 1)
 
                 // Set again: the secret stays, and only events from then on are delivered.
-                #expect(try await Self.setWebhook(setup, sink) == nil, "the secret is kept")
+                #expect(try await WebhookFixtures.setWebhook(setup, sink) == nil, "the secret is kept")
                 let status = try await admin.show(tenant: "acme")
                 #expect(status.webhook?.enabled == true && status.webhook?.eventTypes == nil)
                 #expect(status.deliveries[.delivered] == 1)
-                let fresh = try await Self.signIn(setup, "heard")
+                let fresh = try await WebhookFixtures.signIn(setup, "heard")
                 let after = try await eventuallyValue(timeout: .seconds(20)) {
                     sink.deliveries
                 } until: {
@@ -234,7 +195,7 @@ import Testing
                 }
                 #expect(after.last?.json["account_id"] as? String == fresh)
                 #expect(after.count == 2)
-                #expect(try await Self.setWebhook(setup, sink, rotate: true)?.hasPrefix("whsec_") == true)
+                #expect(try await WebhookFixtures.setWebhook(setup, sink, rotate: true)?.hasPrefix("whsec_") == true)
             }
         }
     }
@@ -242,16 +203,16 @@ import Testing
     @Test func workersOfSeveralInstancesSendEachDeliveryOnce() async throws {
         try await AppleTestSetup.run { setup in
             try await WebhookSink.with { sink in
-                _ = try await Self.setWebhook(setup, sink)
+                _ = try await WebhookFixtures.setWebhook(setup, sink)
                 // Three instances' workers on one clock: the test app's and two more, sending
                 // while the events are being made.
                 let database = setup.app.database
                 let tenant = setup.tenant.id
                 // Their own poll loops (as `broker serve` runs them), polling often.
                 let workers = (0..<2).map { _ in
-                    Task { await Self.worker(setup).run(pollInterval: .milliseconds(20), idleInterval: .milliseconds(20)) }
+                    Task { await WebhookFixtures.worker(setup).run(pollInterval: .milliseconds(20), idleInterval: .milliseconds(20)) }
                 }
-                for index in 0..<10 { _ = try await Self.signIn(setup, "shared-\(index)") }
+                for index in 0..<10 { _ = try await WebhookFixtures.signIn(setup, "shared-\(index)") }
                 _ = try await eventuallyValue(timeout: .seconds(20)) {
                     try await database.webhooks.deliveries(tenantID: tenant, status: .delivered).count
                 } until: {
@@ -270,13 +231,13 @@ import Testing
             try await WebhookSink.with { sink in
                 sink.answer(.hang)
                 // The test app's worker is cut off after 10 s; this one after 300 ms.
-                _ = try await Self.setWebhook(setup, sink)
+                _ = try await WebhookFixtures.setWebhook(setup, sink)
                 var policy = RetryBackoff()
                 policy.maxAttempts = 30
                 let worker = WebhookDeliveryWorker(
                     database: setup.app.database, secrets: setup.app.secrets, allowInsecure: true, timeout: .milliseconds(300),
                     policy: policy, logger: setup.app.database.logger)
-                _ = try await Self.signIn(setup, "patient")
+                _ = try await WebhookFixtures.signIn(setup, "patient")
                 let failed = try await eventuallyValue(timeout: .seconds(20)) {
                     try await worker.runDue(now: { Date().addingTimeInterval(7_200) })
                     return try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first
@@ -295,7 +256,8 @@ import Testing
             let admin = WebhookAdmin(database: setup.app.database, actor: "test")
             for literal in ["[64:ff9b:1::7f00:1]", "[2002:7f00:1::1]", "[2001::7f00:1]", "[fec0::1]", "[::ffff:0:7f00:1]", "192.88.99.1"] {
                 #expect(
-                    await Self.refusal(admin, setup.app.secrets, "https://\(literal)/x", events: []) == "webhook_address_not_public",
+                    await WebhookFixtures.refusal(admin, setup.app.secrets, "https://\(literal)/x", events: [])
+                        == "webhook_address_not_public",
                     "\(literal)")
             }
         }
@@ -326,7 +288,7 @@ import Testing
                 let worker = WebhookDeliveryWorker(
                     database: setup.app.database, secrets: setup.app.secrets, allowInsecure: false, addresses: addresses,
                     timeout: .seconds(5), logger: setup.app.database.logger)
-                _ = try await Self.signIn(setup, "rebound")
+                _ = try await WebhookFixtures.signIn(setup, "rebound")
                 let delivered = try await eventuallyValue(timeout: .seconds(20)) {
                     try await worker.runDue(now: { Date().addingTimeInterval(7_200) })
                     return try await setup.app.database.webhooks.deliveries(tenantID: setup.tenant.id).first
@@ -396,21 +358,11 @@ import Testing
         }
     }
 
-    /// The code `set` refuses `url` with; nil when it takes it.
-    static func refusal(_ admin: WebhookAdmin, _ secrets: SecretBox, _ url: String, events: [String]) async -> String? {
-        do {
-            _ = try await admin.set(tenant: "acme", url: url, events: events, rotateSecret: false, secrets: secrets, allowInsecure: false)
-            return nil
-        } catch {
-            return (error as? BrokerError)?.code ?? "\(error)"
-        }
-    }
-
     @Test func setRefusesInsecureDestinationsAndUnknownEvents() async throws {
         try await AppleTestSetup.run { setup in
             let admin = WebhookAdmin(database: setup.app.database, actor: "test")
             func refusal(_ url: String, events: [String] = []) async -> String? {
-                await Self.refusal(admin, setup.app.secrets, url, events: events)
+                await WebhookFixtures.refusal(admin, setup.app.secrets, url, events: events)
             }
             #expect(await refusal("http://hooks.example.com/x") == "invalid_argument")
             #expect(await refusal("https://user:pw@hooks.example.com/x") == "invalid_argument")

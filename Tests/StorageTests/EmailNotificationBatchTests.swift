@@ -10,22 +10,7 @@ import Testing
 /// element's receipt once, applies it to its identity in arrival order, and writes its audit row
 /// and event exactly as a lone notification does.
 @Suite struct EmailNotificationBatchTests {
-    let quiet = QuietSignInBatchTests()
-    let team = "TEAM000001"
-
-    func element(_ type: String, _ subject: String, jti: String = UUID().uuidString, tenantID: UUID)
-        -> EmailNotificationBatchStatement.Element
-    {
-        .init(
-            event: .init(id: jti, type: type, subject: subject, eventTime: Date(timeIntervalSince1970: 1_795_000_000.123)),
-            subject: subject, route: .init(tenantID: tenantID, teamID: team))
-    }
-
-    func strings(_ sql: PostgresQuery, _ database: Database) async throws -> [String] {
-        var values: [String] = []
-        for try await value in try await database.client.query(sql).decode(String.self) { values.append(value) }
-        return values
-    }
+    let quiet = SignInFixtures()
 
     @Test func oneStatementAppliesEachElementOnceAndInOrderPerIdentity() async throws {
         try await TestDatabase.withFresh { database, _ in
@@ -33,26 +18,27 @@ import Testing
             let enrolled = try await quiet.enroll(["a", "b", "c"], tenantID: tenant.id, database)
             let repeated = UUID().uuidString
             let elements = [
-                element("email-disabled", "a", jti: repeated, tenantID: tenant.id),
-                element("email-disabled", "a", jti: repeated, tenantID: tenant.id),  // Apple delivered it twice at once
-                element("email-disabled", "b", tenantID: tenant.id),
-                element("email-enabled", "b", tenantID: tenant.id),  // b's second event wins: it came last
-                element("email-disabled", "nobody", tenantID: tenant.id),
-                element("email-disabled", "c", tenantID: tenant.id),
+                NotificationElements.element("email-disabled", "a", jti: repeated, tenantID: tenant.id),
+                // Apple delivered it twice at once
+                NotificationElements.element("email-disabled", "a", jti: repeated, tenantID: tenant.id),
+                NotificationElements.element("email-disabled", "b", tenantID: tenant.id),
+                NotificationElements.element("email-enabled", "b", tenantID: tenant.id),  // b's second event wins: it came last
+                NotificationElements.element("email-disabled", "nobody", tenantID: tenant.id),
+                NotificationElements.element("email-disabled", "c", tenantID: tenant.id),
             ]
             #expect(AppleNotificationElement.rounds(elements) == [[0, 2, 4, 5], [1, 3]])
             let outcomes = try await EmailNotificationBatchStatement.write(elements, client: database.client, logger: database.logger)
             #expect(outcomes == [.applied, .duplicate, .applied, .applied, .unknownSubject, .applied])
 
-            let deliverable = try await strings(
+            let deliverable = try await quiet.strings(
                 "SELECT subject || '=' || relay_email_deliverable::text FROM identities WHERE tenant_id = \(tenant.id) ORDER BY subject",
                 database)
             #expect(deliverable == ["a=false", "b=true", "c=false"])
             #expect(
-                try await strings("SELECT outcome FROM notification_receipts WHERE tenant_id = \(tenant.id) ORDER BY jti", database)
+                try await quiet.strings("SELECT outcome FROM notification_receipts WHERE tenant_id = \(tenant.id) ORDER BY jti", database)
                     .sorted() == ["applied", "applied", "applied", "applied", "unknown_subject"])
             // The events in arrival order per identity, each naming its account and identity.
-            let events = try await strings(
+            let events = try await quiet.strings(
                 """
                 SELECT event_type || ' ' || (payload->>'account_id') || ' ' || (payload->>'identity_id') || ' ' || (payload->>'event_time')
                 FROM events_outbox WHERE tenant_id = \(tenant.id) AND event_type LIKE 'apple.%' ORDER BY id
@@ -76,7 +62,7 @@ import Testing
             // A later batch with every jti again changes nothing.
             let again = try await EmailNotificationBatchStatement.write(elements, client: database.client, logger: database.logger)
             #expect(again.allSatisfy { $0 == .duplicate })
-            #expect(try await strings("SELECT count(*)::text FROM events_outbox WHERE event_type LIKE 'apple.%'", database) == ["4"])
+            #expect(try await quiet.strings("SELECT count(*)::text FROM events_outbox WHERE event_type LIKE 'apple.%'", database) == ["4"])
         }
     }
 
@@ -90,7 +76,9 @@ import Testing
             let notifications = try #require(batcher)
             let outcomes = try await withThrowingTaskGroup(of: AppleNotificationRepository.Outcome.self) { group in
                 for subject in subjects + ["stranger"] {
-                    group.addTask { try await notifications.run(element("email-disabled", subject, tenantID: tenant.id)) }
+                    group.addTask {
+                        try await notifications.run(NotificationElements.element("email-disabled", subject, tenantID: tenant.id))
+                    }
                 }
                 return try await group.reduce(into: [AppleNotificationRepository.Outcome]()) { $0.append($1) }
             }
@@ -99,7 +87,7 @@ import Testing
             #expect(notifications.totals.inputs == 41)
             #expect(notifications.totals.batches < 41, "one slot: whoever arrives while a batch runs goes in the next")
             #expect(
-                try await strings(
+                try await quiet.strings(
                     "SELECT count(*)::text FROM identities WHERE tenant_id = \(tenant.id) AND NOT relay_email_deliverable", database)
                     == ["40"])
         }

@@ -11,13 +11,12 @@ import Testing
 /// account of each element that can only be a new person, and writes nothing for any other;
 /// the full statement then gives those what it always gave them.
 @Suite struct FirstSignInBatchTests {
-    let statements = SignInStatementTests()
-    let quiet = QuietSignInBatchTests()
+    let fixtures = SignInFixtures()
 
     func request(
         tenantID: UUID, subject: String, email: String? = nil, sessionID: UUID = UUID(), autoLink: Bool = false
     ) -> SignInRequest {
-        var request = quiet.request(tenantID: tenantID, subject: subject, email: email, sessionID: sessionID)
+        var request = fixtures.request(tenantID: tenantID, subject: subject, email: email, sessionID: sessionID)
         request.autoLinkByEmail = autoLink
         return request
     }
@@ -67,15 +66,15 @@ import Testing
             if case .created(let sealed) = outcomes[1] { #expect(sealed.identity.hasProviderRefreshToken) }
             if case .created(let gold) = outcomes[2] { #expect(gold.identity.attributes == ["tier": "gold"]) }
             // As the full statement writes them: display name, the token's client, the session.
-            #expect(try await statements.count("accounts WHERE display_name = 'Ada Lovelace'", database) == 1)
+            #expect(try await fixtures.count("accounts WHERE display_name = 'Ada Lovelace'", database) == 1)
             #expect(
-                try await statements.count(
+                try await fixtures.count(
                     "identities WHERE provider_token_client_id = 'com.acme.app' AND provider_refresh_token_sealed = '\\x01020304'", database
                 )
                     == 1)
             for request in requests {
                 #expect(
-                    try await statements.count(
+                    try await fixtures.count(
                         """
                         sessions WHERE id = '\(request.session.id.uuidString)' AND client_id = 'com.acme.app' AND platform = 'ios'
                             AND idp = 'apple' AND revoked_at IS NULL AND expires_at > now()
@@ -93,7 +92,7 @@ import Testing
                 announced.insert(account)
             }
             #expect(announced == accounts)
-            #expect(try await statements.count("events_outbox", database) == 3)
+            #expect(try await fixtures.count("events_outbox", database) == 3)
         }
     }
 
@@ -128,7 +127,7 @@ import Testing
                 request(tenantID: tenant.id, subject: "again", sessionID: twice.session.id),  // one token posted twice
                 request(tenantID: other.id, subject: "known", email: "same@example.com"),  // another tenant's: new there
             ]
-            let before = try await statements.count("sessions", database)
+            let before = try await fixtures.count("sessions", database)
             let outcomes = try await batch(requests, database)
             #expect(
                 outcomes.map(Self.describe) == [
@@ -141,10 +140,10 @@ import Testing
             if case .created(let unlinked) = outcomes[5] { #expect(unlinked.possibleDuplicate) }
             if case .created(let elsewhere) = outcomes[12] { #expect(!elsewhere.possibleDuplicate) }
             // Only the quiet element and the four created people wrote anything.
-            #expect(try await statements.count("sessions", database) == before + 5)
-            #expect(try await statements.count("accounts", database) == 6)
-            #expect(try await statements.count("consent_revocations", database) == 1)
-            #expect(try await statements.count("events_outbox WHERE event_type = 'account.created'", database) == 6)
+            #expect(try await fixtures.count("sessions", database) == before + 5)
+            #expect(try await fixtures.count("accounts", database) == 6)
+            #expect(try await fixtures.count("consent_revocations", database) == 1)
+            #expect(try await fixtures.count("events_outbox WHERE event_type = 'account.created'", database) == 6)
         }
     }
 
@@ -157,9 +156,9 @@ import Testing
             let outcomes = try await batch([again], database)
             #expect(outcomes.map(Self.describe) == ["opened"])
             #expect(
-                try await statements.count(
+                try await fixtures.count(
                     "sessions WHERE id = '\(first.sessionID.uuidString)' AND revoke_reason = 'session_limit'", database) == 1)
-            #expect(try await statements.count("sessions WHERE revoked_at IS NULL", database) == 1)
+            #expect(try await fixtures.count("sessions WHERE revoked_at IS NULL", database) == 1)
         }
     }
 
@@ -192,8 +191,8 @@ import Testing
             #expect(results.count == 24)
             #expect(Set(results.map(\.account.id)).count == 12)
             #expect(results.filter(\.isNewAccount).count == 12)
-            #expect(try await statements.count("identities WHERE subject LIKE 'crowd-%'", database) == 12)
-            #expect(try await statements.count("events_outbox WHERE event_type = 'account.created'", database) == 14)
+            #expect(try await fixtures.count("identities WHERE subject LIKE 'crowd-%'", database) == 12)
+            #expect(try await fixtures.count("events_outbox WHERE event_type = 'account.created'", database) == 14)
         }
     }
 }

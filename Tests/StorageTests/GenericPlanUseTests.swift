@@ -18,7 +18,7 @@ import Testing
 /// as the superuser and as `broker serve`'s role, and PostgreSQL's own count
 /// (`pg_prepared_statements.custom_plans`) says it never planned one for its values.
 @Suite struct GenericPlanUseTests {
-    let quiet = QuietSignInBatchTests()
+    let quiet = SignInFixtures()
 
     /// The statements this process prepared on the pool's one connection, with their plan counts.
     func planCounts(_ database: Database) async throws -> [String: (generic: Int, custom: Int)] {
@@ -92,7 +92,7 @@ import Testing
                 // Loaded and analyzed, as autovacuum leaves them during a busy hour: the generic plans
                 // are made again for tables of another size, while the custom plans' average cost
                 // PostgreSQL keeps is still that of the empty tables.
-                try await HotStatementPlanTests.load(admin, tenant: tenant, accounts: 30_000)
+                try await SignInFixtures.loadUnanalyzed(admin, tenant: tenant, accounts: 30_000)
                 _ = try await admin.client.query("ANALYZE")
                 try await exercise(tenant.id, rounds: 12, prefix: "loaded", database)
                 let loaded = try await planCounts(database)

@@ -215,41 +215,6 @@ import Testing
         }
     }
 
-    /// `accounts` accounts with one identity and one session each, plus a spent refresh token
-    /// per session, in one tenant, with autovacuum off on those tables: loaded and never analyzed.
-    static func load(_ database: Database, tenant: Tenant, accounts: Int) async throws {
-        for table in ["accounts", "identities", "sessions", "refresh_tokens"] {
-            try await database.client.query(
-                PostgresQuery(unsafeSQL: "ALTER TABLE \(table) SET (autovacuum_enabled = false)"), logger: TestDatabase.logger)
-        }
-        let id = tenant.id
-        try await database.client.query(
-            """
-            WITH made AS (
-                INSERT INTO accounts (id, tenant_id, email)
-                SELECT gen_random_uuid(), \(id), 'person' || g || '@example.com' FROM generate_series(1, \(accounts)) g
-                RETURNING id
-            ),
-            numbered AS (SELECT id, row_number() OVER () AS n FROM made),
-            identity AS (
-                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject)
-                SELECT gen_random_uuid(), \(id), m.id, 'apple', 'TEAM000001', 'subject.' || m.n FROM numbered m
-                RETURNING id, account_id
-            ),
-            opened AS (
-                INSERT INTO sessions (id, tenant_id, account_id, identity_id, idp, expires_at, refresh_token_hash,
-                    refresh_token_expires_at)
-                SELECT gen_random_uuid(), \(id), i.account_id, i.id, 'apple', now() + interval '1 day',
-                    sha256(i.id::text::bytea), now() + interval '1 day'
-                FROM identity i
-                RETURNING id
-            )
-            INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, expires_at, used_at)
-            SELECT gen_random_uuid(), \(id), o.id, sha256(('spent' || o.id::text)::bytea), now() + interval '1 day', now()
-            FROM opened o
-            """, logger: TestDatabase.logger)
-    }
-
     @Test func everyHotStatementUsesItsKeysOnEmptyTablesAsMigrateLeavesThem() async throws {
         try await TestDatabase.withFresh { database, _ in
             _ = try await TestDatabase.createTenant("plans", in: database)
@@ -264,7 +229,7 @@ import Testing
     @Test func everyHotStatementUsesItsKeysOnLoadedTablesNeverAnalyzedAndAnalyzed() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("plans", in: database)
-            try await Self.load(database, tenant: tenant, accounts: 3_000)
+            try await SignInFixtures.loadUnanalyzed(database, tenant: tenant, accounts: 3_000)
             let stale = try await Self.genericPlanViolations(database)
             for (statement, found) in stale.sorted(by: { $0.key < $1.key }) {
                 #expect(found.isEmpty, "unanalyzed, \(statement): \(found)")
@@ -293,7 +258,7 @@ import Testing
             // A database that holds rows when a migration arrives (a bulk load, an upgrade) is
             // analyzed after it.
             let tenant = try await TestDatabase.createTenant("analyzed", in: database)
-            try await Self.load(database, tenant: tenant, accounts: 100)
+            try await SignInFixtures.loadUnanalyzed(database, tenant: tenant, accounts: 100)
             let next = Migration(version: 9_000, name: "test_next", sql: "COMMENT ON TABLE accounts IS 'test'")
             let migrator = Migrator(
                 client: database.client, migrations: try Migration.bundled() + [next], logger: TestDatabase.logger)

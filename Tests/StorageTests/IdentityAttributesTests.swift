@@ -8,7 +8,7 @@ import Testing
 
 /// Provider attributes (`identities.attributes`) through both sign-in statements.
 @Suite struct IdentityAttributesTests {
-    let statements = SignInStatementTests()
+    let statements = SignInFixtures()
 
     func request(_ tenantID: UUID, subject: String, attributes: [String: String]) -> SignInRequest {
         var request = statements.request(tenantID: tenantID, email: "a@example.com")

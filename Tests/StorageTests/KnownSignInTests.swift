@@ -10,8 +10,7 @@ import Testing
 /// (decision 0063): the lean statement writes what the full statement writes, row for row,
 /// and writes nothing where it does not apply, leaving that to the full statement.
 @Suite struct KnownSignInTests {
-    let statements = SignInStatementTests()
-    let quiet = QuietSignInBatchTests()
+    let fixtures = SignInFixtures()
 
     /// One case: what is stored before (set after a first sign-in, as an import or an earlier
     /// sign-in leaves it) and what the token brings.
@@ -50,7 +49,7 @@ import Testing
     ]
 
     func request(_ tenantID: UUID, _ item: Case) -> SignInRequest {
-        var request = quiet.request(tenantID: tenantID, subject: item.subject, email: item.email)
+        var request = fixtures.request(tenantID: tenantID, subject: item.subject, email: item.email)
         request.identity.name = PersonName(givenName: item.givenName, familyName: item.familyName)
         request.identity.realUserStatus = item.realUserStatus
         request.identity.attributes = item.attributes
@@ -62,7 +61,7 @@ import Testing
     func prepare(_ tenantID: UUID, _ database: Database) async throws {
         for item in Self.cases {
             for _ in 0..<max(1, item.openSessions) {
-                _ = try #require(try await database.accounts.signIn(quiet.request(tenantID: tenantID, subject: item.subject)))
+                _ = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenantID, subject: item.subject)))
             }
             for statement in item.stored.split(separator: ";") {
                 let target =
@@ -146,7 +145,7 @@ import Testing
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("known-none", in: database)
             let known = Case(subject: "known", realUserStatus: 2)
-            let first = try #require(try await database.accounts.signIn(quiet.request(tenantID: tenant.id, subject: "known")))
+            let first = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, subject: "known")))
             let before = try await snapshot(tenant.id, database)
 
             try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(first.account.id)")
@@ -159,7 +158,7 @@ import Testing
             replay.session.id = first.sessionID
             await #expect(throws: PSQLError.self) { _ = try await lean([replay], database) }
             #expect(try await snapshot(tenant.id, database) == before)
-            #expect(try await statements.count("identities WHERE real_user_status = 2", database) == 0)
+            #expect(try await fixtures.count("identities WHERE real_user_status = 2", database) == 0)
 
             // One identity twice, and a second identity of the same account: the first only.
             try await database.client.query(
@@ -176,8 +175,8 @@ import Testing
                     request(tenant.id, Case(subject: "linked", realUserStatus: 1)),
                 ], database)
             #expect(once.map { $0 != nil } == [true, false, false])
-            #expect(try await statements.count("identities WHERE real_user_status IS NOT NULL", database) == 1)
-            #expect(try await statements.count("identities WHERE real_user_status = 2", database) == 1)
+            #expect(try await fixtures.count("identities WHERE real_user_status IS NOT NULL", database) == 1)
+            #expect(try await fixtures.count("identities WHERE real_user_status = 2", database) == 1)
         }
     }
 
@@ -187,7 +186,7 @@ import Testing
     @Test func throughTheRepositoryAFreshProcessSignsAStoredIdentityIn() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("known-repo", in: database)
-            let first = try #require(try await database.accounts.signIn(quiet.request(tenantID: tenant.id, subject: "p")))
+            let first = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, subject: "p")))
             let fresh = AccountRepository(client: database.client, logger: database.logger, recentSignIns: RecentSignIns())
             let item = Case(subject: "p", givenName: "Ada", realUserStatus: 2)
 
@@ -210,7 +209,7 @@ import Testing
             try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(first.account.id)")
             let fourth = AccountRepository(client: database.client, logger: database.logger, recentSignIns: RecentSignIns())
             #expect(try await fourth.signIn(request(tenant.id, Case(subject: "p", realUserStatus: 2))) == nil)
-            #expect(try await statements.count("sessions WHERE revoked_at IS NULL", database) == 3)
+            #expect(try await fixtures.count("sessions WHERE revoked_at IS NULL", database) == 3)
         }
     }
 }

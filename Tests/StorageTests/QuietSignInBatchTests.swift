@@ -10,36 +10,14 @@ import Testing
 /// single quiet statement would, opens the sessions of those that hold, and lets no element
 /// decide another's outcome.
 @Suite struct QuietSignInBatchTests {
-    let statements = SignInStatementTests()
-
-    func request(tenantID: UUID, subject: String, email: String? = "a@example.com", sessionID: UUID = UUID()) -> SignInRequest {
-        var request = statements.request(tenantID: tenantID, email: email)
-        request.identity.subject = subject
-        request.session.id = sessionID
-        request.platform = "ios"
-        return request
-    }
-
-    /// Signs each subject in once through the full statement (their first sign-in).
-    func enroll(_ subjects: [String], tenantID: UUID, _ database: Database) async throws -> [String: SignInResult] {
-        var results: [String: SignInResult] = [:]
-        for subject in subjects {
-            let result = try #require(try await database.accounts.signIn(request(tenantID: tenantID, subject: subject)))
-            results[subject] = result
-        }
-        return results
-    }
-
-    func batch(_ requests: [SignInRequest], _ database: Database) async throws -> [QuietSignInOutcome] {
-        try await AccountRepository.quietSignIns(requests, client: database.client, logger: database.logger)
-    }
+    let fixtures = SignInFixtures()
 
     @Test func oneStatementOpensTheSessionOfEachElement() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("batch", in: database)
-            let first = try await enroll(["s1", "s2", "s3"], tenantID: tenant.id, database)
-            let requests = ["s1", "s2", "s3"].map { request(tenantID: tenant.id, subject: $0) }
-            let outcomes = try await batch(requests, database)
+            let first = try await fixtures.enroll(["s1", "s2", "s3"], tenantID: tenant.id, database)
+            let requests = ["s1", "s2", "s3"].map { fixtures.request(tenantID: tenant.id, subject: $0) }
+            let outcomes = try await fixtures.batch(requests, database)
             #expect(outcomes.count == 3)
             for (request, outcome) in zip(requests, outcomes) {
                 guard case .opened(let result) = outcome else {
@@ -71,7 +49,7 @@ import Testing
                 }
                 #expect(found == 1)
             }
-            #expect(try await statements.count("sessions", database) == 6)
+            #expect(try await fixtures.count("sessions", database) == 6)
         }
     }
 
@@ -79,21 +57,22 @@ import Testing
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("batch-mixed", in: database)
             let other = try await TestDatabase.createTenant("batch-other", in: database)
-            let first = try await enroll(["quiet", "new-email", "replayed", "disabled"], tenantID: tenant.id, database)
+            let first = try await fixtures.enroll(["quiet", "new-email", "replayed", "disabled"], tenantID: tenant.id, database)
             let disabled = try #require(first["disabled"])
             _ = try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(disabled.account.id)")
             let taken = try #require(first["replayed"]).sessionID
-            let quiet = request(tenantID: tenant.id, subject: "quiet")
+            let quiet = fixtures.request(tenantID: tenant.id, subject: "quiet")
             let requests = [
                 quiet,
-                request(tenantID: tenant.id, subject: "new-email", email: "changed@example.com"),  // not quiet: the full statement follows
-                request(tenantID: tenant.id, subject: "replayed", sessionID: taken),  // its session id is taken
-                request(tenantID: tenant.id, subject: "quiet", sessionID: quiet.session.id),  // one token posted twice at once
-                request(tenantID: other.id, subject: "quiet"),  // another tenant's subject: nothing of this tenant
-                request(tenantID: tenant.id, subject: "disabled"),
-                request(tenantID: tenant.id, subject: "unknown"),
+                // not quiet: the full statement follows
+                fixtures.request(tenantID: tenant.id, subject: "new-email", email: "changed@example.com"),
+                fixtures.request(tenantID: tenant.id, subject: "replayed", sessionID: taken),  // its session id is taken
+                fixtures.request(tenantID: tenant.id, subject: "quiet", sessionID: quiet.session.id),  // one token posted twice at once
+                fixtures.request(tenantID: other.id, subject: "quiet"),  // another tenant's subject: nothing of this tenant
+                fixtures.request(tenantID: tenant.id, subject: "disabled"),
+                fixtures.request(tenantID: tenant.id, subject: "unknown"),
             ]
-            let outcomes = try await batch(requests, database)
+            let outcomes = try await fixtures.batch(requests, database)
             let described = outcomes.map { outcome -> String in
                 switch outcome {
                 case .opened: "opened"
@@ -103,21 +82,21 @@ import Testing
             }
             #expect(described == ["opened", "not quiet", "replayed", "replayed", "not quiet", "not quiet", "not quiet"])
             // One session more: the quiet element's; the others wrote nothing.
-            #expect(try await statements.count("sessions", database) == 5)
-            #expect(try await statements.count("sessions WHERE tenant_id = '\(other.id.uuidString)'", database) == 0)
+            #expect(try await fixtures.count("sessions", database) == 5)
+            #expect(try await fixtures.count("sessions WHERE tenant_id = '\(other.id.uuidString)'", database) == 0)
         }
     }
 
     @Test func anElementPostgreSQLCannotStoreFailsAloneAndTheOthersOpenTheirSessions() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("batch-poison", in: database)
-            _ = try await enroll(["s1", "s2"], tenantID: tenant.id, database)
+            _ = try await fixtures.enroll(["s1", "s2"], tenantID: tenant.id, database)
             // A NUL character: json_to_recordset refuses it (22P05), and so the whole statement.
             let requests = [
-                request(tenantID: tenant.id, subject: "s1"), request(tenantID: tenant.id, subject: "s\u{0}x"),
-                request(tenantID: tenant.id, subject: "s2"),
+                fixtures.request(tenantID: tenant.id, subject: "s1"), fixtures.request(tenantID: tenant.id, subject: "s\u{0}x"),
+                fixtures.request(tenantID: tenant.id, subject: "s2"),
             ]
-            await #expect(throws: PSQLError.self) { _ = try await batch(requests, database) }
+            await #expect(throws: PSQLError.self) { _ = try await fixtures.batch(requests, database) }
             let results = try await BatchElements.failingAlone(requests) {
                 try await AccountRepository.quietSignIns($0, client: database.client, logger: database.logger)
             }
@@ -129,7 +108,7 @@ import Testing
                 }
             }
             #expect(throws: PSQLError.self) { try results[1].get() }
-            #expect(try await statements.count("sessions", database) == 4)
+            #expect(try await fixtures.count("sessions", database) == 4)
         }
     }
 
@@ -137,13 +116,13 @@ import Testing
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("batch-load", in: database)
             let subjects = (0..<48).map { "user\($0)" }
-            let first = try await enroll(subjects, tenantID: tenant.id, database)
+            let first = try await fixtures.enroll(subjects, tenantID: tenant.id, database)
             let batcher = try #require(database.quietSignIns)
             let before = batcher.totals
             let accounts = database.accounts
             let results = try await withThrowingTaskGroup(of: (String, SignInResult?).self) { group in
                 for subject in subjects {
-                    let request = request(tenantID: tenant.id, subject: subject)
+                    let request = fixtures.request(tenantID: tenant.id, subject: subject)
                     group.addTask { (subject, try await accounts.signIn(request)) }
                 }
                 var results: [String: SignInResult] = [:]
@@ -154,7 +133,7 @@ import Testing
                 #expect(results[subject]?.account.id == first[subject]?.account.id)
             }
             #expect(Set(results.values.map(\.sessionID)).count == subjects.count)
-            #expect(try await statements.count("sessions", database) == 2 * subjects.count)
+            #expect(try await fixtures.count("sessions", database) == 2 * subjects.count)
             let after = batcher.totals
             #expect(after.inputs - before.inputs == subjects.count)
             // Fewer statements than sign-ins: callers that found both slots busy went together.

@@ -9,7 +9,7 @@ import Testing
 /// The lean quiet statement and the hint that picks it: both statements take the quiet path
 /// alike, and the hint only ever chooses which runs first.
 @Suite struct QuietSignInTests {
-    let statements = SignInStatementTests()
+    let statements = SignInFixtures()
 
     func key(_ tenantID: UUID) -> RecentSignIns.Key {
         .init(tenantID: tenantID, provider: "apple", providerScope: "TEAM000001", subject: "001234.quiet")

@@ -63,7 +63,7 @@ import Testing
             // The moved tokens work (issued before tokens named their session: found by hash,
             // migration 0010): the live one rotates, the spent one revokes its family.
             let sessionsRepository = database.sessions
-            let info = try SessionRepositoryTests.rotated(
+            let info = try SignInFixtures.rotated(
                 try await sessionsRepository.refresh(
                     tenantID: tenantID, tokenHash: freshHash, sessionID: nil, successorHash: Data(repeating: 4, count: 32),
                     idleLifetime: 3_600, reuseInterval: 10))

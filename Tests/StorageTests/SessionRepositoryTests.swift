@@ -8,7 +8,7 @@ import Testing
 /// Rotation keeps the live refresh token on its session and records the spent one in the
 /// ledger; expired tokens and sessions rotate nothing (decision 0012).
 @Suite struct SessionRepositoryTests {
-    let statements = SignInStatementTests()
+    let statements = SignInFixtures()
 
     func openSession(_ database: Database, tenantID: UUID, hash: Data) async throws -> UUID {
         var request = statements.request(tenantID: tenantID, email: "a@example.com")
@@ -17,14 +17,6 @@ import Testing
     }
 
     func hash(_ byte: UInt8) -> Data { Data(repeating: byte, count: 32) }
-
-    /// The session a refresh rotated; fails the test otherwise.
-    static func rotated(_ outcome: SessionRepository.RefreshOutcome) throws -> SessionRepository.SessionInfo {
-        guard case .rotated(let info) = outcome else { throw RotationFailed(outcome: outcome) }
-        return info
-    }
-
-    struct RotationFailed: Error { let outcome: SessionRepository.RefreshOutcome }
 
     /// A fresh database with a tenant `slug` whose one session (refresh token `hash(1)`) has
     /// been rotated once to `hash(2)` with `idleLifetime`.
@@ -35,7 +27,7 @@ import Testing
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant(slug, in: database)
             let session = try await openSession(database, tenantID: tenant.id, hash: hash(1))
-            let info = try Self.rotated(
+            let info = try SignInFixtures.rotated(
                 try await database.sessions.refresh(
                     tenantID: tenant.id, tokenHash: hash(1), sessionID: session, successorHash: hash(2), idleLifetime: idleLifetime,
                     reuseInterval: 10))
@@ -149,7 +141,7 @@ import Testing
     @Test func aRepeatWhoseSuccessorMovedOnIsInvalidAndRevokesNothing() async throws {
         try await withOneRotation("moved", idleLifetime: 3_600) { database, tenant, session, _ in
             let sessions = database.sessions
-            _ = try Self.rotated(
+            _ = try SignInFixtures.rotated(
                 try await sessions.refresh(
                     tenantID: tenant.id, tokenHash: hash(2), sessionID: session, successorHash: hash(3), idleLifetime: 3_600,
                     reuseInterval: 10))

@@ -66,7 +66,7 @@ import Testing
         case processThatSawThem
     }
 
-    let quiet = QuietSignInBatchTests()
+    let quiet = SignInFixtures()
 
     // MARK: The tenant before
 

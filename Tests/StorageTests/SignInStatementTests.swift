@@ -8,58 +8,34 @@ import Testing
 /// The one-statement sign-in: a returning sign-in that changes nothing writes only the
 /// session (the quiet path), anything new is still applied, and stale stamps are refreshed.
 @Suite struct SignInStatementTests {
-    func request(tenantID: UUID, email: String?, givenName: String? = nil) -> SignInRequest {
-        SignInRequest(
-            tenantID: tenantID,
-            identity: ProviderIdentity(
-                provider: .apple, providerScope: "TEAM000001", subject: "001234.quiet", email: email, emailVerified: true,
-                isPrivateEmail: false, name: PersonName(givenName: givenName, familyName: nil)),
-            sealedProviderRefreshToken: nil, intent: .auto, clientID: "com.acme.app", platform: nil,
-            session: NewSession(
-                id: UUID(), refreshTokenHash: Data(RefreshToken.generate(sessionID: UUID()).hash),
-                expiresAt: Date().addingTimeInterval(3_600), refreshTokenExpiresAt: Date().addingTimeInterval(1_800)))
-    }
-
-    func count(_ table: String, _ database: Database) async throws -> Int {
-        let rows = try await database.client.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM \(table)"))
-        var total = 0
-        for try await value in rows.decode(Int.self) { total = value }
-        return total
-    }
-
-    func identityVersion(_ database: Database) async throws -> String {
-        let rows = try await database.client.query("SELECT xmin::text FROM identities WHERE subject = '001234.quiet'")
-        var version = ""
-        for try await value in rows.decode(String.self) { version = value }
-        return version
-    }
+    let fixtures = SignInFixtures()
 
     @Test func returningSignInWithNothingNewWritesOnlyTheSession() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("quiet", in: database)
             let first = try #require(
-                try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")))
+                try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "a@example.com", givenName: "Ada")))
             #expect(first.isNewAccount)
-            let version = try await identityVersion(database)
+            let version = try await fixtures.identityVersion(database)
 
             // Same email, no name: nothing to change → no row rewritten; the stamps returned are
             // this sign-in's.
-            let second = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
+            let second = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "a@example.com")))
             #expect(!second.isNewAccount && second.account.id == first.account.id)
             let firstStamp = try #require(first.identity.lastSignInAt)
             #expect(try #require(second.identity.lastSignInAt) >= firstStamp)
             #expect(second.account.lastSeenAt == second.identity.lastSignInAt)
             #expect(second.account.name.givenName == "Ada" && second.account.email == "a@example.com")
-            #expect(try await identityVersion(database) == version)
-            #expect(try await count("sessions", database) == 2)
+            #expect(try await fixtures.identityVersion(database) == version)
+            #expect(try await fixtures.count("sessions", database) == 2)
             // Each session holds its refresh token; no refresh-token row is written per sign-in.
-            #expect(try await count("sessions WHERE refresh_token_hash IS NOT NULL", database) == 2)
-            #expect(try await count("refresh_tokens", database) == 0)
+            #expect(try await fixtures.count("sessions WHERE refresh_token_hash IS NOT NULL", database) == 2)
+            #expect(try await fixtures.count("refresh_tokens", database) == 0)
 
             // A changed email is applied at once, quiet or not.
-            let third = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "b@example.com")))
+            let third = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "b@example.com")))
             #expect(third.account.email == "b@example.com" && third.identity.email == "b@example.com")
-            #expect(try await identityVersion(database) != version)
+            #expect(try await fixtures.identityVersion(database) != version)
 
             // Nothing new after a long while: still no row rewritten. The identity's and the
             // account's last sign-in are read from the sessions.
@@ -67,12 +43,12 @@ import Testing
                 "UPDATE identities SET last_sign_in_at = now() - interval '2 days' WHERE subject = '001234.quiet'")
             _ = try await database.client.query(
                 "UPDATE sessions SET created_at = created_at - interval '2 days' WHERE tenant_id = \(tenant.id)")
-            let stale = try await identityVersion(database)
-            let fourth = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "b@example.com")))
-            #expect(try await identityVersion(database) == stale)
+            let stale = try await fixtures.identityVersion(database)
+            let fourth = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "b@example.com")))
+            #expect(try await fixtures.identityVersion(database) == stale)
             let fourthStamp = try #require(fourth.identity.lastSignInAt)
             #expect(abs(fourthStamp.timeIntervalSinceNow) < 30)
-            #expect(try await count("sessions", database) == 4)
+            #expect(try await fixtures.count("sessions", database) == 4)
             let (account, identities) = try #require(try await database.accounts.find(tenantID: tenant.id, accountID: first.account.id))
             #expect(identities.count == 1)
             let found = try #require(identities.first?.lastSignInAt)
@@ -84,7 +60,7 @@ import Testing
     @Test func theStoredStampCountsWhenItIsLaterThanEverySession() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("stamps", in: database)
-            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
+            let first = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "a@example.com")))
             // Sessions gone (a purge), the stamps written by the last sign-in that changed
             // something remain.
             _ = try await database.client.query("DELETE FROM sessions WHERE tenant_id = \(tenant.id)")
@@ -98,10 +74,10 @@ import Testing
     @Test func quietPathStillRefusesADisabledAccount() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("quiet-disabled", in: database)
-            let first = try #require(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")))
+            let first = try #require(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "a@example.com")))
             _ = try await database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(first.account.id)")
-            #expect(try await database.accounts.signIn(request(tenantID: tenant.id, email: "a@example.com")) == nil)
-            #expect(try await count("sessions", database) == 1)
+            #expect(try await database.accounts.signIn(fixtures.request(tenantID: tenant.id, email: "a@example.com")) == nil)
+            #expect(try await fixtures.count("sessions", database) == 1)
         }
     }
 }

@@ -11,11 +11,10 @@ import Testing
 /// element per account (the identities left are counted in the statement's own snapshot), and
 /// records each `jti` once.
 @Suite struct UnlinkingNotificationBatchTests {
-    let quiet = QuietSignInBatchTests()
-    let mail = EmailNotificationBatchTests()
+    let quiet = SignInFixtures()
 
     func strings(_ sql: PostgresQuery, _ database: Database) async throws -> [String] {
-        try await mail.strings(sql, database)
+        try await quiet.strings(sql, database)
     }
 
     /// Moves `moved`'s identity and its sessions to `to`'s account (which then has two); the
@@ -38,12 +37,13 @@ import Testing
             try await move(c, to: a, tenantID: tenant.id, database)
             let repeated = UUID().uuidString
             let elements = [
-                mail.element("consent-revoked", "a", jti: repeated, tenantID: tenant.id),
-                mail.element("consent-revoked", "a", jti: repeated, tenantID: tenant.id),  // Apple delivered it twice at once
-                mail.element("consent-revoked", "b", tenantID: tenant.id),
-                mail.element("consent-revoked", "c", tenantID: tenant.id),  // a's account again: the next statement
-                mail.element("consent-revoked", "nobody", tenantID: tenant.id),
-                mail.element("consent-revoked", "d", tenantID: tenant.id),
+                NotificationElements.element("consent-revoked", "a", jti: repeated, tenantID: tenant.id),
+                // Apple delivered it twice at once
+                NotificationElements.element("consent-revoked", "a", jti: repeated, tenantID: tenant.id),
+                NotificationElements.element("consent-revoked", "b", tenantID: tenant.id),
+                NotificationElements.element("consent-revoked", "c", tenantID: tenant.id),  // a's account again: the next statement
+                NotificationElements.element("consent-revoked", "nobody", tenantID: tenant.id),
+                NotificationElements.element("consent-revoked", "d", tenantID: tenant.id),
             ]
             #expect(AppleNotificationElement.rounds(elements) == [[0, 2, 3, 4, 5], [1]])
             let first = ConsentRevocationStatement(elements: [0, 2, 3, 4, 5].map { elements[$0] })
@@ -117,7 +117,9 @@ import Testing
             let revocations = try #require(batcher)
             let outcomes = try await withThrowingTaskGroup(of: AppleNotificationRepository.Outcome.self) { group in
                 for subject in subjects + ["stranger"] {
-                    group.addTask { try await revocations.run(mail.element("consent-revoked", subject, tenantID: tenant.id)) }
+                    group.addTask {
+                        try await revocations.run(NotificationElements.element("consent-revoked", subject, tenantID: tenant.id))
+                    }
                 }
                 return try await group.reduce(into: [AppleNotificationRepository.Outcome]()) { $0.append($1) }
             }
@@ -143,9 +145,9 @@ import Testing
             try await database.client.query(
                 """
                 INSERT INTO consent_revocations (tenant_id, provider, provider_scope, subject, account_id)
-                VALUES (\(tenant.id), 'apple', \(mail.team), 'a', \(a.account.id)), (\(tenant.id), 'apple', \(mail.team), 'earlier', \(b.account.id))
+                VALUES (\(tenant.id), 'apple', \(NotificationElements.team), 'a', \(a.account.id)), (\(tenant.id), 'apple', \(NotificationElements.team), 'earlier', \(b.account.id))
                 """)
-            let elements = ["a", "c", "b", "nobody"].map { mail.element("account-delete", $0, tenantID: tenant.id) }
+            let elements = ["a", "c", "b", "nobody"].map { NotificationElements.element("account-delete", $0, tenantID: tenant.id) }
             let outcomes = try await AccountDeleteNotificationStatement.write(elements, client: database.client, logger: database.logger)
             #expect(outcomes == [.applied, .applied, .applied, .unknownSubject])
 

@@ -4,7 +4,6 @@ import NIOCore
 import NIOHTTP1
 import Storage
 import Testing
-import TestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -15,8 +14,8 @@ import TestSupport
 /// `/readyz`. The datagram comes from an unnamed socket, which NIO's datagram channel cannot
 /// name as a sender, so a thread of its own receives it, blocked in `recv` (bounded by
 /// `SO_RCVTIMEO`).
-final class ReadinessSocket: Sendable {
-    let path: String
+public final class ReadinessSocket: Sendable {
+    public let path: String
     private let descriptor: Int32
 
     private init(path: String, descriptor: Int32) {
@@ -24,7 +23,7 @@ final class ReadinessSocket: Sendable {
         self.descriptor = descriptor
     }
 
-    static func open() throws -> ReadinessSocket {
+    public static func open() throws -> ReadinessSocket {
         let path = "/tmp/ib-ready-\(UUID().uuidString.prefix(8)).sock"
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         try #require(descriptor >= 0, "socket: \(String(cString: strerror(errno)))")
@@ -43,7 +42,7 @@ final class ReadinessSocket: Sendable {
     }
 
     /// `cli`, with this socket as its `NOTIFY_SOCKET`.
-    func notifying(_ cli: BrokerCLI) -> BrokerCLI {
+    public func notifying(_ cli: BrokerCLI) -> BrokerCLI {
         var cli = cli
         cli.environment["NOTIFY_SOCKET"] = path
         return cli
@@ -51,7 +50,7 @@ final class ReadinessSocket: Sendable {
 
     /// Returns once `server` has said it is ready and `/readyz` at `base` answers 200; fails the
     /// test with the server's output when it has not said so within a minute. Closes the socket.
-    func awaitReady(_ server: ProcessRunner.Running, base: String) async throws {
+    public func awaitReady(_ server: ProcessRunner.Running, base: String) async throws {
         defer { close() }
         let descriptor = descriptor
         let said: String? = await withCheckedContinuation { continuation in

@@ -7,32 +7,11 @@ import Testing
 /// `broker account show|disable|enable` (issue 20 §4): the same service as the HTTP routes, as
 /// an operator runs it.
 @Suite struct AccountCLITests {
-    /// An account of tenant `acme` with one Apple identity and one live session; its given name
-    /// carries a terminal escape, as a provider could send it.
-    static func seed(_ database: Database) async throws -> (account: UUID, session: UUID) {
-        let (account, identity, session) = (UUID(), UUID(), UUID())
-        _ = try await database.client.query(
-            """
-            WITH tenant AS (SELECT id FROM tenants WHERE slug = 'acme'),
-            account AS (
-                INSERT INTO accounts (id, tenant_id, given_name, family_name, email, email_verified)
-                SELECT \(account), id, \("Ada\u{1B}[2J"), 'Lovelace', 'ada@example.com', true FROM tenant RETURNING id, tenant_id),
-            identity AS (
-                INSERT INTO identities (id, tenant_id, account_id, provider, provider_scope, subject, email, email_verified)
-                SELECT \(identity), tenant_id, id, 'apple', 'TEAM000001', '001.cli', 'ada@example.com', true FROM account
-                RETURNING id, tenant_id, account_id)
-            INSERT INTO sessions (id, tenant_id, account_id, identity_id, idp, expires_at)
-            SELECT \(session), tenant_id, account_id, id, 'apple', now() + interval '1 day' FROM identity
-            """
-        ).collect()
-        return (account, session)
-    }
-
     @Test func showDisableAndEnableAnAccount() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
             #expect(try await cli.run("tenant", "create", "acme").status == 0)
-            let (account, session) = try await Self.seed(database)
+            let (account, session) = try await CLIFixtures.seedAccount(database)
             let id = account.uuidString.lowercased()
 
             let shown = try await cli.run("account", "show", "--tenant", "acme", id, "--json")
@@ -89,7 +68,7 @@ import Testing
             let cli = BrokerCLI(databaseURL: url)
             #expect(try await cli.run("tenant", "create", "acme").status == 0)
             #expect(try await cli.run("tenant", "create", "bravo").status == 0)
-            let (account, _) = try await Self.seed(database)
+            let (account, _) = try await CLIFixtures.seedAccount(database)
 
             for command in ["show", "disable", "enable"] {
                 let unknown = try await cli.run("account", command, "--tenant", "acme", UUID().uuidString)

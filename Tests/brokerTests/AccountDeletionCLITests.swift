@@ -11,7 +11,7 @@ import Testing
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
             #expect(try await cli.run("tenant", "create", "acme").status == 0)
-            let (account, session) = try await AccountCLITests.seed(database)
+            let (account, session) = try await CLIFixtures.seedAccount(database)
             let id = account.uuidString.lowercased()
 
             let bad = try await cli.run("account", "delete", "--tenant", "acme", id, "--reason", "")

@@ -10,7 +10,7 @@ import Testing
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url, extra: ["BROKER_APPLE_BASE_URL": "http://127.0.0.1:9"])
             #expect(try await cli.run("tenant", "create", "acme").status == 0)
-            let _ = try await AccountCLITests.seed(database)
+            let _ = try await CLIFixtures.seedAccount(database)
             let json = try await cli.run("apple", "check-credentials", "--tenant", "acme", "--now", "--json")
             #expect(json.status == 0, "\(json.output)")
             let body = try json.object()

@@ -27,7 +27,7 @@ import Testing
                         folder + "TEAM000001.p8"
                     ).status == 0)
                 #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
-                let (account, _) = try await AccountCLITests.seed(database)
+                let (account, _) = try await CLIFixtures.seedAccount(database)
                 #expect(
                     try await cli.run(
                         "apple", "team", "set", "--tenant", "acme", "--team-id", "TEAM000002", "--key-id", "KEY0000002",

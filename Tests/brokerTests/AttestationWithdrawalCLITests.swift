@@ -20,7 +20,7 @@ import Testing
     static func withAcme(_ body: @Sendable (Database, BrokerCLI, Tenant, _ secretFile: String) async throws -> Void) async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await PolicyCLITests.tenant("acme", cli: cli)
+            try await PolicyCLI.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let secret = try Self.secretFile()
             defer { try? FileManager.default.removeItem(atPath: secret) }
@@ -39,7 +39,7 @@ import Testing
         try await Self.withAcme { database, cli, tenant, secret in
 
             let attest = try await cli.run(
-                ["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags)
+                ["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLI.attestFlags)
             #expect(attest.status == 0, "\(attest.output)")
             let first = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
@@ -72,7 +72,7 @@ import Testing
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "99", "--app-secret-file", secret, "--platforms",
                 "ios,macos",
             ]
-            try PolicyCLITests.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli, again, mentions: ["facebook on ios", "facebook on macos"],
                 hintParts: ["broker provider attest --tenant acme --provider facebook"])
             // The refusal leaves the disabled settings as they were (a disabled provider keeps them).
@@ -86,7 +86,7 @@ import Testing
             let check = try await cli.run("policy", "check", "--tenant", "acme")
             #expect(check.status == 1, "\(check.output)")
             #expect(check.output.contains("violation"), "\(check.output)")
-            #expect(try PolicyCLITests.forced(cli, "acme").count == 1)
+            #expect(try PolicyCLI.forced(cli, "acme").count == 1)
         }
     }
 
@@ -96,7 +96,7 @@ import Testing
     @Test func changingTheAppOrLoginModeInPlaceIsJudgedWithoutTheAttestation() async throws {
         try await Self.withAcme { database, cli, tenant, secret in
             #expect(
-                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLITests.attestFlags).status
+                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "facebook"] + PolicyCLI.attestFlags).status
                     == 0)
             let enabled = try await cli.run(
                 "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--limited-login",
@@ -105,7 +105,7 @@ import Testing
             #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 0)
 
             // Limited Login turned off: not the provider that was attested.
-            try PolicyCLITests.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli,
                 [
                     "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "55", "--app-secret-file", secret, "--platforms",
@@ -113,7 +113,7 @@ import Testing
                 ],
                 mentions: ["facebook on ios"], hintParts: [])
             // Another app.
-            try PolicyCLITests.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli,
                 [
                     "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "99", "--app-secret-file", secret, "--limited-login",
@@ -143,7 +143,7 @@ import Testing
             #expect(details["reason"] as? String == "configuration_changed")
             #expect(details["changed"] as? [String] == ["app_id", "limited_login"])
             #expect(
-                try PolicyCLITests.forced(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["violations"] as? [String]
+                try PolicyCLI.forced(cli, "acme").first.flatMap { $0["details"] as? [String: Any] }?["violations"] as? [String]
                     == ["ios:facebook", "macos:facebook"])
         }
     }
@@ -153,11 +153,11 @@ import Testing
     @Test func aGoogleClientIDChangeWithdrawsTheAttestation() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await PolicyCLITests.tenant("acme", cli: cli)
+            try await PolicyCLI.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let (a, b, c) = ("1-ios.apps.googleusercontent.com", "1-web.apps.googleusercontent.com", "2-ios.apps.googleusercontent.com")
             #expect(
-                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status
+                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLI.attestFlags).status
                     == 0)
             let enabled = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", a, "--client-id", b, "--platforms", "ios")
@@ -170,7 +170,7 @@ import Testing
             let changed = [
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--platforms", "ios,macos,web",
             ]
-            try PolicyCLITests.expectRefused(cli, changed, mentions: ["google on ios", "google on macos"], hintParts: [])
+            try PolicyCLI.expectRefused(cli, changed, mentions: ["google on ios", "google on macos"], hintParts: [])
             #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .google)?.clientIDs == [b, a])
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).map(\.provider) == [.google])
             let forced = try await cli.run(changed + ["--force"])
@@ -186,7 +186,7 @@ import Testing
             // A hosted domain is part of what was attested too; off the Apple platforms no
             // violation follows, but the attestation still ends.
             #expect(
-                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLITests.attestFlags).status
+                try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "google"] + PolicyCLI.attestFlags).status
                     == 0)
             let domain = try await cli.run(
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", c, "--client-id", b, "--hosted-domain", "example.com",

@@ -77,7 +77,7 @@ import TestSupport
     /// A cluster that takes TCP with TLS and a password only: a wrong password, and TLS turned
     /// off, are each named.
     @Test func authenticationAndTLSRequiredAreNamed() async throws {
-        let cluster = try await DatabaseOutageTests.Cluster.create()
+        let cluster = try await OwnCluster.create()
         defer { cluster.destroy() }
         let data = "\(cluster.directory)/data"
         let key = try ProcessRunner.run(

@@ -95,7 +95,7 @@ import Testing
         return try await database.client.withConnection { connection in
             _ = try await connection.query("SELECT pg_advisory_lock(424242)", logger: TestDatabase.logger)
             let running = try spawn()
-            let paused = try await SeveralInstancesTests.within(.seconds(120)) {
+            let paused = try await ServedHTTP.within(.seconds(120)) {
                 let rows = try await database.client.query(
                     """
                     SELECT count(*)::int8 FROM pg_locks WHERE locktype = 'advisory' AND objid = 424242 AND NOT granted

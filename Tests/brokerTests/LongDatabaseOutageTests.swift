@@ -11,10 +11,9 @@ import TestSupport
 /// `BROKER_DB_CONNECT_TIMEOUT` naming the cause, and the first sign-in after PostgreSQL accepts
 /// connections again succeeds within 5 s.
 @Suite(.tags(.outage)) struct LongDatabaseOutageTests {
-    typealias Outage = DatabaseOutageTests
 
     @Test func ninetySecondOutageAnswers503ThroughoutAndRecoversWithinFiveSeconds() async throws {
-        let cluster = try await Outage.Cluster.create()
+        let cluster = try await OwnCluster.create()
         defer { cluster.destroy() }
         try await cluster.start()
         try await Outage.withBroker(

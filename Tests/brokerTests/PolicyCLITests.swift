@@ -9,68 +9,14 @@ import Testing
 /// rule is refused with nothing changed and applied with `--force` (audited); attestations,
 /// modes and exemptions; `broker policy check` and its exit status.
 @Suite struct PolicyCLITests {
-    static let attestFlags = ["--limits-data-to-name-email", "--private-email", "--no-ad-tracking"]
-
-    static func writeP8() throws -> String {
-        let path = NSTemporaryDirectory() + "AuthKey_\(UUID().uuidString.prefix(6)).p8"
-        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
-    }
-
-    /// Creates the tenant and, with `apple`, its team and a group whose primary App ID is
-    /// `com.<slug>.app` (on `platforms`, default iOS).
-    static func tenant(_ slug: String, cli: BrokerCLI, apple: Bool = false, platforms: String? = nil) async throws {
-        #expect(try await cli.run("tenant", "create", slug).status == 0)
-        guard apple else { return }
-        let p8 = try writeP8()
-        defer { try? FileManager.default.removeItem(atPath: p8) }
-        let team = try await cli.run(
-            "apple", "team", "set", "--tenant", slug, "--team-id", "ABCDE12345", "--key-id", "KEY1234567", "--private-key-file", p8)
-        #expect(team.status == 0, "\(team.output)")
-        let group = try await cli.run(
-            ["apple", "group", "add", "--tenant", slug, "--primary-app-id", "com.\(slug).app"]
-                + (platforms.map { ["--platforms", $0] } ?? []))
-        #expect(group.status == 0, "\(group.output)")
-    }
-
-    /// Expects a 4.8 refusal: exit 1, the guideline cited, a hint with `hintParts` and --force,
-    /// and the JSON error code `login_policy_violation`.
-    static func expectRefused(
-        _ cli: BrokerCLI, _ arguments: [String], mentions: [String], hintParts: [String], sourceLocation: SourceLocation = #_sourceLocation
-    ) throws {
-        let result = try cli.run(arguments)
-        #expect(result.status == 1, "\(arguments): \(result.output)", sourceLocation: sourceLocation)
-        let error = result.output.split(separator: "\n").first { $0.hasPrefix("error: ") } ?? ""
-        #expect(error.contains("App Store Review Guideline 4.8"), "\(result.output)", sourceLocation: sourceLocation)
-        #expect(error.contains("Nothing was changed."), "\(result.output)", sourceLocation: sourceLocation)
-        for part in mentions { #expect(error.contains(part), "\(part): \(result.output)", sourceLocation: sourceLocation) }
-        let hint = result.output.split(separator: "\n").first { $0.hasPrefix("hint: ") } ?? ""
-        #expect(hint.contains("--force"), "\(result.output)", sourceLocation: sourceLocation)
-        for part in hintParts { #expect(hint.contains(part), "\(part): \(result.output)", sourceLocation: sourceLocation) }
-        let json = try cli.run(arguments + ["--json"])
-        #expect(json.status == 1, sourceLocation: sourceLocation)
-        #expect(
-            (try json.object()["error"] as? [String: Any])?["code"] as? String == "login_policy_violation", "\(json.output)",
-            sourceLocation: sourceLocation)
-    }
-
-    static func auditCount(_ cli: BrokerCLI, _ slug: String) throws -> Int {
-        try cli.run("audit", "list", "--tenant", slug, "--limit", "1000", "--json").array().count
-    }
-
-    /// The tenant's `policy.violation_forced` rows, newest first.
-    static func forced(_ cli: BrokerCLI, _ slug: String) throws -> [[String: Any]] {
-        try cli.run("audit", "list", "--tenant", slug, "--action", "policy.violation_forced", "--json").array()
-    }
-
     @Test func enablingGoogleOrFacebookForApplePlatformsWithoutAQualifyingOptionIsRefused() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await Self.tenant("acme", cli: cli)
+            try await PolicyCLI.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
-            let audit = try Self.auditCount(cli, "acme")
+            let audit = try PolicyCLI.auditCount(cli, "acme")
 
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli,
                 [
                     "provider", "enable", "google", "--tenant", "acme", "--client-id", "1-ios.apps.googleusercontent.com", "--platforms",
@@ -82,13 +28,13 @@ import Testing
                     "broker policy exempt",
                 ])
             // No --platforms: offered everywhere, macOS included.
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli, ["provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com"],
                 mentions: ["google on ios", "google on macos"], hintParts: ["ios:", "macos:"])
             let secret = NSTemporaryDirectory() + "fb-\(UUID().uuidString.prefix(6))"
             try "0123456789abcdef".write(toFile: secret, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: secret) }
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli,
                 [
                     "provider", "enable", "facebook", "--tenant", "acme", "--app-id", "1234567890", "--app-secret-file", secret,
@@ -96,7 +42,7 @@ import Testing
                 ],
                 mentions: ["facebook on macos"], hintParts: ["broker provider attest --tenant acme --provider facebook"])
             #expect(try await database.providerConfigs.list(tenantID: tenant.id).isEmpty)
-            #expect(try Self.auditCount(cli, "acme") == audit)
+            #expect(try PolicyCLI.auditCount(cli, "acme") == audit)
 
             // Android and the web are not governed.
             let web = try await cli.run(
@@ -111,7 +57,7 @@ import Testing
             #expect(forced.status == 0, "\(forced.output)")
             #expect(forced.output.contains("warning: tenant 'acme' violates App Store Review Guideline 4.8 on ios"), "\(forced.output)")
             #expect(try await database.providerConfigs.find(tenantID: tenant.id, provider: .facebook)?.platforms == [.ios, .android])
-            let rows = try Self.forced(cli, "acme")
+            let rows = try PolicyCLI.forced(cli, "acme")
             #expect(rows.count == 1)
             let details = try #require(rows.first?["details"] as? [String: Any])
             #expect(rows.first?["target"] as? String == "provider.enable")
@@ -124,14 +70,14 @@ import Testing
                 "provider", "enable", "google", "--tenant", "acme", "--client-id", "2-web.apps.googleusercontent.com", "--platforms", "web")
             #expect(unrelated.status == 0, "\(unrelated.output)")
             // But not one that adds another.
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli,
                 [
                     "provider", "enable", "google", "--tenant", "acme", "--client-id", "2-web.apps.googleusercontent.com", "--platforms",
                     "ios",
                 ],
                 mentions: ["google on ios"], hintParts: [])
-            #expect(try Self.forced(cli, "acme").count == 1)
+            #expect(try PolicyCLI.forced(cli, "acme").count == 1)
             // Disabling what violates is never refused.
             #expect(try await cli.run("provider", "disable", "facebook", "--tenant", "acme").status == 0)
             #expect(try await cli.run("policy", "check", "--tenant", "acme").status == 0)
@@ -141,7 +87,7 @@ import Testing
     @Test func appleClientPlatformsAndRemoval() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await Self.tenant("acme", cli: cli, apple: true)
+            try await PolicyCLI.tenant("acme", cli: cli, apple: true)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
             let mac = try await cli.run(
                 "apple", "client", "add", "--tenant", "acme", "--group", "com.acme.app", "--client-id", "com.acme.mac", "--kind", "app",
@@ -197,8 +143,8 @@ import Testing
                 try await cli.run("provider", "enable", "google", "--tenant", "acme", "--client-id", "1-web.apps.googleusercontent.com")
                     .status == 0)
             #expect(try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.both").status == 0)
-            let audit = try Self.auditCount(cli, "acme")
-            try Self.expectRefused(
+            let audit = try PolicyCLI.auditCount(cli, "acme")
+            try PolicyCLI.expectRefused(
                 cli, ["apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.mac"],
                 mentions: ["google on macos"], hintParts: ["broker apple client add --tenant acme", "--platforms macos"])
             // The primary App ID goes last.
@@ -213,7 +159,7 @@ import Testing
             let unknown = try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.nope")
             #expect(unknown.status == 1 && unknown.output.contains("has no Apple client 'com.nope'"), "\(unknown.output)")
             #expect(try await database.apple.clients(tenantID: tenant.id).count == 3)
-            #expect(try Self.auditCount(cli, "acme") == audit)
+            #expect(try PolicyCLI.auditCount(cli, "acme") == audit)
 
             // The web and Android are not governed: a Services ID goes freely.
             let web = try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.web", "--json")
@@ -223,12 +169,12 @@ import Testing
             let forced = try await cli.run("apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.mac", "--force")
             #expect(forced.status == 0, "\(forced.output)")
             #expect(forced.output.contains("warning: tenant 'acme' violates App Store Review Guideline 4.8 on macos"), "\(forced.output)")
-            let rows = try Self.forced(cli, "acme")
+            let rows = try PolicyCLI.forced(cli, "acme")
             #expect(rows.count == 1)
             #expect((rows.first?["details"] as? [String: Any])?["violations"] as? [String] == ["macos:google"])
             #expect((rows.first?["details"] as? [String: Any])?["action"] as? String == "apple.client.remove")
             // The primary App ID, now alone, would take iOS's Sign in with Apple with it.
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli, ["apple", "client", "remove", "--tenant", "acme", "--client-id", "com.acme.app"],
                 mentions: ["google on ios"], hintParts: ["broker apple group add --tenant acme"])
             #expect(try await cli.run("provider", "disable", "google", "--tenant", "acme").status == 0)
@@ -245,32 +191,32 @@ import Testing
     @Test func attestationsAndModes() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await Self.tenant("acme", cli: cli)
+            try await PolicyCLI.tenant("acme", cli: cli)
             let tenant = try #require(try await database.tenants.find(slug: "acme"))
 
             // All three criteria, and never Apple.
             let none = try await cli.run("provider", "attest", "--tenant", "acme", "--provider", "google")
             #expect(none.status == 1, "\(none.output)")
             #expect(none.output.contains("missing: --limits-data-to-name-email, --private-email, --no-ad-tracking"), "\(none.output)")
-            #expect(none.output.contains("hint: ") && none.output.contains(Self.attestFlags.joined(separator: " ")))
+            #expect(none.output.contains("hint: ") && none.output.contains(PolicyCLI.attestFlags.joined(separator: " ")))
             let two = try await cli.run(
                 "provider", "attest", "--tenant", "acme", "--provider", "facebook", "--private-email", "--no-ad-tracking")
             #expect(two.status == 1 && two.output.contains("missing: --limits-data-to-name-email."), "\(two.output)")
-            let apple = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "apple"] + Self.attestFlags)
+            let apple = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "apple"] + PolicyCLI.attestFlags)
             #expect(apple.status == 1 && apple.output.contains("Sign in with Apple qualifies"), "\(apple.output)")
             // Any id may be attested before it is enabled (a tenant's own too); what is not an id is refused.
-            let unknown = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "git hub"] + Self.attestFlags)
+            let unknown = try await cli.run(["provider", "attest", "--tenant", "acme", "--provider", "git hub"] + PolicyCLI.attestFlags)
             #expect(unknown.status == 1 && unknown.output.contains("'git hub' is not a provider id"), "\(unknown.output)")
             let mixed = try await cli.run(
-                ["provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke"] + Self.attestFlags)
+                ["provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke"] + PolicyCLI.attestFlags)
             #expect(mixed.status == 1 && mixed.output.contains("--revoke takes none"))
-            let noTenant = try await cli.run(["provider", "attest", "--tenant", "nobody", "--provider", "google"] + Self.attestFlags)
+            let noTenant = try await cli.run(["provider", "attest", "--tenant", "nobody", "--provider", "google"] + PolicyCLI.attestFlags)
             #expect(noTenant.status == 1 && noTenant.output.contains("There is no tenant 'nobody'"))
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).isEmpty)
 
             // Before the provider is enabled.
             let attested = try await cli.run(
-                ["provider", "attest", "--tenant", "acme", "--provider", "google", "--json"] + Self.attestFlags)
+                ["provider", "attest", "--tenant", "acme", "--provider", "google", "--json"] + PolicyCLI.attestFlags)
             #expect(attested.status == 0, "\(attested.output)")
             #expect(try attested.object()["attested"] as? Bool == true)
             #expect((try attested.object()["attested_by"] as? String)?.hasPrefix("cli:") == true)
@@ -292,21 +238,21 @@ import Testing
             #expect(listed.first { $0["provider"] as? String == "apple" }?["attested"] is NSNull)
 
             // Withdrawing the attestation iOS relies on.
-            let audit = try Self.auditCount(cli, "acme")
-            try Self.expectRefused(
+            let audit = try PolicyCLI.auditCount(cli, "acme")
+            try PolicyCLI.expectRefused(
                 cli, ["provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke"],
                 mentions: ["facebook and google on ios"], hintParts: ["broker apple group add --tenant acme"])
             // Switching to apple-required when only the attested Google covers iOS.
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli, ["policy", "set", "--tenant", "acme", "--mode", "apple-required"],
                 mentions: ["facebook and google on ios", "Sign in with Apple (mode apple-required)"], hintParts: ["broker apple group add"])
             // Disabling the attested provider iOS relies on.
-            try Self.expectRefused(
+            try PolicyCLI.expectRefused(
                 cli, ["provider", "disable", "google", "--tenant", "acme"], mentions: ["facebook on ios"], hintParts: [])
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).map(\.provider) == [.google])
             #expect(try await database.tenants.find(slug: "acme")?.policy.mode == .privacyEquivalent)
             #expect(try await database.providerConfigs.list(tenantID: tenant.id).count == 2)
-            #expect(try Self.auditCount(cli, "acme") == audit)
+            #expect(try PolicyCLI.auditCount(cli, "acme") == audit)
             let badMode = try await cli.run("policy", "set", "--tenant", "acme", "--mode", "strict")
             #expect(badMode.status == 1 && badMode.output.contains("is not privacy-equivalent or apple-required"))
 
@@ -316,7 +262,7 @@ import Testing
             #expect(try strict.object()["mode"] as? String == "apple-required")
             #expect(try strict.object()["exemption"] is NSNull)
             #expect(try await database.tenants.find(slug: "acme")?.policy.mode == .appleRequired)
-            var rows = try Self.forced(cli, "acme")
+            var rows = try PolicyCLI.forced(cli, "acme")
             #expect(rows.count == 1)
             #expect((rows.first?["details"] as? [String: Any])?["violations"] as? [String] == ["ios:facebook", "ios:google"])
             #expect((rows.first?["details"] as? [String: Any])?["action"] as? String == "policy.mode.set")
@@ -327,7 +273,7 @@ import Testing
             #expect(revoked.status == 0, "\(revoked.output)")
             #expect(revoked.output.contains("is withdrawn"))
             #expect(try await database.loginPolicy.attestations(tenantID: tenant.id).isEmpty)
-            rows = try Self.forced(cli, "acme")
+            rows = try PolicyCLI.forced(cli, "acme")
             #expect(rows.count == 2)
             #expect((rows.first?["details"] as? [String: Any])?["action"] as? String == "provider.attestation.revoke")
             let again = try await cli.run("provider", "attest", "--tenant", "acme", "--provider", "google", "--revoke")
@@ -344,7 +290,7 @@ import Testing
     @Test func exemptions() async throws {
         try await TestDatabase.withFresh { database, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await Self.tenant("acme", cli: cli)
+            try await PolicyCLI.tenant("acme", cli: cli)
             let bad: [([String], String)] = [
                 (["--reason", "own-accounts-only"], "An exemption needs a --note"),
                 (["--reason", "because", "--note", "x"], "--reason 'because' is not one of the guideline's exemptions"),
@@ -379,17 +325,17 @@ import Testing
             #expect(text.status == 0)
             #expect(text.output.contains("acme ios: exempt (education-enterprise, since "), "\(text.output)")
 
-            let audit = try Self.auditCount(cli, "acme")
-            try Self.expectRefused(
+            let audit = try PolicyCLI.auditCount(cli, "acme")
+            try PolicyCLI.expectRefused(
                 cli, ["policy", "exempt", "--tenant", "acme", "--clear"], mentions: ["google on ios", "google on macos"],
                 hintParts: ["broker policy exempt --tenant acme --reason"])
             #expect(try await database.tenants.find(slug: "acme")?.policy.exemption?.reason == .educationEnterprise)
-            #expect(try Self.auditCount(cli, "acme") == audit)
+            #expect(try PolicyCLI.auditCount(cli, "acme") == audit)
             let cleared = try await cli.run("policy", "exempt", "--tenant", "acme", "--clear", "--force")
             #expect(cleared.status == 0, "\(cleared.output)")
             #expect(cleared.output.contains("no longer exempt"))
             #expect(try await database.tenants.find(slug: "acme")?.policy.exemption == nil)
-            let rows = try Self.forced(cli, "acme")
+            let rows = try PolicyCLI.forced(cli, "acme")
             #expect((rows.first?["details"] as? [String: Any])?["violations"] as? [String] == ["ios:google", "macos:google"])
             #expect((rows.first?["details"] as? [String: Any])?["action"] as? String == "policy.exemption.clear")
             let again = try await cli.run("policy", "exempt", "--tenant", "acme", "--clear")
@@ -400,9 +346,9 @@ import Testing
     @Test func policyCheckReportsEveryTenantAndPlatform() async throws {
         try await TestDatabase.withFresh { _, url in
             let cli = BrokerCLI(databaseURL: url)
-            try await Self.tenant("alpha", cli: cli, apple: true, platforms: "ios,macos")
-            try await Self.tenant("bravo", cli: cli)
-            try await Self.tenant("charlie", cli: cli)
+            try await PolicyCLI.tenant("alpha", cli: cli, apple: true, platforms: "ios,macos")
+            try await PolicyCLI.tenant("bravo", cli: cli)
+            try await PolicyCLI.tenant("charlie", cli: cli)
             #expect(
                 try await cli.run("provider", "enable", "google", "--tenant", "alpha", "--client-id", "1-web.apps.googleusercontent.com")
                     .status == 0)
@@ -464,7 +410,8 @@ import Testing
 
             // Fixed by attesting: compliant again.
             #expect(
-                try await cli.run(["provider", "attest", "--tenant", "charlie", "--provider", "google"] + Self.attestFlags).status == 0)
+                try await cli.run(["provider", "attest", "--tenant", "charlie", "--provider", "google"] + PolicyCLI.attestFlags).status == 0
+            )
             #expect(try await cli.run("policy", "check").status == 0)
         }
     }

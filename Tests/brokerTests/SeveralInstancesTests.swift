@@ -16,38 +16,6 @@ import TestSupport
     static let teamID = "TEAM000001"
     static let keyID = "KEY0000001"
 
-    /// A client that opens as many connections as the test asks for at once.
-    static let http: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 100)
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
-
-    static func send(_ method: HTTPMethod, _ url: String, key: String?, json: String? = nil) async -> (status: Int, body: [String: Any]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let key { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
-        if let json {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: json))
-        }
-        guard let response = try? await http.execute(request, timeout: .seconds(30)),
-            let body = try? await response.body.collect(upTo: 1 << 20)
-        else { return (0, [:]) }
-        let object = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]) ?? [:]
-        return (Int(response.status.code), object)
-    }
-
-    /// Polls `condition` every 20 ms until it holds or `limit` passes; the time it took.
-    static func within(_ limit: Duration, _ condition: () async throws -> Bool) async throws -> Duration? {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < limit {
-            if try await condition() { return ContinuousClock.now - start }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return nil
-    }
-
     static func scalar(_ database: Database, _ query: PostgresQuery) async throws -> Int {
         for try await value in try await database.client.query(query).decode(Int.self) { return value }
         return -1
@@ -110,7 +78,7 @@ import TestSupport
                     let accounts = await withTaskGroup(of: (Int, String?).self) { group in
                         for (index, token) in tokens.enumerated() {
                             group.addTask {
-                                let answer = await Self.send(
+                                let answer = await ServedHTTP.send(
                                     .POST, "\(bases3[index % 3])/v1/sign-in/apple", key: key,
                                     json: #"{"client_id":"com.acme.app","identity_token":"\#(token)"}"#)
                                 return (answer.status, (answer.body["account"] as? [String: Any])?["id"] as? String)
@@ -126,7 +94,7 @@ import TestSupport
                     #expect(try await Self.scalar(database, "SELECT count(*)::int FROM accounts") == 1)
 
                     // One refresh token presented to all three at once: one successor pair for all.
-                    let session = await Self.send(
+                    let session = await ServedHTTP.send(
                         .POST, "\(bases3[0])/v1/sign-in/apple", key: key,
                         json:
                             #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "refresh.person", audience: "com.acme.app")))"}"#
@@ -135,7 +103,7 @@ import TestSupport
                     let successors = await withTaskGroup(of: (Int, String?).self) { group in
                         for index in 0..<6 {
                             group.addTask {
-                                let answer = await Self.send(
+                                let answer = await ServedHTTP.send(
                                     .POST, "\(bases3[index % 3])/v1/sessions/refresh", key: key, json: #"{"refresh_token":"\#(refresh)"}"#)
                                 return (answer.status, answer.body["refresh_token"] as? String)
                             }
@@ -147,7 +115,7 @@ import TestSupport
                     #expect(successors.allSatisfy { $0.0 == 200 }, "\(successors.map(\.0))")
                     #expect(Set(successors.compactMap(\.1)).count == 1, "the same successor for every caller")
                     let successor = try #require(successors.first?.1)
-                    let next = await Self.send(
+                    let next = await ServedHTTP.send(
                         .POST, "\(bases3[2])/v1/sessions/refresh", key: key, json: #"{"refresh_token":"\#(successor)"}"#)
                     #expect(next.status == 200, "the family is intact")
 
@@ -156,13 +124,13 @@ import TestSupport
                     let secondKey = try #require(second["key"] as? String)
                     let secondID = try #require(second["id"] as? String)
                     for base in bases3 {
-                        #expect(await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 200, "cached on each")
+                        #expect(await ServedHTTP.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 200, "cached on each")
                     }
                     #expect(try await cli.run("api-key", "revoke", "--tenant", "acme", secondID).status == 0)
                     let revokedAt = ContinuousClock.now
                     for (index, base) in bases3.enumerated() {
-                        let refused = try await Self.within(.seconds(5)) {
-                            await Self.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401
+                        let refused = try await ServedHTTP.within(.seconds(5)) {
+                            await ServedHTTP.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401
                         }
                         #expect(refused != nil, "instance \(index) still takes the revoked key")
                         print(
@@ -176,9 +144,10 @@ import TestSupport
                     let kid = try #require(rotated["kid"] as? String)
                     let rotatedAt = ContinuousClock.now
                     for (index, base) in bases3.enumerated() {
-                        let published = try await Self.within(.seconds(10)) {
+                        let published = try await ServedHTTP.within(.seconds(10)) {
                             let keys =
-                                await Self.send(.GET, "\(base)/t/acme/.well-known/jwks.json", key: nil).body["keys"] as? [[String: Any]]
+                                await ServedHTTP.send(.GET, "\(base)/t/acme/.well-known/jwks.json", key: nil).body["keys"]
+                                as? [[String: Any]]
                             return keys?.contains { $0["kid"] as? String == kid } == true
                         }
                         #expect(published != nil, "instance \(index) does not publish \(kid)")
@@ -190,17 +159,17 @@ import TestSupport
 
                     // A deletion queues one Apple revocation: the three workers call Apple once.
                     let code = apple.issueCode(clientID: "com.acme.app", subject: "deleted.person")
-                    let deleted = await Self.send(
+                    let deleted = await ServedHTTP.send(
                         .POST, "\(bases3[1])/v1/sign-in/apple", key: key,
                         json:
                             #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "deleted.person", audience: "com.acme.app")))","authorization_code":"\#(code)"}"#
                     )
                     #expect(deleted.status == 200, "\(deleted.body)")
                     let accountID = try #require((deleted.body["account"] as? [String: Any])?["id"] as? String)
-                    let deletion = await Self.send(.DELETE, "\(bases3[2])/v1/accounts/\(accountID)", key: key)
+                    let deletion = await ServedHTTP.send(.DELETE, "\(bases3[2])/v1/accounts/\(accountID)", key: key)
                     #expect(deletion.status == 200)
                     #expect(deletion.body["apple_revocations_queued"] as? Int == 1)
-                    let revoked = try await Self.within(.seconds(60)) {
+                    let revoked = try await ServedHTTP.within(.seconds(60)) {
                         try await Self.scalar(database, "SELECT count(*)::int FROM apple_revocations WHERE status = 'done'") == 1
                     }
                     #expect(revoked != nil, "the revocation was not done")
@@ -209,7 +178,7 @@ import TestSupport
                     // Every event reaches the webhook once, whichever instance's worker took it.
                     let events = try await Self.scalar(database, "SELECT count(*)::int FROM events_outbox")
                     #expect(events >= 4, "account.created (3) and account.deleted")
-                    let delivered = try await Self.within(.seconds(60)) { sink.deliveries.count >= events }
+                    let delivered = try await ServedHTTP.within(.seconds(60)) { sink.deliveries.count >= events }
                     #expect(delivered != nil, "\(sink.deliveries.count) of \(events) events delivered")
                     let ids = sink.deliveries.map(\.id)
                     #expect(Set(ids).count == ids.count, "no event delivered twice")

@@ -15,13 +15,12 @@ import TestSupport
 /// mid-way used to hang it for good). Afterwards no queued item is lost, none is done twice (Apple and
 /// the webhook see each item once), and the import resumes to the same total.
 @Suite(.tags(.outage), .serialized) struct WorkerOutageTests {
-    typealias Outage = DatabaseOutageTests
     static let teamID = "TEAM000001"
     static let keyID = "KEY0000001"
     static let imported = 30_000
 
     @Test func queuedWorkAndAnImportSurviveAStoppedDatabase() async throws {
-        let cluster = try await Outage.Cluster.create()
+        let cluster = try await OwnCluster.create()
         defer { cluster.destroy() }
         try await cluster.start()
         let folder = NSTemporaryDirectory() + "worker-outage-\(UUID().uuidString.prefix(8))/"
@@ -100,7 +99,7 @@ import TestSupport
                     _ = try? ProcessRunner.wait(importing)
                 }
                 var jobID: String?
-                let started = try await SeveralInstancesTests.within(.seconds(60)) {
+                let started = try await ServedHTTP.within(.seconds(60)) {
                     try await Outage.withClient(cluster) { client in
                         let rows = try await client.query("SELECT id::text FROM import_jobs WHERE records > 0", logger: TestDatabase.logger)
                         for try await id in rows.decode(String.self) { jobID = id }
@@ -116,7 +115,7 @@ import TestSupport
                     let subject = "001.person\(person)"
                     let code = apple.issueCode(clientID: "com.acme.app", subject: subject)
                     let token = try apple.mint(apple.claims(subject: subject, audience: "com.acme.app"))
-                    let signedIn = await SeveralInstancesTests.send(
+                    let signedIn = await ServedHTTP.send(
                         .POST, "\(base)/v1/sign-in/apple", key: key,
                         json: #"{"client_id":"com.acme.app","identity_token":"\#(token)","authorization_code":"\#(code)"}"#)
                     try #require(signedIn.status == 200, "\(signedIn.body)")
@@ -144,7 +143,7 @@ import TestSupport
                 // with the webhook holding its answers too (held for less than the worker's 10 s).
                 sink.answer(.held(then: 204))
                 for account in accounts.suffix(3) {
-                    let deleted = await SeveralInstancesTests.send(.DELETE, "\(base)/v1/accounts/\(account)", key: key)
+                    let deleted = await ServedHTTP.send(.DELETE, "\(base)/v1/accounts/\(account)", key: key)
                     #expect(deleted.status == 200 && deleted.body["apple_revocations_queued"] as? Int == 1, "\(deleted.body)")
                 }
                 // Each worker is in the middle of a call, and the import in the middle of its file.
@@ -190,7 +189,7 @@ import TestSupport
                     report?["checked"] as? Int == 3 && report?["still_valid"] as? Int == 3 && report?["revoked"] as? Int == 0,
                     "\(checked.output.suffix(1_000))")
                 var revocations: [(String, Int)] = []
-                let done = try await SeveralInstancesTests.within(.seconds(60)) {
+                let done = try await ServedHTTP.within(.seconds(60)) {
                     revocations = []
                     try await Outage.withClient(cluster) { client in
                         let rows = try await client.query("SELECT status, attempts FROM apple_revocations", logger: TestDatabase.logger)
@@ -207,7 +206,7 @@ import TestSupport
                     { events = count }
                 }
                 #expect(events >= 9, "six account.created and three account.deleted")
-                let delivered = try await SeveralInstancesTests.within(.seconds(60)) {
+                let delivered = try await ServedHTTP.within(.seconds(60)) {
                     var pending = -1
                     try await Outage.withClient(cluster) { client in
                         for try await count in try await client.query(

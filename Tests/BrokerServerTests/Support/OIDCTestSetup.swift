@@ -127,7 +127,7 @@ struct OIDCTestSetup {
     @discardableResult
     func post(_ path: String, json: [String: Any], tenant: String = "acme", accountToken: String? = nil) async throws -> TestResponse {
         var headers: HTTPFields = [.authorization: "Bearer \(keys[tenant] ?? "")", .contentType: "application/json"]
-        if let accountToken { headers[IdentityLinkingTests.accountToken] = accountToken }
+        if let accountToken { headers[LinkingRequests.accountToken] = accountToken }
         return try await client.execute(
             uri: path, method: .post, headers: headers, body: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
     }
@@ -138,7 +138,7 @@ struct OIDCTestSetup {
 
     func delete(_ uri: String, tenant: String = "acme", accountToken: String) async throws -> TestResponse {
         var headers: HTTPFields = [.authorization: "Bearer \(keys[tenant] ?? "")"]
-        headers[IdentityLinkingTests.accountToken] = accountToken
+        headers[LinkingRequests.accountToken] = accountToken
         return try await client.execute(uri: uri, method: .delete, headers: headers)
     }
 

@@ -4,7 +4,7 @@ import TestSupport
 extension BrokerCLI.Result {
     /// The JSON printed on stdout (the CLI logs to stderr, interleaved in `output`: take the
     /// JSON document, which starts at the first line opening with `{` or `[`).
-    func json() throws -> Any {
+    public func json() throws -> Any {
         let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
         guard let start = lines.firstIndex(where: { $0.hasPrefix("{") || $0.hasPrefix("[") }) else {
             throw CocoaError(.coderReadCorrupt, userInfo: [NSDebugDescriptionErrorKey: output])
@@ -12,6 +12,6 @@ extension BrokerCLI.Result {
         return try JSONSerialization.jsonObject(with: Data(lines[start...].joined(separator: "\n").utf8))
     }
 
-    func object() throws -> [String: Any] { try json() as? [String: Any] ?? [:] }
-    func array() throws -> [[String: Any]] { try json() as? [[String: Any]] ?? [] }
+    public func object() throws -> [String: Any] { try json() as? [String: Any] ?? [:] }
+    public func array() throws -> [[String: Any]] { try json() as? [[String: Any]] ?? [] }
 }
