@@ -15,6 +15,25 @@ import TestSupport
         }
     }
 
+    /// Holds every job until ``release()`` runs them, on the releasing thread: a task preferring
+    /// it has not started until then.
+    final class HeldExecutor: TaskExecutor, Sendable {
+        private let jobs = Mutex<[UnownedJob]>([])
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            jobs.withLock { $0.append(job) }
+        }
+
+        func release() {
+            let held = jobs.withLock { jobs in
+                defer { jobs = [] }
+                return jobs
+            }
+            for job in held { job.runSynchronously(on: asUnownedTaskExecutor()) }
+        }
+    }
+
     final class Flag: Sendable {
         private let value = Mutex(false)
         func set() { value.withLock { $0 = true } }
@@ -41,7 +60,12 @@ import TestSupport
             let cancelled = Flag()
             let seenByCaller = await Task(executorPreference: InlineExecutor()) { () -> Bool? in
                 do {
-                    try await withDeadline(.milliseconds(1)) { await Self.waitForCancellation(cancelled) }
+                    // The operation's task runs inline too: it is waiting in its cancellation
+                    // handler before the deadline is set, however loaded the machine (a CI run
+                    // that took 220 s for the suites saw the deadline pass before it started).
+                    try await withDeadline(.milliseconds(1), executorPreference: InlineExecutor()) {
+                        await Self.waitForCancellation(cancelled)
+                    }
                     return nil
                 } catch is DeadlineExceeded {
                     return cancelled.isSet
@@ -50,6 +74,22 @@ import TestSupport
                 }
             }.value
             #expect(seenByCaller == true, "the caller resumed before the operation was cancelled")
+        }
+    }
+
+    /// A deadline that passes before the operation's task has started answers the caller, and
+    /// the operation then never runs: nothing it would do (a write, a read of the request body)
+    /// happens after its caller was answered.
+    @Test func anOperationThatHasNotStartedByItsDeadlineNeverRuns() async {
+        for _ in 0..<20 {
+            let held = HeldExecutor()
+            let ran = Flag()
+            await #expect(throws: DeadlineExceeded(timeout: .milliseconds(1))) {
+                try await withDeadline(.milliseconds(1), executorPreference: held) { ran.set() }
+            }
+            // The operation's task starts only now, inline: it finds the gate closed and ends.
+            held.release()
+            #expect(ran.isSet == false, "the operation ran after its caller was answered")
         }
     }
 
