@@ -26,7 +26,7 @@ struct BrokerCommand: AsyncParsableCommand {
         subcommands: [
             ServeCommand.self, DBCommand.self, TenantCommand.self, AccountCommand.self, APIKeyCommand.self, KeysCommand.self,
             AppleCommand.self, ProviderCommand.self, PolicyCommand.self, TokenCommand.self, AuditCommand.self, WebhookCommand.self,
-            EventsCommand.self, ImportCommand.self, ExportCommand.self, DemoCommand.self,
+            EventsCommand.self, ImportCommand.self, ExportCommand.self, ClientCommand.self, DemoCommand.self,
         ]
     )
 }

@@ -1,5 +1,4 @@
 import Foundation
-import TestSupport
 
 extension BrokerCLI.Result {
     /// The JSON printed on stdout (the CLI logs to stderr, interleaved in `output`: take the
