@@ -61,4 +61,39 @@ extension APIHandlers {
         else { throw Self.accountNotFound(input.path.id) }
         return .ok(.init(body: .json(.init(revokedSessions: count))))
     }
+
+    /// `GET /v1/accounts/{id}/sessions` (issue 42 §3): the account's open sessions, never a token.
+    func listAccountSessions(_ input: Operations.ListAccountSessions.Input) async throws -> Operations.ListAccountSessions.Output {
+        let caller = try await authenticator.authenticate(currentCaller, requiring: .accounts)
+        guard let id = UUID(uuidString: input.path.id),
+            let sessions = try await services.database.sessions.openSessions(tenantID: caller.tenant.id, accountID: id)
+        else { throw Self.accountNotFound(input.path.id) }
+        return .ok(
+            .init(
+                body: .json(
+                    .init(
+                        sessions: sessions.map {
+                            .init(
+                                id: $0.id.lowercasedString, provider: $0.idp, clientId: $0.clientID, platform: $0.platform,
+                                createdAt: $0.createdAt, lastUsedAt: $0.lastRefreshedAt, expiresAt: $0.expiresAt)
+                        }))))
+    }
+
+    /// `DELETE /v1/accounts/{id}/sessions/{session_id}` (issue 42 §3): one device signed out;
+    /// the audit row names the API key's prefix.
+    func revokeAccountSession(_ input: Operations.RevokeAccountSession.Input) async throws -> Operations.RevokeAccountSession.Output {
+        let caller = try await authenticator.authenticate(currentCaller, requiring: .accounts)
+        guard let id = UUID(uuidString: input.path.id) else { throw Self.accountNotFound(input.path.id) }
+        let notFound = BrokerError(
+            code: "session_not_found", kind: .notFound, title: "Session not found",
+            detail: "The account has no open session '\(input.path.sessionId.prefix(60))'.")
+        guard let sessionID = UUID(uuidString: input.path.sessionId) else { throw notFound }
+        switch try await services.database.sessions.endSession(
+            tenantID: caller.tenant.id, accountID: id, sessionID: sessionID, actor: caller.apiKey.prefix)
+        {
+        case .ended: return .ok(.init(body: .json(.init(revoked: true))))
+        case .noAccount: throw Self.accountNotFound(input.path.id)
+        case .noOpenSession: throw notFound
+        }
+    }
 }
