@@ -140,3 +140,22 @@ import Testing
         }
     }
 }
+
+/// A database that refuses connections: `client create` fails within the connect timeout,
+/// naming the cause, and no secret is made or printed.
+@Suite struct ClientCLIDatabaseDownTests {
+    @Test func aRefusingDatabaseIsNamedAndNoSecretIsPrinted() throws {
+        let refusing = try HeldPort(listening: false)
+        defer { refusing.close() }
+        let cli = BrokerCLI(
+            databaseURL: "postgres://postgres@127.0.0.1:\(refusing.port)/postgres?sslmode=disable",
+            extra: ["BROKER_DB_CONNECT_TIMEOUT": "3"])
+        let created = try cli.run(
+            "client", "create", "--tenant", "acme", "--name", "web", "--redirect-uri", "https://app.example.com/cb", "--json")
+        #expect(created.status == 1)
+        #expect((try created.object()["error"] as? [String: Any])?["code"] as? String == "database_unreachable", "\(created.output)")
+        #expect(!created.output.contains("ibcs_") && !created.output.contains("client_secret"))
+        let text = try cli.run("client", "list", "--tenant", "acme")
+        #expect(text.status == 1 && text.output.contains("Connection refused at 127.0.0.1:\(refusing.port)"), "\(text.output)")
+    }
+}
