@@ -44,7 +44,11 @@ public enum RedirectURI {
     /// Whether the request's `given` URI is one of `registered`.
     public static func matches(_ given: String, registered: [String], isPublic: Bool) -> Bool {
         if registered.contains(given) { return true }
-        guard isPublic, let request = Parts(given), request.isLoopback, request.scheme == "http" else { return false }
+        // The port aside, the request's URI must be one that could be registered: no user
+        // information (`http://@[::1]/cb`), no fragment, nothing the exact comparison would refuse.
+        guard isPublic, refusal(given, isPublic: true, allowLoopback: true) == nil, let request = Parts(given), request.isLoopback,
+            request.scheme == "http"
+        else { return false }
         return registered.contains { candidate in
             guard let stored = Parts(candidate), stored.isLoopback, stored.scheme == "http" else { return false }
             return stored.host == request.host && stored.rest == request.rest

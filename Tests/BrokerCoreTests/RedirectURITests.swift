@@ -95,6 +95,10 @@ import Testing
         #expect(!RedirectURI.matches("http://127.0.0.1:5000/cb", registered: Self.registered, isPublic: true))
         #expect(!RedirectURI.matches("http://[::1]:5000/callback", registered: Self.registered, isPublic: true))
         #expect(!RedirectURI.matches("https://127.0.0.1:8080/callback", registered: Self.registered, isPublic: true))
+        // Found by the generated edits above: user information or a fragment is no port.
+        #expect(!RedirectURI.matches("http://@[::1]:9000/cb", registered: Self.registered, isPublic: true))
+        #expect(!RedirectURI.matches("http://user@127.0.0.1:5000/callback", registered: Self.registered, isPublic: true))
+        #expect(!RedirectURI.matches("http://127.0.0.1:5000/callback#x", registered: Self.registered, isPublic: true))
     }
 
     @Test func clientIDsAndSecretsHaveTheirShape() {
