@@ -67,6 +67,18 @@ struct ClientCommand: AsyncParsableCommand {
         }
     }
 
+    /// The tenant and the client a command names.
+    struct Target: ParsableArguments {
+        @Option(help: "The tenant slug.") var tenant: String
+        @Argument(help: "The client id (from 'broker client list').") var clientID: String
+    }
+
+    /// Runs `action` on the database the environment names, as the command line's user.
+    static func withAdmin<T: Sendable>(_ action: @Sendable (ClientAdmin) async throws -> T) async throws -> T {
+        let context = try CLIContext()
+        return try await context.withDatabase { database in try await action(ClientAdmin(database: database, actor: context.actor)) }
+    }
+
     static func print(_ client: OAuthClient) {
         Swift.print("\(client.clientID) (\(client.isPublic ? "public" : "confidential")): \(Output.text(client.name))")
         for uri in client.redirectURIs { Swift.print("  redirect uri:              \(Output.text(uri))") }
@@ -91,9 +103,8 @@ struct ClientCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let context = try CLIContext()
-                let issued = try await context.withDatabase { database in
-                    try await ClientAdmin(database: database, actor: context.actor).create(
+                let issued = try await ClientCommand.withAdmin { admin in
+                    try await admin.create(
                         tenant: tenant, name: name, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
                         isPublic: `public`, allowLoopback: allowLoopback)
                 }
@@ -118,9 +129,8 @@ struct ClientCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let context = try CLIContext()
-                let clients = try await context.withDatabase { database in
-                    try await ClientAdmin(database: database, actor: context.actor).list(tenant: tenant)
+                let clients = try await ClientCommand.withAdmin { admin in
+                    try await admin.list(tenant: tenant)
                 }
                 if options.json {
                     try Output.json(clients.map { ClientJSON($0) })
@@ -144,15 +154,13 @@ struct ClientCommand: AsyncParsableCommand {
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show one client (never its secret).")
-        @Option(help: "The tenant slug.") var tenant: String
-        @Argument(help: "The client id (from 'broker client list').") var clientID: String
+        @OptionGroup var target: Target
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let context = try CLIContext()
-                let client = try await context.withDatabase { database in
-                    try await ClientAdmin(database: database, actor: context.actor).show(tenant: tenant, clientID: clientID)
+                let client = try await ClientCommand.withAdmin { admin in
+                    try await admin.show(tenant: target.tenant, clientID: target.clientID)
                 }
                 if options.json { try Output.json(ClientJSON(client)) } else { ClientCommand.print(client) }
             }
@@ -161,20 +169,18 @@ struct ClientCommand: AsyncParsableCommand {
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a client; its redirect URIs and secret stop working at once.")
-        @Option(help: "The tenant slug.") var tenant: String
-        @Argument(help: "The client id (from 'broker client list').") var clientID: String
+        @OptionGroup var target: Target
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let context = try CLIContext()
-                let client = try await context.withDatabase { database in
-                    try await ClientAdmin(database: database, actor: context.actor).remove(tenant: tenant, clientID: clientID)
+                let client = try await ClientCommand.withAdmin { admin in
+                    try await admin.remove(tenant: target.tenant, clientID: target.clientID)
                 }
                 if options.json {
                     try Output.json(ClientJSON(client))
                 } else {
-                    Swift.print("Client \(client.clientID) (\(Output.text(client.name))) is removed from tenant '\(tenant)'.")
+                    Swift.print("Client \(client.clientID) (\(Output.text(client.name))) is removed from tenant '\(target.tenant)'.")
                 }
             }
         }
@@ -184,15 +190,13 @@ struct ClientCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "rotate-secret",
             abstract: "Give a confidential client a new secret, printed once; the old one stops working at once.")
-        @Option(help: "The tenant slug.") var tenant: String
-        @Argument(help: "The client id (from 'broker client list').") var clientID: String
+        @OptionGroup var target: Target
         @OptionGroup var options: CommonOptions
 
         func run() async throws {
             try await runReporting(json: options.json) {
-                let context = try CLIContext()
-                let issued = try await context.withDatabase { database in
-                    try await ClientAdmin(database: database, actor: context.actor).rotateSecret(tenant: tenant, clientID: clientID)
+                let issued = try await ClientCommand.withAdmin { admin in
+                    try await admin.rotateSecret(tenant: target.tenant, clientID: target.clientID)
                 }
                 if options.json {
                     try Output.json(ClientJSON(issued.client, secret: issued.secret))

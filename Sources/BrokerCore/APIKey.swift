@@ -76,12 +76,7 @@ public struct APIKeyToken: Sendable {
                 guard byte == UInt8(ascii: "_") else { return nil }
                 continue
             }
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "_"):
-                continue
-            default: return nil
-            }
+            guard Base64URL.isAlphabet(byte) else { return nil }
         }
         self.value = value
     }

@@ -21,6 +21,10 @@ public enum Base64URL {
         }
     }
 
+    /// Whether `byte` is one of the URL-safe alphabet's 64 characters.
+    @inline(__always)
+    public static func isAlphabet(_ byte: UInt8) -> Bool { value(of: byte) != 0xFF }
+
     public static func encode<D: Collection<UInt8>>(_ bytes: D) -> String {
         let input = Array(bytes)
         var output: [UInt8] = []

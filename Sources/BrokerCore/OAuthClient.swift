@@ -45,14 +45,7 @@ public struct OAuthClient: Sendable, Equatable {
     /// Whether `text` has the shape of a client id (checked before it reaches the database).
     public static func isClientID(_ text: String) -> Bool {
         text.utf8.count == idScheme.utf8.count + 22 && text.hasPrefix(idScheme)
-            && text.utf8.dropFirst(idScheme.utf8.count).allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                    UInt8(ascii: "-"), UInt8(ascii: "_"):
-                    true
-                default: false
-                }
-            }
+            && text.utf8.dropFirst(idScheme.utf8.count).allSatisfy(Base64URL.isAlphabet)
     }
 }
 

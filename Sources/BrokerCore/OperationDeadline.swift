@@ -21,14 +21,14 @@ public func withDeadline<T: Sendable>(
     _ timeout: Duration, executorPreference: (any TaskExecutor)? = nil, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let gate = ResumeOnce<T>()
-    let start = StartGate()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             let work = Task(executorPreference: executorPreference) {
-                // A deadline that passed before the operation's task started (a loaded machine)
-                // closed the gate: the operation never runs, so nothing it would do (a write, a
-                // read of the request's body) happens after its caller was answered.
-                guard start.enter() else { return }
+                // A deadline that passed (or a caller cancelled) before the operation's task
+                // started, on a loaded machine, decided the outcome: the operation never runs, so
+                // nothing it would do (a write, a read of the request's body) happens after its
+                // caller was answered.
+                guard gate.isUndecided else { return }
                 do { gate.resume(.success(try await operation())) } catch { gate.resume(.failure(error)) }
             }
             let entry = DeadlineWheel.shared.add(after: timeout) {
@@ -47,41 +47,13 @@ public func withDeadline<T: Sendable>(
                 // reading the body); `OperationDeadlineTests` and
                 // `ConnectionHandlingTests.manyBodiesStillBeingReadAtTheirDeadlineLeaveTheServerServing`
                 // guard the order here (docs/upstream.md, "Two readers of one request body").
-                gate.resume(
-                    .failure(DeadlineExceeded(timeout: timeout)),
-                    beforeResuming: {
-                        start.close()
-                        work.cancel()
-                    })
+                gate.resume(.failure(DeadlineExceeded(timeout: timeout)), beforeResuming: { work.cancel() })
             }
             gate.install(continuation, onResume: { DeadlineWheel.shared.remove(entry) })
         }
     } onCancel: {
         gate.resume(.failure(CancellationError()))
     }
-}
-
-/// Whether an operation may still start: ``withDeadline(_:executorPreference:_:)``'s deadline
-/// closes it before answering the caller, and an operation whose task had not started by then
-/// never starts.
-final class StartGate: Sendable {
-    private struct State {
-        var started = false
-        var closed = false
-    }
-
-    private let state = Mutex(State())
-
-    /// True when the operation may run (the gate is open); it is then started for good.
-    func enter() -> Bool {
-        state.withLock { state in
-            guard !state.closed else { return false }
-            state.started = true
-            return true
-        }
-    }
-
-    func close() { state.withLock { $0.closed = true } }
 }
 
 /// The process's pending deadlines, checked every 50 ms by one task that runs while any are
@@ -158,6 +130,10 @@ final class ResumeOnce<T: Sendable>: Sendable {
             continuation.resume(with: ready)
         }
     }
+
+    /// Whether no side has decided the outcome yet (set under the lock before a winner's
+    /// `beforeResuming` runs).
+    var isUndecided: Bool { state.withLock { $0.result == nil } }
 
     /// True when this call decided the outcome. `beforeResuming` runs only then, and finishes
     /// before the caller is resumed.
