@@ -66,8 +66,19 @@ export BROKER_POSTGRES_BIN="$bin_dir"
 
 swift build --build-tests
 export BROKER_BIN="$(swift build --show-bin-path)/broker"
+# Runs one `swift test`, its output kept; when it fails, the failed tests and their issues are
+# printed again at the end, so the tail of a long log (all CI keeps) names them.
+run_tests() {
+    local log="$work/tests.log" status=0
+    swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+    if ((status != 0)); then
+        echo "test: failed; the failed tests and their issues, again:" >&2
+        grep -a -A4 "recorded an issue\|✘ Test [^r]" "$log" | grep -av "^.\{0,3\}\(◇\|✔\)" | head -80 >&2 || true
+        exit "$status"
+    fi
+}
 if (($#)); then
-    swift test --skip-build "$@"
+    run_tests "$@"
 else
     # The phases by Swift Testing tag (Tests/TestSupport/TestPhases.swift says why each waits):
     # the untagged suites first, at most 12 tests at once; then .timing, whose bounds the load of
@@ -75,8 +86,8 @@ else
     # PostgreSQL; .fuzz alone, last. scripts/test-phases.py reads the tags from the bundle.
     phases=$(scripts/test-phases.py "$(swift build --show-bin-path)/IdentityBrokerPackageTests.xctest")
     phase() { awk -v name="$1" '$1 == name { print $2 }' <<<"$phases"; }
-    swift test --skip-build --skip "$(phase tagged)"
+    run_tests --skip "$(phase tagged)"
     for name in timing load outage fuzz; do
-        swift test --skip-build --filter "$(phase "$name")"
+        run_tests --filter "$(phase "$name")"
     done
 fi
