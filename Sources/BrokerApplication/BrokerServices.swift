@@ -140,6 +140,19 @@ public struct BrokerServices: Sendable {
             keys: webSignInKeys, repeats: webCallbackRepeats)
     }
 
+    /// The authorization endpoint of each tenant's OpenID Provider (decision 0082).
+    package var authorization: AuthorizationService {
+        AuthorizationService(database: database, webSignIn: webSignIn, loginCatalogs: loginCatalogs, publicURL: publicURL)
+    }
+
+    /// The token endpoint of each tenant's OpenID Provider (decision 0082).
+    package var tokenEndpoint: TokenService {
+        TokenService(database: database, webSignIn: webSignIn, sessions: sessions, tokens: sessionTokens)
+    }
+
+    /// The userinfo endpoint of each tenant's OpenID Provider (decision 0082).
+    package var userInfo: UserInfoService { UserInfoService(database: database, tokens: sessionTokens) }
+
     package var identityLinks: IdentityLinkService {
         IdentityLinkService(
             database: database, providers: providers, store: providerSettings, tokens: sessionTokens, events: securityEvents)

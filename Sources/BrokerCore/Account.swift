@@ -269,6 +269,10 @@ public struct NewSession: Sendable {
     public var expiresAt: Date
     /// Idle expiry of the first refresh token.
     public var refreshTokenExpiresAt: Date
+    /// The relying party the session is for, and the scope it was granted (decision 0082); nil
+    /// for a session of the REST API.
+    public var oauthClientID: String?
+    public var oauthScope: String?
 
     public init(id: UUID, refreshTokenHash: Data, expiresAt: Date, refreshTokenExpiresAt: Date) {
         self.id = id

@@ -95,13 +95,28 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
     router.on(RouterPath(AppleNotificationRoute.path), method: .post) { request, context in
         try await notifications.receive(request, context: context)
     }
+    let openID = OpenIDProviderRoute(services: services, maxBodyBytes: services.maxBodyBytes)
+    for method in [HTTPRequest.Method.get, .post] {
+        router.on(RouterPath(OpenIDProviderRoute.authorizePath), method: method) { request, context in
+            await openID.authorize(request, context: context)
+        }
+        router.on(RouterPath(OpenIDProviderRoute.userinfoPath), method: method) { request, context in
+            await openID.userinfo(request, context: context)
+        }
+    }
+    router.on(RouterPath(OpenIDProviderRoute.tokenPath), method: .post) { request, context in
+        await openID.token(request, context: context)
+    }
+    router.on(RouterPath(SignInPageRenderer.stylesheetPath), method: .get) { request, context in
+        openID.stylesheet(request, context: context)
+    }
     let servedDirectly =
         SignInRoute.operations + [
             AccountRoute.operation, AccountRoute.listOperation, AccountImportRoute.operation, LoginOptionsRoute.operation,
             AppleNotificationRoute.operation, EventsRoute.operation,
         ]
         + IdentityLinkRoute.operations
-        + AccountStatusRoute.operations + WebSignInRoute.operations
+        + AccountStatusRoute.operations + WebSignInRoute.operations + OpenIDProviderRoute.operations
     try handlers.registerHandlers(
         on: GeneratedRoutes(router: router, servedDirectly: Set(servedDirectly), routes: routes),
         configuration: .init(dateTranscoder: ISO8601Transcoder(), jsonEncodingOptions: [.withoutEscapingSlashes]))

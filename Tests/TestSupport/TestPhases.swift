@@ -12,7 +12,7 @@ extension Tag {
     @Tag public static var timing: Self
     /// It makes load of its own (2,000 connections; three broker processes and 200 sign-ins at
     /// once): beside other tests, a 1 s provider timeout was once answered in 2.06 s against
-    /// its 2 s bound.
+    /// its 2 s bound. The phase runs its tests one at a time, so no two of them load each other.
     @Tag public static var load: Self
     /// It stops and starts PostgreSQL (its own cluster) and bounds how soon the broker notices
     /// and recovers: readiness turns 503 within 2.5 s of a stop, the first sign-in succeeds

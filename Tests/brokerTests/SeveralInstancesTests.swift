@@ -179,7 +179,12 @@ import TestSupport
                     let events = try await Self.scalar(database, "SELECT count(*)::int FROM events_outbox")
                     #expect(events >= 4, "account.created (3) and account.deleted")
                     let delivered = try await ServedHTTP.within(.seconds(60)) { sink.deliveries.count >= events }
-                    #expect(delivered != nil, "\(sink.deliveries.count) of \(events) events delivered")
+                    // What the instances said of their deliveries, should one be missing.
+                    let said = servers.enumerated().flatMap { index, server in
+                        server.output.split(separator: "\n").filter { $0.contains("webhook") }.map { "instance \(index): \($0)" }
+                    }
+                    #expect(
+                        delivered != nil, "\(sink.deliveries.count) of \(events) events delivered\n\(said.joined(separator: "\n"))")
                     let ids = sink.deliveries.map(\.id)
                     #expect(Set(ids).count == ids.count, "no event delivered twice")
                     #expect(ids.count == events)

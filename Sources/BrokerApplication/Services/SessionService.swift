@@ -58,10 +58,11 @@ package struct SessionService: Sendable {
         case .invalid:
             throw InvalidGrant()
         }
+        // A relying party's session names that client and its scope (decision 0082).
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: session.accountID, sessionID: session.sessionID, idp: session.idp,
-            clientID: session.clientID, signer: signer)
-        return IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor)
+            clientID: session.oauthClientID ?? session.clientID, scope: session.oauthScope, signer: signer)
+        return IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: successor, session: session)
     }
 
     /// Ends the session of a refresh or access token of the tenant; any other token is ignored

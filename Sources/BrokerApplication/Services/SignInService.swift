@@ -13,6 +13,7 @@ package struct SignInOutcome: Sendable {
     package let linkedBy: LinkedBy?
     package let possibleDuplicate: Bool
     package let session: IssuedSession
+    package let sessionID: UUID
 }
 
 /// A broker session as handed to the client: the access token and the refresh token.
@@ -20,6 +21,20 @@ package struct IssuedSession: Sendable {
     package let accessToken: String
     package let expiresIn: Int
     package let refreshToken: RefreshToken
+    /// The session a refresh rotated (nil for a sign-in's: its outcome says).
+    package var session: SessionRepository.SessionInfo? = nil
+}
+
+/// The relying party a sign-in of the tenant's OpenID Provider opens its session for, and the
+/// scope granted (decision 0082).
+package struct RelyingPartySession: Sendable, Equatable {
+    package let clientID: String
+    package let scope: String
+
+    package init(clientID: String, scope: String) {
+        self.clientID = clientID
+        self.scope = scope
+    }
 }
 
 /// The one sign-in of every provider and route (decision 0024): resolve the client
@@ -62,7 +77,7 @@ package struct SignInService: Sendable {
     package func complete(
         tenant: Tenant, provider name: ProviderID, verified: VerifiedProof, kept: KeptProviderToken?,
         revokeLater: (@Sendable (KeptProviderToken, String) -> Void)?, intent: SignInIntent, platform: String?,
-        context: OperationContext, now: Date
+        relyingParty: RelyingPartySession? = nil, context: OperationContext, now: Date
     ) async throws -> SignInOutcome {
         let identity = verified.identity
         let giveBack = { (reason: String) in
@@ -83,6 +98,8 @@ package struct SignInService: Sendable {
             throw error
         }
         var newSession = tokens.newSession(for: tenant, now: now)
+        newSession.oauthClientID = relyingParty?.clientID
+        newSession.oauthScope = relyingParty?.scope
         if let replayKey = verified.replayKey {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
         }
@@ -111,12 +128,13 @@ package struct SignInService: Sendable {
         }
         let access = try await tokens.accessToken(
             tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: identity.provider.rawValue,
-            clientID: verified.clientID, now: now, signer: signer)
+            clientID: relyingParty?.clientID ?? verified.clientID, scope: relyingParty?.scope, now: now, signer: signer)
         await loginCatalogs?.noteSignIn(tenant: tenant, provider: name, platform: platform, logger: context.logger)
         return SignInOutcome(
             account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,
             possibleDuplicate: result.possibleDuplicate,
-            session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+            session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken),
+            sessionID: result.sessionID)
     }
 
     /// A sign-in of an Apple team transfer's window carries the new team's `sub` and the

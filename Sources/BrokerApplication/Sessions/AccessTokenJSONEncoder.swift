@@ -34,7 +34,8 @@ extension JWTHeader {
 
 extension AccessTokenClaims {
     /// The members `Codable` would write, in the same order: NumericDates as whole seconds, a
-    /// single audience as a string (as jwt-kit's `AudienceClaim` does), `client_id` only when set.
+    /// single audience as a string (as jwt-kit's `AudienceClaim` does), `client_id` and `scope` only
+    /// when set.
     package var json: [UInt8] {
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
@@ -58,6 +59,7 @@ extension AccessTokenClaims {
         for method in amr { writer.string(method) }
         writer.endArray()
         writer.memberIfPresent("client_id", clientID)
+        writer.memberIfPresent("scope", scope)
         writer.endObject()
         return writer.bytes
     }

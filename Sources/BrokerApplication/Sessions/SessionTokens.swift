@@ -28,7 +28,7 @@ package struct SessionTokens: Sendable {
     }
 
     package func accessToken(
-        tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, now: Date = Date(),
+        tenant: Tenant, accountID: UUID, sessionID: UUID, idp: String, clientID: String?, scope: String? = nil, now: Date = Date(),
         signer: (collection: JWTKeyCollection, kid: String)? = nil
     ) async throws -> (token: String, expiresIn: Int) {
         let ttl = tenant.session.accessTokenTTL
@@ -39,7 +39,7 @@ package struct SessionTokens: Sendable {
             iss: .init(value: issuer(for: tenant)), sub: .init(value: accountID.lowercasedString),
             aud: .init(value: tenant.effectiveAudiences), exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(ttl))),
             iat: .init(value: issuedAt), jti: .init(value: UUID.random().lowercasedString),
-            sid: sessionID.lowercasedString, idp: idp, amr: [idp], clientID: clientID)
+            sid: sessionID.lowercasedString, idp: idp, amr: [idp], clientID: clientID, scope: scope)
         let (collection, kid): (JWTKeyCollection, String)
         if let signer { (collection, kid) = signer } else { (collection, kid) = try await self.signer(for: tenant, now: now) }
         var header = JWTHeader()

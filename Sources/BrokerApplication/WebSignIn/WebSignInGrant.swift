@@ -27,6 +27,40 @@ struct WebSignInGrant: Sendable, Equatable {
     /// as the identity keeps it.
     var keptRaw: String?
     var keptSealed: Data?
+    /// The relying party that asked for the sign-in (decision 0082): the grant is then its
+    /// authorization code's, redeemed at the token endpoint against what it asked.
+    var relyingParty: RelyingParty?
+
+    struct RelyingParty: Sendable, Equatable {
+        var clientID: String
+        var redirectURI: String
+        var request: KeptClientRequest
+        /// When the provider's callback vouched for the person (the ID token's `auth_time`).
+        var authTime: Date
+
+        var json: JSONValue {
+            .object([
+                "client_id": .string(clientID), "redirect_uri": .string(redirectURI), "request": .string(request.json),
+                "auth_time": .number(authTime.timeIntervalSince1970),
+            ])
+        }
+
+        init(clientID: String, redirectURI: String, request: KeptClientRequest, authTime: Date) {
+            self.clientID = clientID
+            self.redirectURI = redirectURI
+            self.request = request
+            self.authTime = authTime
+        }
+
+        init?(json: JSONValue?) {
+            guard let object = json?.object, let clientID = object["client_id"]?.string,
+                let redirectURI = object["redirect_uri"]?.string,
+                let request = object["request"]?.string.flatMap(KeptClientRequest.init(json:)),
+                let authTime = object["auth_time"]?.number
+            else { return nil }
+            self.init(clientID: clientID, redirectURI: redirectURI, request: request, authTime: Date(timeIntervalSince1970: authTime))
+        }
+    }
 
     init(_ verification: WebVerification, intent: SignInIntent) {
         let verified = verification.verified
@@ -71,6 +105,7 @@ struct WebSignInGrant: Sendable, Equatable {
         object["kept_raw"] = keptRaw.map(JSONValue.string)
         object["transfer_sub"] = transferSubject.map(JSONValue.string)
         object["kept_sealed"] = keptSealed.map { .string($0.base64EncodedString()) }
+        object["relying_party"] = relyingParty?.json
         var writer = JSONWriter(capacity: 1_024)
         writer.value(.object(object))
         return writer.bytes
@@ -104,6 +139,11 @@ struct WebSignInGrant: Sendable, Equatable {
         self.keptRaw = object["kept_raw"]?.string
         self.transferSubject = object["transfer_sub"]?.string
         self.keptSealed = object["kept_sealed"]?.string.flatMap { Data(base64Encoded: $0) }
+        if object["relying_party"] != nil {
+            // A relying party's grant that does not read back is no grant.
+            guard let party = RelyingParty(json: object["relying_party"]) else { return nil }
+            self.relyingParty = party
+        }
     }
 
     var verified: VerifiedProof? {

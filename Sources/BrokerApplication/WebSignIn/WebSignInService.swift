@@ -86,9 +86,13 @@ package struct WebSignInService: Sendable {
 
     // MARK: Start
 
+    /// Starts a web sign-in. For a relying party of the tenant's OpenID Provider (decision 0082),
+    /// `relyingParty` names it and what it asked; `returnURL` is then its redirect URI, already
+    /// checked against its registration, and the provider's first web client serves when it has
+    /// several and none is named.
     package func start(
         tenant: Tenant, provider: ProviderID, clientID: String?, returnURL: String, callerState: String?, intent: SignInIntent,
-        context: OperationContext, now: Date = Date()
+        relyingParty: WebSignInState.RelyingParty? = nil, context: OperationContext, now: Date = Date()
     ) async throws -> Started {
         try await TenantScope.tenant(tenant.id) {
             let registered = try await store.registered(provider, tenantID: tenant.id, in: providers)
@@ -97,7 +101,11 @@ package struct WebSignInService: Sendable {
             }
             let client: WebClient
             do {
-                client = try await webClient(clientID, provider, tenant.id, store)
+                do {
+                    client = try await webClient(clientID, provider, tenant.id, store)
+                } catch WebClientFailure.unknownClient(_, nil, let candidates) where relyingParty != nil && !candidates.isEmpty {
+                    client = try await webClient(candidates[0], provider, tenant.id, store)
+                }
             } catch let failure as WebClientFailure {
                 switch failure {
                 case .notSupported(let id): throw WebSignInFailure.notSupported(id)
@@ -107,7 +115,7 @@ package struct WebSignInService: Sendable {
             } catch ProviderFailure.unknownClient(let id, let clientID) {
                 throw WebSignInFailure.unknownClient(id, clientID: clientID, candidates: [])
             }
-            guard client.returnURLs.contains(returnURL) else {
+            guard relyingParty != nil || client.returnURLs.contains(returnURL) else {
                 throw WebSignInFailure.returnURLNotRegistered(provider, clientID: client.clientID)
             }
             let state = Self.randomToken()
@@ -116,7 +124,7 @@ package struct WebSignInService: Sendable {
                 WebSignInState(
                     stateHash: Self.hash(state), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
                     redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt,
-                    providerScope: client.providerScope))
+                    providerScope: client.providerScope, relyingParty: relyingParty))
             return Started(authorizeURL: client.authorizationURL(request(for: state)), expiresAt: expiresAt)
         }
     }
@@ -144,14 +152,12 @@ package struct WebSignInService: Sendable {
             return outcome
         }
         guard let provider = ProviderID(rawValue: stored.provider), (provider == .apple) == (route == .apple) else { return .invalidState }
-        let back = { (pairs: [(String, String)]) in
-            CallbackOutcome.redirect(Self.returnURL(stored.returnURL, pairs + (stored.callerState.map { [("state", $0)] } ?? [])))
-        }
+        let relyingParty = stored.relyingParty?.request
         // A callback that ends in an error answers its state with it, for a repeat (best effort:
         // the claim lapses anyway).
         let fail = { [database] (error: String) -> CallbackOutcome in
             _ = try? await database.webSignIns.answerState(hash: stateHash, error: error)
-            return back([("error", error)])
+            return Self.sendBack(to: stored.returnURL, callerState: stored.callerState, relyingParty: relyingParty, .error(error))
         }
         if let providerError { return await fail(Self.shownError(providerError)) }
         do {
@@ -173,8 +179,13 @@ package struct WebSignInService: Sendable {
                 }, now)
             let kept: Bool
             do {
-                let grant = WebSignInGrant(verification, intent: stored.intent).json
-                let sealed = try secrets.seal(grant, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
+                var grant = WebSignInGrant(verification, intent: stored.intent)
+                if let party = stored.relyingParty {
+                    grant.relyingParty = WebSignInGrant.RelyingParty(
+                        clientID: party.clientID, redirectURI: stored.returnURL, request: party.request, authTime: now)
+                }
+                let json = grant.json
+                let sealed = try secrets.seal(json, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
                 kept = try await database.webSignIns.takeState(
                     hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code),
                     codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
@@ -189,7 +200,7 @@ package struct WebSignInService: Sendable {
                 if let token = verification.kept { verification.revokeLater?(token, "the state was answered by another callback") }
                 return .invalidState
             }
-            return back([("code", code)])
+            return Self.sendBack(to: stored.returnURL, callerState: stored.callerState, relyingParty: relyingParty, .code(code))
         } catch {
             return await fail(callbackError(error, stored: stored, provider: provider, context: context))
         }
@@ -226,16 +237,17 @@ package struct WebSignInService: Sendable {
                 guard let repeated = try await database.webSignIns.repeatOf(hash: stateHash, now: at, codeHash: Self.hash(code)),
                     let provider = ProviderID(rawValue: repeated.provider), (provider == .apple) == (route == .apple)
                 else { return .answered(.invalidState) }
-                let back = { (pairs: [(String, String)]) in
+                let back = { (answer: Answer) in
                     Claim.answered(
-                        .redirect(Self.returnURL(repeated.returnURL, pairs + (repeated.callerState.map { [("state", $0)] } ?? []))))
+                        Self.sendBack(
+                            to: repeated.returnURL, callerState: repeated.callerState, relyingParty: repeated.relyingParty, answer))
                 }
                 switch repeated.answer {
                 case .code(let unexchanged):
                     // A code already exchanged is spent: the repeat is a replay.
-                    return unexchanged ? back([("code", code)]) : .answered(.invalidState)
+                    return unexchanged ? back(.code(code)) : .answered(.invalidState)
                 case .error(let error):
-                    return back([("error", error)])
+                    return back(.error(error))
                 case .unclaimed:
                     continue
                 case .inFlight:
@@ -245,7 +257,7 @@ package struct WebSignInService: Sendable {
                         context.logger.info("web sign-in callback: a repeat of a callback in flight waits for its answer")
                     }
                     guard RequestBudget.bound(Self.repeatPoll) == Self.repeatPoll else {
-                        return back([("error", "temporarily_unavailable")])
+                        return back(.error("temporarily_unavailable"))
                     }
                     try await Task.sleep(for: Self.repeatPoll)
                 }
@@ -349,28 +361,116 @@ package struct WebSignInService: Sendable {
                 let sealed = try await database.webSignIns.takeGrant(
                     codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
             else { throw WebSignInFailure.invalidGrant }
-            let opened = try secrets.open(
-                sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
-            guard let grant = WebSignInGrant(json: opened), let verified = grant.verified else {
-                throw WebSignInFailure.invalidGrant
+            let grant = try open(sealed, tenant: tenant, provider: provider)
+            return try await complete(grant, tenant: tenant, provider: provider, relyingParty: nil, context: context, now: now)
+        }
+    }
+
+    /// What a relying party's authorization code opened (decision 0082).
+    package struct Redeemed: Sendable {
+        package let outcome: SignInOutcome
+        package let scopes: [OAuthScope]
+        package let nonce: String?
+        package let authTime: Date
+    }
+
+    /// Redeems a relying party's authorization code at the token endpoint (decision 0082): once,
+    /// for the client it was issued to, with the redirect URI it was asked with and the PKCE
+    /// verifier of its challenge; the sign-in then completes as the REST API's exchange does,
+    /// its session the client's. A second use ends the session the first opened (RFC 6749
+    /// §4.1.2). Throws ``TokenEndpointError/invalidGrant(_:)`` for every refusal.
+    package func redeem(
+        code: String, client: OAuthClient, tenant: Tenant, redirectURI: String?, codeVerifier: String?, context: OperationContext,
+        now: Date = Date()
+    ) async throws -> Redeemed {
+        try await TenantScope.tenant(tenant.id) {
+            guard !code.isEmpty, code.utf8.count <= 128 else { throw TokenEndpointError.invalidGrant("The code is malformed.") }
+            let codeHash = Self.hash(code)
+            let sealed: Data
+            let provider: ProviderID
+            switch try await database.webSignIns.redeem(codeHash: codeHash, tenantID: tenant.id, clientID: client.clientID, now: now) {
+            case .unknown:
+                throw TokenEndpointError.invalidGrant("The code is unknown, expired, or another client's.")
+            case .usedBefore(let sessionID):
+                if let sessionID {
+                    try await database.sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "authorization_code_reused")
+                }
+                context.logger.notice(
+                    "authorization code used twice: the session it opened is ended", metadata: ["client_id": "\(client.clientID)"])
+                throw TokenEndpointError.invalidGrant("The code was used before; the session it opened has been ended.")
+            case .redeemed(let found, let name):
+                guard let id = ProviderID(rawValue: name) else { throw TokenEndpointError.invalidGrant("The code is unknown.") }
+                (sealed, provider) = (found, id)
             }
-            let (store, providers, tenantID, clientID) = (store, providers, tenant.id, verified.clientID)
-            @Sendable func giveBack(_ token: KeptProviderToken, _ reason: String) {
-                Task {
-                    await TenantScope.tenant(tenantID) {
-                        guard let registered = try? await store.registered(provider, tenantID: tenantID, in: providers),
-                            let webClient = registered.entry.webClient,
-                            let client = try? await webClient(clientID, provider, tenantID, store)
-                        else { return }
-                        client.revokeLater?(token, reason)
-                    }
+            let grant = try open(sealed, tenant: tenant, provider: provider)
+            guard let party = grant.relyingParty, party.clientID == client.clientID else {
+                throw TokenEndpointError.invalidGrant("The code is unknown, expired, or another client's.")
+            }
+            // Every check failed from here spends the code with nothing opened: a kept provider
+            // token goes back.
+            let refuse = { (reason: String) -> TokenEndpointError in
+                if let kept = grant.kept {
+                    self.giveBack(kept, tenantID: tenant.id, provider: provider, grant: grant, "the code was refused")
+                }
+                return .invalidGrant(reason)
+            }
+            // RFC 6749 §4.1.3: identical to the authorization request's.
+            guard redirectURI == party.redirectURI else { throw refuse("redirect_uri differs from the authorization request's.") }
+            switch (party.request.codeChallenge, codeVerifier) {
+            case (nil, nil): break
+            case (nil, _?): throw refuse("code_verifier was sent, but the authorization request had no code_challenge.")
+            case (_?, nil): throw refuse("code_verifier is missing.")
+            case (let challenge?, let verifier?):
+                guard PKCE.verifies(verifier, challenge: challenge) else {
+                    throw refuse("code_verifier does not match the code_challenge.")
                 }
             }
-            let revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = grant.kept == nil ? nil : giveBack
-            return try await signIn.complete(
-                tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater,
-                intent: grant.signInIntent,
-                platform: "web", context: context, now: now)
+            let session = RelyingPartySession(clientID: client.clientID, scope: OAuthScope.text(party.request.scopes))
+            let outcome = try await complete(grant, tenant: tenant, provider: provider, relyingParty: session, context: context, now: now)
+            let sessionID = outcome.sessionID
+            if try await database.webSignIns.recordSession(codeHash: codeHash, tenantID: tenant.id, sessionID: sessionID) {
+                // A second use came while this one signed in: it was refused; so is this one.
+                try await database.sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "authorization_code_reused")
+                throw TokenEndpointError.invalidGrant("The code was used twice; the session it opened has been ended.")
+            }
+            return Redeemed(outcome: outcome, scopes: party.request.scopes, nonce: party.request.nonce, authTime: party.authTime)
+        }
+    }
+
+    /// A grant sealed under a code, opened for its tenant and provider.
+    private func open(_ sealed: Data, tenant: Tenant, provider: ProviderID) throws -> WebSignInGrant {
+        let opened = try secrets.open(
+            sealed, context: WebSignInGrant.sealingContext(tenantID: tenant.id, provider: provider), what: "web sign-in")
+        guard let grant = WebSignInGrant(json: opened), grant.verified != nil else { throw WebSignInFailure.invalidGrant }
+        return grant
+    }
+
+    /// The sign-in a grant vouches for, completed as a native one.
+    private func complete(
+        _ grant: WebSignInGrant, tenant: Tenant, provider: ProviderID, relyingParty: RelyingPartySession?, context: OperationContext,
+        now: Date
+    ) async throws -> SignInOutcome {
+        guard let verified = grant.verified else { throw WebSignInFailure.invalidGrant }
+        let tenantID = tenant.id
+        let revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? =
+            grant.kept == nil
+            ? nil : { @Sendable [self] token, reason in giveBack(token, tenantID: tenantID, provider: provider, grant: grant, reason) }
+        return try await signIn.complete(
+            tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater, intent: grant.signInIntent,
+            platform: "web", relyingParty: relyingParty, context: context, now: now)
+    }
+
+    /// Gives a kept provider token back to the provider that issued it, in the background.
+    private func giveBack(_ token: KeptProviderToken, tenantID: UUID, provider: ProviderID, grant: WebSignInGrant, _ reason: String) {
+        let (store, providers, clientID) = (store, providers, grant.clientID)
+        Task {
+            await TenantScope.tenant(tenantID) {
+                guard let registered = try? await store.registered(provider, tenantID: tenantID, in: providers),
+                    let webClient = registered.entry.webClient,
+                    let client = try? await webClient(clientID, provider, tenantID, store)
+                else { return }
+                client.revokeLater?(token, reason)
+            }
         }
     }
 
@@ -390,6 +490,32 @@ package struct WebSignInService: Sendable {
     static func randomToken() -> String { Base64URL.encode(SecureRandom.bytes(32)) }
 
     package static func hash(_ value: String) -> Data { Data(SHA256.hash(data: Data(value.utf8))) }
+
+    /// How a callback ends: with the broker code, or with an error.
+    enum Answer {
+        case code(String)
+        case error(String)
+    }
+
+    /// Where a callback sends the person's browser: the return URL with `code` or `error` and
+    /// the caller's `state`; for a relying party's sign-in (decision 0082), its redirect URI with
+    /// `code` or an RFC 6749 `error` with its `error_description`, its `state`, and `iss`
+    /// (RFC 9207).
+    static func sendBack(to returnURL: String, callerState: String?, relyingParty: KeptClientRequest?, _ answer: Answer)
+        -> CallbackOutcome
+    {
+        var pairs: [(String, String)]
+        switch (answer, relyingParty) {
+        case (.code(let code), _): pairs = [("code", code)]
+        case (.error(let error), nil): pairs = [("error", error)]
+        case (.error(let error), _?):
+            let shown = RelyingPartyErrors.authorizationError(forCallbackError: error)
+            pairs = [("error", shown.error), ("error_description", shown.description)]
+        }
+        if let callerState { pairs.append(("state", callerState)) }
+        if let relyingParty { pairs.append(("iss", relyingParty.issuer)) }
+        return .redirect(Self.returnURL(returnURL, pairs))
+    }
 
     /// The return URL with `pairs` added to its query.
     static func returnURL(_ base: String, _ pairs: [(String, String)]) -> String {

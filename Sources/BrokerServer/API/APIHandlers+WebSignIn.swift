@@ -26,6 +26,6 @@ extension APIHandlers {
     static var servedOnTheRouter: BrokerError {
         BrokerError(
             code: "internal_error", kind: .internalFailure, title: "Internal error",
-            detail: "This operation is served on the router (WebSignInRoute), not by the generated server.")
+            detail: "This operation is served on the router directly, not by the generated server.")
     }
 }

@@ -3,7 +3,7 @@ import Hummingbird
 
 /// The per-address token bucket of the public routes, the ones without an API key: Apple's
 /// callback and notifications, the OpenID Connect callback, each tenant's discovery document
-/// and JWKS (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 `rate_limited` with
+/// and JWKS, and each tenant's OpenID Provider endpoints (authorize, token, userinfo) (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 `rate_limited` with
 /// `Retry-After`, before the request's body is read. API routes are limited per key instead.
 struct PublicRateLimitMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
@@ -20,7 +20,12 @@ struct PublicRateLimitMiddleware: RouterMiddleware {
 
     /// Whether `path` is one of the public routes.
     static func isPublic(_ path: String) -> Bool {
-        exactPaths.contains(path) || isDiscovery(path)
+        exactPaths.contains(path) || isDiscovery(path) || isOpenIDProvider(path)
+    }
+
+    /// `/t/{tenant}/authorize`, `/t/{tenant}/token` and `/t/{tenant}/userinfo` (decision 0082).
+    static func isOpenIDProvider(_ path: String) -> Bool {
+        path.hasPrefix("/t/") && (path.hasSuffix("/authorize") || path.hasSuffix("/token") || path.hasSuffix("/userinfo"))
     }
 
     /// `/t/{tenant}/.well-known/jwks.json` and `/t/{tenant}/.well-known/openid-configuration`.

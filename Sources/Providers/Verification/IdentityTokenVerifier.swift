@@ -294,7 +294,7 @@ public struct IdentityTokenVerifier: Sendable {
             case .raw: raw
             case .sha256: Hex.encode(SHA256.hash(data: Data(raw.utf8)))
             }
-        if constantTimeEquals(expected, tokenNonce) {
+        if ConstantTime.equals(expected, tokenNonce) {
             report.pass("nonce", "matches (\(expectation.mode.rawValue))")
         } else {
             report.fail(
@@ -305,10 +305,4 @@ public struct IdentityTokenVerifier: Sendable {
     /// `2024-11-03T10:00:00Z` (creating a Foundation date formatter costs more than a whole
     /// verification).
     static func describe(_ date: Date) -> String { date.iso8601String }
-
-    private func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-    }
 }

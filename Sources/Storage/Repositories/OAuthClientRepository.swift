@@ -45,6 +45,26 @@ public struct OAuthClientRepository: Sendable {
         return try rows.first.map(Self.decode)
     }
 
+    /// The tenant's client `clientID` when `presentedSecret` is its secret (compared by hash, in
+    /// constant time), or when it is a public client and no secret is presented; nil otherwise
+    /// (decision 0082: the token endpoint says `invalid_client` either way).
+    public func authenticate(tenantID: UUID, clientID: String, presentedSecret: String?) async throws -> OAuthClient? {
+        let rows = try await client.rows(
+            """
+            SELECT \(unescaped: Self.columns), c.secret_hash FROM oauth_clients c
+            WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
+            """, logger: logger)
+        guard let row = rows.first else { return nil }
+        let found = try Self.decode(row)
+        var reader = RowReader(row, startingAt: 9)
+        let stored: Data? = try reader.next()
+        switch (stored, presentedSecret) {
+        case (nil, nil): return found
+        case (let stored?, let presented?): return ConstantTime.equals(stored, ClientSecret.hash(presented)) ? found : nil
+        default: return nil
+        }
+    }
+
     /// Removes the client and audits `client.remove`; returns it, or nil when the tenant has none.
     public func remove(tenantID: UUID, clientID: String, actor: String) async throws -> OAuthClient? {
         try await client.transaction(logger: logger) { connection in

@@ -19,12 +19,27 @@ public struct WebSignInState: Sendable, Equatable {
     /// The provider scope of the identity the sign-in will verify, when it is known at the
     /// start (Apple: the Services ID's team).
     public var providerScope: String?
+    /// The relying party that asked for the sign-in at the tenant's authorization endpoint
+    /// (decision 0082), and what it asked for; nil for a web sign-in of the REST API. The
+    /// return URL is then the client's redirect URI, and the caller's state the client's.
+    public var relyingParty: RelyingParty?
+
+    public struct RelyingParty: Sendable, Equatable {
+        public var clientID: String
+        public var request: KeptClientRequest
+
+        public init(clientID: String, request: KeptClientRequest) {
+            self.clientID = clientID
+            self.request = request
+        }
+    }
 
     public init(
         stateHash: Data, tenantID: UUID, provider: String, clientID: String, redirectURI: String, returnURL: String,
-        intent: SignInIntent, callerState: String?, expiresAt: Date, providerScope: String? = nil
+        intent: SignInIntent, callerState: String?, expiresAt: Date, providerScope: String? = nil, relyingParty: RelyingParty? = nil
     ) {
         self.providerScope = providerScope
+        self.relyingParty = relyingParty
         self.stateHash = stateHash
         self.tenantID = tenantID
         self.provider = provider
@@ -55,6 +70,8 @@ public struct WebSignInRepeat: Sendable, Equatable {
     public let returnURL: String
     public let callerState: String?
     public let answer: Answer
+    /// What the relying party asked for, when one did (decision 0082).
+    public var relyingParty: KeptClientRequest? = nil
 }
 
 /// The status of the account of the identity `(state's provider, state's provider scope,
@@ -81,9 +98,11 @@ public struct WebSignInRepository: Sendable {
         _ = try await client.rows(
             """
             INSERT INTO web_sign_in_states
-                (state_hash, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope)
+                (state_hash, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope,
+                oauth_client_id, oauth_request)
             VALUES (\(state.stateHash), \(state.tenantID), \(state.provider), \(state.clientID), \(state.redirectURI),
-                \(state.returnURL), \(state.intent.rawValue), \(state.callerState), \(state.expiresAt), \(state.providerScope))
+                \(state.returnURL), \(state.intent.rawValue), \(state.callerState), \(state.expiresAt), \(state.providerScope),
+                \(state.relyingParty?.clientID), \(state.relyingParty?.request.json))
             """, logger: logger)
     }
 
@@ -111,18 +130,22 @@ public struct WebSignInRepository: Sendable {
             let rows = try await client.query(
                 """
                 SELECT s.provider, s.return_url, s.caller_state, s.code_issued, s.error, COALESCE(s.claimed_until > \(now), false),
+                    s.oauth_request,
                     EXISTS (SELECT 1 FROM web_sign_in_codes c
-                        WHERE c.code_hash = \(codeHash) AND c.tenant_id = s.tenant_id AND c.expires_at > \(now))
+                        WHERE c.code_hash = \(codeHash) AND c.tenant_id = s.tenant_id AND c.expires_at > \(now)
+                            AND c.redeemed_at IS NULL)
                 FROM web_sign_in_states s WHERE s.state_hash = \(hash) AND s.expires_at > \(now)
                 """, logger: logger)
-            for try await (provider, returnURL, callerState, codeIssued, error, inFlight, codeOpen)
-                in rows.decode((String, String, String?, Bool, String?, Bool, Bool).self)
+            for try await (provider, returnURL, callerState, codeIssued, error, inFlight, oauthRequest, codeOpen)
+                in rows.decode((String, String, String?, Bool, String?, Bool, String?, Bool).self)
             {
                 let answer: WebSignInRepeat.Answer =
                     if codeIssued { .code(unexchanged: codeOpen) } else if let error { .error(error) } else {
                         inFlight ? .inFlight : .unclaimed
                     }
-                return WebSignInRepeat(provider: provider, returnURL: returnURL, callerState: callerState, answer: answer)
+                return WebSignInRepeat(
+                    provider: provider, returnURL: returnURL, callerState: callerState, answer: answer,
+                    relyingParty: oauthRequest.flatMap(KeptClientRequest.init(json:)))
             }
             return nil
         }
@@ -151,13 +174,13 @@ public struct WebSignInRepository: Sendable {
     }
 
     /// Takes the sign-in kept under this code hash for this tenant and provider, unexpired at
-    /// `now`. A code of another tenant or provider is left alone (nil): only its own caller
-    /// spends it. An expired one is removed (nil).
+    /// `now`. A code of another tenant or provider, or a relying party's authorization code, is
+    /// left alone (nil): only its own caller spends it. An expired one is removed (nil).
     public func takeGrant(codeHash: Data, tenantID: UUID, provider: String, now: Date) async throws -> Data? {
         let rows = try await client.rows(
             """
             DELETE FROM web_sign_in_codes
-            WHERE code_hash = \(codeHash) AND tenant_id = \(tenantID) AND provider = \(provider)
+            WHERE code_hash = \(codeHash) AND tenant_id = \(tenantID) AND provider = \(provider) AND oauth_client_id IS NULL
             RETURNING grant_sealed, expires_at
             """, logger: logger)
         guard let row = rows.first else { return nil }
@@ -173,8 +196,14 @@ public struct WebSignInRepository: Sendable {
         try await TenantScope.acrossTenants(because: "expired states and codes of every tenant are swept together") {
             let states = try await client.rows(
                 "DELETE FROM web_sign_in_states WHERE expires_at < \(now) RETURNING 1", logger: logger)
+            // A redeemed authorization code stays an hour past its expiry: a second use within it
+            // still ends the session the first opened (decision 0082).
             let codes = try await client.rows(
-                "DELETE FROM web_sign_in_codes WHERE expires_at < \(now) RETURNING 1", logger: logger)
+                """
+                DELETE FROM web_sign_in_codes
+                WHERE expires_at < \(now) AND (redeemed_at IS NULL OR expires_at < \(now.addingTimeInterval(-Self.redeemedCodeKept)))
+                RETURNING 1
+                """, logger: logger)
             return states.count + codes.count
         }
     }

@@ -21,10 +21,12 @@ extension WebSignInRepository {
                 UPDATE web_sign_in_states SET claimed_until = $4::timestamptz
                 WHERE state_hash = $1::bytea AND expires_at > $2::timestamptz AND NOT code_issued AND error IS NULL
                     AND (claimed_until IS NULL OR claimed_until <= $2::timestamptz)
-                RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope
+                RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope,
+                    oauth_client_id, oauth_request
             )
             SELECT s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
-                s.provider_scope, ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
+                s.provider_scope, s.oauth_client_id, s.oauth_request,
+                ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
                 COALESCE(
                     (SELECT a.status FROM identities i
                         JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
@@ -52,11 +54,23 @@ extension WebSignInRepository {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            let (tenantID, provider, clientID, redirectURI, returnURL, intent, callerState, expiresAt, scope, lookedUp, status) =
-                try row.decode((UUID, String, String, String, String, String, String?, Date, String?, Bool, String?).self)
+            var reader = RowReader(row)
+            let (tenantID, provider, clientID, redirectURI, returnURL, intent, callerState, expiresAt, scope) = (
+                try reader.next(UUID.self), try reader.next(String.self), try reader.next(String.self), try reader.next(String.self),
+                try reader.next(String.self), try reader.next(String.self), try reader.next(String?.self), try reader.next(Date.self),
+                try reader.next(String?.self)
+            )
+            let (oauthClientID, oauthRequest) = (try reader.next(String?.self), try reader.next(String?.self))
+            let (lookedUp, status) = (try reader.next(Bool.self), try reader.next(String?.self))
+            // A relying party's request that does not read back is no request: the callback then
+            // finds no client to answer and refuses the state.
+            let relyingParty = oauthClientID.flatMap { client in
+                oauthRequest.flatMap(KeptClientRequest.init(json:)).map { WebSignInState.RelyingParty(clientID: client, request: $0) }
+            }
             let state = WebSignInState(
                 stateHash: hash, tenantID: tenantID, provider: provider, clientID: clientID, redirectURI: redirectURI, returnURL: returnURL,
-                intent: SignInIntent(rawValue: intent) ?? .signIn, callerState: callerState, expiresAt: expiresAt, providerScope: scope)
+                intent: SignInIntent(rawValue: intent) ?? .signIn, callerState: callerState, expiresAt: expiresAt, providerScope: scope,
+                relyingParty: relyingParty)
             guard lookedUp, let subject else { return (state, nil) }
             return (state, SubjectAccountStatus(subject: subject, status: status.map { AccountStatus(rawValue: $0) ?? .disabled }))
         }
@@ -70,10 +84,10 @@ extension WebSignInRepository {
             WITH taken AS (
                 UPDATE web_sign_in_states SET code_issued = true, claimed_until = NULL
                 WHERE state_hash = $1::bytea AND expires_at > $5::timestamptz AND NOT code_issued AND error IS NULL
-                RETURNING tenant_id, provider
+                RETURNING tenant_id, provider, oauth_client_id
             )
-            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at)
-            SELECT $2::bytea, t.tenant_id, t.provider, $3::bytea, $4::timestamptz FROM taken t
+            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at, oauth_client_id)
+            SELECT $2::bytea, t.tenant_id, t.provider, $3::bytea, $4::timestamptz, t.oauth_client_id FROM taken t
             RETURNING 1::int4
             """
 

@@ -61,14 +61,14 @@ extension SessionRepository {
                 WHERE s.id = ANY(ARRAY(SELECT x.id FROM presented x)) AND s.id = pr.id
                     AND s.tenant_id = p.tenant_id AND s.refresh_token_hash = p.token_hash
                     AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
-                RETURNING pr.n, s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+                RETURNING pr.n, \(SessionRepository.sessionColumns)
             ),
             spent AS (
                 INSERT INTO refresh_tokens (id, tenant_id, session_id, token_hash, created_at, expires_at, used_at)
                 SELECT p.spent_id, p.tenant_id, r.id, p.token_hash, pr.issued_at, pr.refresh_token_expires_at, now()
                 FROM rotated r JOIN posted p ON p.n = r.n JOIN presented pr ON pr.n = r.n
             )
-            SELECT r.n, r.id, r.account_id, r.client_id, r.idp, r.expires_at, r.created_at FROM rotated r
+            SELECT r.* FROM rotated r
             """
         }
 

@@ -25,6 +25,10 @@ public struct SessionRepository: Sendable {
         public let idp: String
         public let expiresAt: Date
         public let createdAt: Date
+        /// The relying party whose session it is, and the scope it was granted (decision 0082);
+        /// nil for a session of the REST API.
+        public var oauthClientID: String? = nil
+        public var oauthScope: String? = nil
     }
 
     public enum RefreshOutcome: Sendable, Equatable {
@@ -97,7 +101,7 @@ public struct SessionRepository: Sendable {
         -> PostgresQuery
     {
         try """
-        SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+        SELECT \(unescaped: sessionColumns)
         FROM sessions s
         WHERE s.refresh_token_hash = \(successorHash) AND s.tenant_id = \(tenantID)
             AND s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
@@ -136,12 +140,16 @@ public struct SessionRepository: Sendable {
         let idleLifetime: TimeInterval
     }
 
-    /// A session as the rotation statements and the repeat's read return it: its id, account,
-    /// client, provider, absolute expiry and opening, next in `reader`.
+    /// The columns of `sessions s` that ``decodeSession(_:)`` reads, in its order.
+    static let sessionColumns = "s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at, s.oauth_client_id, s.oauth_scope"
+
+    /// A session as the rotation statements and the reads of ``sessionColumns`` return it: its
+    /// id, account, client, provider, absolute expiry and opening, and its relying party with
+    /// the scope granted, next in `reader`.
     static func decodeSession(_ reader: inout RowReader) throws -> SessionInfo {
         SessionInfo(
             sessionID: try reader.next(), accountID: try reader.next(), clientID: try reader.next(), idp: try reader.next(),
-            expiresAt: try reader.next(), createdAt: try reader.next())
+            expiresAt: try reader.next(), createdAt: try reader.next(), oauthClientID: try reader.next(), oauthScope: try reader.next())
     }
 
     /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
@@ -181,7 +189,7 @@ public struct SessionRepository: Sendable {
     /// The statement of `liveSession` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func liveSessionQuery(tenantID: UUID, sessionID: UUID) -> PostgresQuery {
         """
-        SELECT s.id, s.account_id, s.client_id, s.idp, s.expires_at, s.created_at
+        SELECT \(unescaped: sessionColumns)
         FROM sessions s
         WHERE s.tenant_id = \(tenantID) AND s.id = \(sessionID) AND s.revoked_at IS NULL AND s.expires_at > now()
             AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
@@ -192,9 +200,18 @@ public struct SessionRepository: Sendable {
     public func liveSession(tenantID: UUID, sessionID: UUID) async throws -> SessionInfo? {
         let rows = try await client.rows(Self.liveSessionQuery(tenantID: tenantID, sessionID: sessionID), logger: logger)
         guard let row = rows.first else { return nil }
-        let (id, accountID, clientID, idp, expiresAt, createdAt) = try row.decode((UUID, UUID, String?, String, Date, Date).self)
-        return SessionInfo(
-            sessionID: id, accountID: accountID, clientID: clientID, idp: idp, expiresAt: expiresAt, createdAt: createdAt)
+        var reader = RowReader(row)
+        return try Self.decodeSession(&reader)
+    }
+
+    /// The relying party a session is for and the scope it was granted (decision 0082): nil
+    /// when the tenant has no such session; `clientID` nil for a session of the REST API.
+    public func relyingParty(tenantID: UUID, sessionID: UUID) async throws -> (clientID: String?, scope: String?)? {
+        let rows = try await client.rows(
+            "SELECT oauth_client_id, oauth_scope FROM sessions WHERE tenant_id = \(tenantID) AND id = \(sessionID)", logger: logger)
+        guard let row = rows.first else { return nil }
+        var reader = RowReader(row)
+        return (try reader.next(), try reader.next())
     }
 
     /// The statement of `revokeByRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).

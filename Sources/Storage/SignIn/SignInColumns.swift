@@ -137,7 +137,8 @@ enum SignInColumns {
     static let session: [(name: String, member: String)] = [
         ("id", "session_id"), ("tenant_id", "tenant_id"), ("client_id", "client_id"), ("platform", "platform"),
         ("idp", "provider"), ("expires_at", "expires_at"), ("refresh_token_hash", "refresh_token_hash"),
-        ("refresh_token_expires_at", "refresh_token_expires_at"),
+        ("refresh_token_expires_at", "refresh_token_expires_at"), ("oauth_client_id", "oauth_client_id"),
+        ("oauth_scope", "oauth_scope"),
     ]
 
     /// Every member of a posted element, in the order the record type lists them.
@@ -159,6 +160,9 @@ enum SignInColumns {
             .time("expires_at") { $0.request.session.expiresAt },
             .bytes("refresh_token_hash") { $0.request.session.refreshTokenHash },
             .time("refresh_token_expires_at") { $0.request.session.refreshTokenExpiresAt },
+            // The relying party the session is for (decision 0082).
+            .text("oauth_client_id") { $0.request.session.oauthClientID },
+            .text("oauth_scope") { $0.request.session.oauthScope },
             // Open sessions the account may keep with this one (decision 0051).
             .int("max_open_sessions", type: "int") { $0.request.maxOpenSessions },
             // Whether the sign-in may create an account (its intent is not `sign_in`), and

@@ -1,0 +1,177 @@
+import BrokerCore
+import Foundation
+import JWTKit
+import Logging
+import Storage
+
+/// The token endpoint of each tenant's OpenID Provider, `/t/{tenant}/token` (issue 42 §2,
+/// decision 0082): the client authenticates (`client_secret_basic` or `client_secret_post`, or
+/// a public client by its id alone), then redeems an authorization code or refreshes its
+/// session. Every refusal is an RFC 6749 §5.2 error.
+package struct TokenService: Sendable {
+    package let database: Database
+    package let webSignIn: WebSignInService
+    package let sessions: SessionService
+    package let tokens: SessionTokens
+
+    package init(database: Database, webSignIn: WebSignInService, sessions: SessionService, tokens: SessionTokens) {
+        self.database = database
+        self.webSignIn = webSignIn
+        self.sessions = sessions
+        self.tokens = tokens
+    }
+
+    /// How the client presented itself.
+    package struct ClientCredentials: Sendable, Equatable {
+        package enum Method: String, Sendable {
+            case basic = "client_secret_basic"
+            case post = "client_secret_post"
+            case none
+        }
+
+        package let clientID: String
+        package let secret: String?
+        package let method: Method
+
+        package init(clientID: String, secret: String?, method: Method) {
+            self.clientID = clientID
+            self.secret = secret
+            self.method = method
+        }
+    }
+
+    /// A successful answer (RFC 6749 §5.1, OpenID Connect Core §3.1.3.3).
+    package struct Answer: Sendable {
+        package let accessToken: String
+        package let expiresIn: Int
+        package let refreshToken: String?
+        package let idToken: String?
+        package let scope: String
+    }
+
+    package static let authorizationCodeGrant = "authorization_code"
+    package static let refreshTokenGrant = "refresh_token"
+    package static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+    /// Answers one token request; throws only ``TokenEndpointError``.
+    package func token(tenantSlug: String, credentials: ClientCredentials, fields: [String: String], context: OperationContext)
+        async throws(TokenEndpointError) -> Answer
+    {
+        do {
+            return try await answer(tenantSlug: tenantSlug, credentials: credentials, fields: fields, context: context)
+        } catch let error as TokenEndpointError {
+            throw error
+        } catch is InvalidGrant {
+            throw .invalidGrant("The refresh token is unknown, expired, revoked or was used before.")
+        } catch let failure as SignInFailure {
+            switch failure {
+            case .accountNotFound: throw .invalidGrant("No account is linked to this identity.")
+            case .accountDisabled: throw .invalidGrant("The account is disabled.")
+            case .tokenReplayed: throw .invalidGrant("The provider's token was used before.")
+            case .unknownProvider: throw .invalidGrant("The provider is not enabled.")
+            }
+        } catch is WebSignInFailure {
+            throw .invalidGrant("The code is unknown, expired, or another client's.")
+        } catch {
+            if error.isDatabaseUnavailable || error is CancellationError {
+                context.logger.warning(
+                    "token request: the database did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
+                throw .temporarilyUnavailable
+            }
+            context.logger.error("token request failed", metadata: ["error": "\(String(describing: type(of: error)))"])
+            throw .serverError
+        }
+    }
+
+    private func answer(tenantSlug: String, credentials: ClientCredentials, fields: [String: String], context: OperationContext)
+        async throws -> Answer
+    {
+        guard (try? TenantSlug(tenantSlug)) != nil, let tenant = try await database.tenants.find(slug: tenantSlug),
+            tenant.status == .active
+        else { throw TokenEndpointError.invalidClient("The client is not one of this tenant's.") }
+        return try await TenantScope.tenant(tenant.id) {
+            guard OAuthClient.isClientID(credentials.clientID),
+                let client = try await database.oauthClients.authenticate(
+                    tenantID: tenant.id, clientID: credentials.clientID, presentedSecret: credentials.secret)
+            else {
+                context.logger.notice(
+                    "token request: the client did not authenticate",
+                    metadata: ["client_id": "\(credentials.clientID.prefix(32))", "method": "\(credentials.method.rawValue)"])
+                throw TokenEndpointError.invalidClient("The client is unknown or its credentials are wrong.")
+            }
+            switch fields["grant_type"] {
+            case Self.authorizationCodeGrant?:
+                return try await redeem(fields, client: client, tenant: tenant, context: context)
+            case Self.refreshTokenGrant?:
+                return try await refresh(fields, client: client, tenant: tenant, context: context)
+            case nil:
+                throw TokenEndpointError.invalidRequest("grant_type is missing.")
+            case let other?:
+                throw TokenEndpointError.unsupportedGrantType("grant_type \(other.prefix(64)) is not supported.")
+            }
+        }
+    }
+
+    private func redeem(_ fields: [String: String], client: OAuthClient, tenant: Tenant, context: OperationContext) async throws
+        -> Answer
+    {
+        guard let code = fields["code"] else { throw TokenEndpointError.invalidRequest("code is missing.") }
+        let redeemed = try await webSignIn.redeem(
+            code: code, client: client, tenant: tenant, redirectURI: fields["redirect_uri"], codeVerifier: fields["code_verifier"],
+            context: context)
+        let outcome = redeemed.outcome
+        let idToken = try await self.idToken(
+            tenant: tenant, client: client, account: outcome.account, sessionID: outcome.sessionID, idp: outcome.identity.provider,
+            scopes: redeemed.scopes, nonce: redeemed.nonce, authTime: redeemed.authTime, accessToken: outcome.session.accessToken)
+        return Answer(
+            accessToken: outcome.session.accessToken, expiresIn: outcome.session.expiresIn,
+            refreshToken: redeemed.scopes.contains(.offlineAccess) ? outcome.session.refreshToken.value : nil, idToken: idToken,
+            scope: OAuthScope.text(redeemed.scopes))
+    }
+
+    private func refresh(_ fields: [String: String], client: OAuthClient, tenant: Tenant, context: OperationContext) async throws
+        -> Answer
+    {
+        guard let value = fields["refresh_token"] else { throw TokenEndpointError.invalidRequest("refresh_token is missing.") }
+        // The session must be this client's before anything rotates: another client's attempt
+        // changes nothing.
+        guard let presented = RefreshToken(parsing: value), let sessionID = presented.sessionID,
+            let party = try await database.sessions.relyingParty(tenantID: tenant.id, sessionID: sessionID),
+            party.clientID == client.clientID, let scope = party.scope
+        else { throw TokenEndpointError.invalidGrant("The refresh token is unknown, expired, revoked, or another client's.") }
+        let scopes = OAuthScope.granted(scope)
+        if let asked = fields["scope"], !Set(OAuthScope.granted(asked)).isSubset(of: Set(scopes)) {
+            throw TokenEndpointError("invalid_scope", "A refresh cannot widen the scope granted.")
+        }
+        let issued = try await sessions.refresh(tenant: tenant, refreshToken: value, context: context)
+        guard let session = issued.session,
+            let (account, _) = try await database.accounts.find(tenantID: tenant.id, accountID: session.accountID)
+        else { throw TokenEndpointError.invalidGrant("The session's account is gone.") }
+        let idToken = try await self.idToken(
+            tenant: tenant, client: client, account: account, sessionID: session.sessionID, idp: session.idp, scopes: scopes, nonce: nil,
+            authTime: session.createdAt, accessToken: issued.accessToken)
+        return Answer(
+            accessToken: issued.accessToken, expiresIn: issued.expiresIn, refreshToken: issued.refreshToken.value, idToken: idToken,
+            scope: scope)
+    }
+
+    /// An ID token for the client, signed with the tenant's active key.
+    func idToken(
+        tenant: Tenant, client: OAuthClient, account: Account, sessionID: UUID, idp: String, scopes: [OAuthScope], nonce: String?,
+        authTime: Date, accessToken: String, now: Date = Date()
+    ) async throws -> String {
+        let issuedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
+        let shown = ScopedClaims(account: account, scopes: scopes)
+        let claims = IDTokenClaims(
+            iss: .init(value: tokens.issuer(for: tenant)), sub: .init(value: account.id.lowercasedString),
+            aud: .init(value: [client.clientID]),
+            exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(tenant.session.accessTokenTTL))), iat: .init(value: issuedAt),
+            authTime: Int(authTime.timeIntervalSince1970.rounded(.down)), nonce: nonce, atHash: IDTokenClaims.accessTokenHash(accessToken),
+            idp: idp, sid: sessionID.lowercasedString, email: shown.email, emailVerified: shown.emailVerified, name: shown.name,
+            givenName: shown.givenName, familyName: shown.familyName)
+        let (collection, kid) = try await tokens.signer(for: tenant, now: now)
+        var header = JWTHeader()
+        header.typ = "JWT"
+        return try await collection.sign(claims, kid: JWKIdentifier(string: kid), header: header)
+    }
+}
