@@ -94,6 +94,18 @@ import Testing
                 #expect(metadata["introspection_endpoint"] as? String == "\(TestApp.publicURL)/v1/sessions/introspect")
                 #expect(metadata["revocation_endpoint"] as? String == "\(TestApp.publicURL)/v1/sessions/revoke")
                 #expect(metadata["id_token_signing_alg_values_supported"] as? [String] == ["ES256"])
+                // The tenant's OpenID Provider (issue 42 §2).
+                #expect(metadata["authorization_endpoint"] as? String == "\(issuer)/authorize")
+                #expect(metadata["token_endpoint"] as? String == "\(issuer)/token")
+                #expect(metadata["userinfo_endpoint"] as? String == "\(issuer)/userinfo")
+                #expect(metadata["response_types_supported"] as? [String] == ["code"])
+                #expect(metadata["grant_types_supported"] as? [String] == ["authorization_code", "refresh_token"])
+                #expect(metadata["code_challenge_methods_supported"] as? [String] == ["S256"])
+                #expect(
+                    metadata["token_endpoint_auth_methods_supported"] as? [String] == ["client_secret_basic", "client_secret_post", "none"])
+                #expect(metadata["scopes_supported"] as? [String] == ["openid", "email", "profile", "offline_access"])
+                #expect(Set(metadata["claims_supported"] as? [String] ?? []).isSuperset(of: ["sub", "email", "name", "idp", "at_hash"]))
+                #expect(metadata["authorization_response_iss_parameter_supported"] as? Bool == true)
             }
         }
     }

@@ -25,13 +25,16 @@ package struct IDTokenClaims: JWTPayload, Equatable {
     package var givenName: String?
     package var familyName: String?
 
-    package enum CodingKeys: String, CodingKey {
+    package enum CodingKeys: String, CodingKey, CaseIterable {
         case iss, sub, aud, exp, iat, nonce, idp, sid, email, name
         case authTime = "auth_time"
         case atHash = "at_hash"
         case emailVerified = "email_verified"
         case givenName = "given_name"
         case familyName = "family_name"
+
+        /// Every claim's name (discovery's `claims_supported`).
+        package static var allNames: [String] { allCases.map(\.rawValue) }
     }
 
     package func verify(using algorithm: some JWTAlgorithm) async throws {

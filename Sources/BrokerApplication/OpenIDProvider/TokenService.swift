@@ -23,7 +23,7 @@ package struct TokenService: Sendable {
 
     /// How the client presented itself.
     package struct ClientCredentials: Sendable, Equatable {
-        package enum Method: String, Sendable {
+        package enum Method: String, Sendable, CaseIterable {
             case basic = "client_secret_basic"
             case post = "client_secret_post"
             case none
@@ -52,6 +52,8 @@ package struct TokenService: Sendable {
     package static let authorizationCodeGrant = "authorization_code"
     package static let refreshTokenGrant = "refresh_token"
     package static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
+    /// The grants the endpoint serves (discovery's `grant_types_supported`).
+    package static let grantTypes = [authorizationCodeGrant, refreshTokenGrant]
 
     /// Answers one token request; throws only ``TokenEndpointError``.
     package func token(tenantSlug: String, credentials: ClientCredentials, fields: [String: String], context: OperationContext)

@@ -33,17 +33,29 @@ extension APIHandlers {
             throw BrokerError.tenantNotFound(slug)
         }
         let issuer = services.issuer(for: tenant.slug)
+        // The tenant's OpenID Provider (decision 0082); introspection and revocation are the REST
+        // API's, authenticated by an API key.
         let metadata = Components.Schemas.IssuerMetadata(
             issuer: issuer,
             jwksUri: "\(issuer)/.well-known/jwks.json",
-            tokenEndpoint: "\(services.publicURL)/v1/sessions/refresh",
+            tokenEndpoint: "\(issuer)/token",
             introspectionEndpoint: "\(services.publicURL)/v1/sessions/introspect",
             revocationEndpoint: "\(services.publicURL)/v1/sessions/revoke",
             idTokenSigningAlgValuesSupported: ["ES256"],
-            tokenEndpointAuthMethodsSupported: ["client_secret_bearer"],
+            tokenEndpointAuthMethodsSupported: TokenService.ClientCredentials.Method.allCases.map(\.rawValue),
             introspectionEndpointAuthMethodsSupported: ["client_secret_bearer"],
             revocationEndpointAuthMethodsSupported: ["client_secret_bearer"],
-            subjectTypesSupported: ["public"])
+            subjectTypesSupported: ["public"],
+            authorizationEndpoint: "\(issuer)/authorize",
+            userinfoEndpoint: "\(issuer)/userinfo",
+            responseTypesSupported: ["code"],
+            responseModesSupported: ["query"],
+            grantTypesSupported: TokenService.grantTypes,
+            codeChallengeMethodsSupported: ["S256"],
+            scopesSupported: OAuthScope.allCases.map(\.rawValue),
+            claimsSupported: IDTokenClaims.CodingKeys.allNames,
+            uiLocalesSupported: ["en", "ja"],
+            authorizationResponseIssParameterSupported: true)
         RequestInfo.setResponseHeader(.cacheControl, Self.cacheControl(for: tenant))
         return .ok(.init(body: .json(metadata)))
     }

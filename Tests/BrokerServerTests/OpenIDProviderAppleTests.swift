@@ -1,0 +1,95 @@
+import BrokerApplication
+import BrokerCore
+import Crypto
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import MockIdP
+import NIOCore
+import PostgresNIO
+import Providers
+import Storage
+import TestSupport
+import Testing
+
+/// Sign in with Apple through a tenant's OpenID Provider (issue 42 §2): the relying party's
+/// authorization request goes to Apple through the tenant's Services ID, Apple's `form_post`
+/// comes back to the broker's own callback, the person goes on to the client's redirect URI
+/// with `code`, `state` and `iss`, and the code opens a session of the same account a native
+/// sign-in of the same Apple identity reaches.
+@Suite(.timeLimit(.minutes(10))) struct OpenIDProviderAppleTests {
+    static let redirectURI = "https://app.example.com/callback"
+
+    @Test func anAppleSignInOfTheRelyingPartyIsTheNativeSignInsAccount() async throws {
+        try await AppleTestSetup.run { setup in
+            let subject = "000777.oidc0person0000000000000000.0001"
+            setup.apple.webUser = MockAppleIdP.WebUser(subject: subject, email: "op@example.com", givenName: "Ada", familyName: "Lovelace")
+            let native = try await setup.signIn([
+                "client_id": "com.acme.app", "identity_token": try setup.token(subject: subject, email: "op@example.com"),
+            ])
+            let accountID = try #require(native[path: "account.id"] as? String)
+
+            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
+                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
+            let verifier = Base64URL.encode(Data((0..<32).map { _ in UInt8.random(in: 0...255) }))
+            let challenge = Base64URL.encode(Data(SHA256.hash(data: Data(verifier.utf8))))
+            let fields = [
+                ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", Self.redirectURI),
+                ("scope", "openid email profile"), ("state", "x"), ("nonce", "n"), ("code_challenge", challenge),
+                ("code_challenge_method", "S256"), ("provider", "apple"),
+            ]
+            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let started = try await browser.visit("/t/acme/authorize?" + FormEncoding.encode(fields))
+            #expect(started.status == 303)
+            let authorize = try #require(started.location)
+            #expect(WebBrowser.query(authorize)["response_mode"] == "form_post")
+            let back = WebBrowser.query(try await browser.follow(authorize, until: Self.redirectURI))
+            #expect(back["state"] == "x" && back["iss"] == "\(TestApp.publicURL)/t/acme")
+            let code = try #require(back["code"])
+
+            let response = try await setup.client.execute(
+                uri: "/t/acme/token", method: .post,
+                headers: [
+                    .contentType: "application/x-www-form-urlencoded",
+                    .authorization: "Basic " + Data("\(issued.client.clientID):\(try #require(issued.secret))".utf8).base64EncodedString(),
+                ],
+                body: ByteBuffer(
+                    string: FormEncoding.encode([
+                        ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirectURI),
+                        ("code_verifier", verifier),
+                    ])))
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            let idToken = try #require(try response.json()["id_token"] as? String)
+            let payload = try #require(Base64URL.decode(String(idToken.split(separator: ".")[1])))
+            let claims = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
+            #expect(claims["sub"] as? String == accountID, "the account the native sign-in reached")
+            #expect(claims["idp"] as? String == "apple")
+            #expect(claims["email"] as? String == "op@example.com")
+            #expect(claims["name"] as? String == "Ada Lovelace")
+            #expect(claims["nonce"] as? String == "n")
+
+            // The REST API's web exchange cannot spend a relying party's code.
+            let exchange = try await setup.post("/v1/sign-in/apple/web/exchange", json: ["code": code])
+            #expect(try exchange.json()["code"] as? String == "invalid_grant")
+        }
+    }
+
+    @Test func appleCancellingComesBackToTheClientAsAccessDenied() async throws {
+        try await AppleTestSetup.run { setup in
+            setup.apple.authorizeFault = .cancel
+            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
+                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
+            let fields = [
+                ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", Self.redirectURI), ("scope", "openid"),
+                ("state", "x"), ("provider", "apple"),
+            ]
+            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let back = WebBrowser.query(
+                try await browser.follow("/t/acme/authorize?" + FormEncoding.encode(fields), until: Self.redirectURI))
+            #expect(back["error"] == "access_denied", "\(back)")
+            #expect(back["error_description"]?.isEmpty == false)
+            #expect(back["state"] == "x" && back["iss"] == "\(TestApp.publicURL)/t/acme")
+            #expect(back["code"] == nil)
+        }
+    }
+}
