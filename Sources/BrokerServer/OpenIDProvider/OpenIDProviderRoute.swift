@@ -24,7 +24,7 @@ struct OpenIDProviderRoute: Sendable {
 
     let services: BrokerServices
     let maxBodyBytes: Int
-    let renderer = SignInPageRenderer()
+    var renderer: SignInPageRenderer { .shared }
 
     // MARK: Authorize
 
@@ -63,7 +63,17 @@ struct OpenIDProviderRoute: Sendable {
         return html(renderer.render(message, language: language), status: status)
     }
 
-    private func html(_ text: String, status: HTTPResponse.Status) -> Response {
+    /// The 503 page of a request whose deadline passed (``RequestDeadlineResponder``).
+    static func unavailablePage(_ request: Request) -> Response {
+        OpenIDProviderRoute.html(
+            SignInPageRenderer.shared.render(
+                .unavailable, language: .chosen(uiLocales: nil, acceptLanguage: request.headers[.acceptLanguage])),
+            status: .serviceUnavailable)
+    }
+
+    private func html(_ text: String, status: HTTPResponse.Status) -> Response { Self.html(text, status: status) }
+
+    private static func html(_ text: String, status: HTTPResponse.Status) -> Response {
         var headers = Self.pageHeaders
         headers[.contentType] = "text/html; charset=utf-8"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))

@@ -42,6 +42,9 @@ struct SignInPageRenderer: Sendable {
     /// Where the page's stylesheet is served (the broker's own origin).
     static let stylesheetPath = "/assets/sign-in.css"
 
+    /// The templates, parsed once per process.
+    static let shared = SignInPageRenderer()
+
     private let page: MustacheTemplate?
     private let errorPage: MustacheTemplate?
 

@@ -45,12 +45,35 @@ struct RequestDeadlineResponder<Inner: HTTPResponder>: HTTPResponder where Inner
                 return problem.response(headers: [.requestID: context.id])
             }
             let databaseUp = await database.ping(timeout: .milliseconds(300)) && !database.health.wasUnavailable(since: started)
+            // A browser's page and an OAuth client's endpoint are answered in their own form.
+            if let answer = Self.ownFormAnswer(request) {
+                context.logger.warning("request deadline passed", metadata: ["database_up": "\(databaseUp)"])
+                return answer
+            }
             var problem = databaseUp ? Problem.requestTimeout : Problem.databaseUnavailable
             problem.instance = request.uri.path
             problem.requestID = context.id
             context.logger.warning("request deadline passed", metadata: ["code": "\(problem.code)"])
             return problem.response(headers: [.requestID: context.id, .retryAfter: "1"])
         }
+    }
+}
+
+extension RequestDeadlineResponder {
+    /// The 503 of a route that answers a person's browser (the web callbacks, the authorization
+    /// endpoint: a page) or an OAuth client (the token and userinfo endpoints: RFC 6749 JSON
+    /// `temporarily_unavailable`), rather than a problem; nil for every other route.
+    static func ownFormAnswer(_ request: Request) -> Response? {
+        let path = request.uri.path
+        if path == WebSignInRoute.appleCallbackPath || path == WebSignInRoute.oidcCallbackPath {
+            return WebSignInRoute.page(.serviceUnavailable)
+        }
+        guard path.hasPrefix("/t/") else { return nil }
+        if path.hasSuffix("/token") || path.hasSuffix("/userinfo") {
+            return OpenIDProviderRoute.oauthError(TokenEndpointError.temporarilyUnavailable, bearer: path.hasSuffix("/userinfo"))
+        }
+        if path.hasSuffix("/authorize") { return OpenIDProviderRoute.unavailablePage(request) }
+        return nil
     }
 }
 
