@@ -99,7 +99,10 @@ import Testing
                 #expect(metadata["token_endpoint"] as? String == "\(issuer)/token")
                 #expect(metadata["userinfo_endpoint"] as? String == "\(issuer)/userinfo")
                 #expect(metadata["response_types_supported"] as? [String] == ["code"])
-                #expect(metadata["grant_types_supported"] as? [String] == ["authorization_code", "refresh_token"])
+                #expect(
+                    metadata["grant_types_supported"] as? [String] == [
+                        "authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange",
+                    ])
                 #expect(metadata["code_challenge_methods_supported"] as? [String] == ["S256"])
                 #expect(
                     metadata["token_endpoint_auth_methods_supported"] as? [String] == ["client_secret_basic", "client_secret_post", "none"])

@@ -2,6 +2,7 @@ import BrokerCore
 import Foundation
 import JWTKit
 import Logging
+import Providers
 import Storage
 
 /// The token endpoint of each tenant's OpenID Provider, `/t/{tenant}/token` (issue 42 §2,
@@ -47,13 +48,19 @@ package struct TokenService: Sendable {
         package let refreshToken: String?
         package let idToken: String?
         package let scope: String
+        /// RFC 8693's `issued_token_type`, for a token exchange.
+        package var issuedTokenType: String? = nil
     }
 
     package static let authorizationCodeGrant = "authorization_code"
     package static let refreshTokenGrant = "refresh_token"
     package static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
     /// The grants the endpoint serves (discovery's `grant_types_supported`).
-    package static let grantTypes = [authorizationCodeGrant, refreshTokenGrant]
+    package static let grantTypes = [authorizationCodeGrant, refreshTokenGrant, tokenExchangeGrant]
+    package static let idTokenType = "urn:ietf:params:oauth:token-type:id_token"
+    package static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
+    /// The scope an exchange grants when the client asks for none.
+    package static let exchangeScopes: [OAuthScope] = [.openid, .email, .profile, .offlineAccess]
 
     /// Answers one token request; throws only ``TokenEndpointError``.
     package func token(tenantSlug: String, credentials: ClientCredentials, fields: [String: String], context: OperationContext)
@@ -74,6 +81,16 @@ package struct TokenService: Sendable {
             }
         } catch is WebSignInFailure {
             throw .invalidGrant("The code is unknown, expired, or another client's.")
+        } catch let failure as ProviderFailure {
+            switch failure {
+            case .unavailable, .unreadableAnswer:
+                context.logger.warning("token request: the provider did not answer usefully", metadata: ["code": "\(failure.code)"])
+                throw .temporarilyUnavailable
+            case .notEnabled, .unknownClient:
+                throw .invalidGrant("The subject token's provider or client is not one the tenant enabled (\(failure.code)).")
+            default:
+                throw .invalidGrant("The subject token did not verify (\(failure.code)).")
+            }
         } catch {
             if error.isDatabaseUnavailable || error is CancellationError {
                 context.logger.warning(
@@ -106,6 +123,8 @@ package struct TokenService: Sendable {
                 return try await redeem(fields, client: client, tenant: tenant, context: context)
             case Self.refreshTokenGrant?:
                 return try await refresh(fields, client: client, tenant: tenant, context: context)
+            case Self.tokenExchangeGrant?:
+                return try await exchange(fields, client: client, tenant: tenant, context: context)
             case nil:
                 throw TokenEndpointError.invalidRequest("grant_type is missing.")
             case let other?:
@@ -155,6 +174,44 @@ package struct TokenService: Sendable {
         return Answer(
             accessToken: issued.accessToken, expiresIn: issued.expiresIn, refreshToken: issued.refreshToken.value, idToken: idToken,
             scope: scope)
+    }
+
+    /// RFC 8693 token exchange (decision 0083): an identity token of one of the tenant's
+    /// providers, found by its `iss`, is the native sign-in in standard form, with the same
+    /// verification, replay refusal and account rules as `POST /v1/sign-in/{provider}`; the
+    /// session opened is the client's.
+    private func exchange(_ fields: [String: String], client: OAuthClient, tenant: Tenant, context: OperationContext) async throws
+        -> Answer
+    {
+        guard let subjectToken = fields["subject_token"] else { throw TokenEndpointError.invalidRequest("subject_token is missing.") }
+        guard fields["subject_token_type"] == Self.idTokenType else {
+            throw TokenEndpointError.invalidRequest("subject_token_type must be \(Self.idTokenType).")
+        }
+        if let requested = fields["requested_token_type"], requested != Self.accessTokenType {
+            throw TokenEndpointError.invalidRequest("requested_token_type can only be \(Self.accessTokenType).")
+        }
+        if fields["actor_token"] != nil { throw TokenEndpointError.invalidRequest("actor_token is not supported.") }
+        var scopes = fields["scope"].map(OAuthScope.granted) ?? Self.exchangeScopes
+        if !scopes.contains(.openid) { scopes.insert(.openid, at: 0) }
+        guard let issuer = UnverifiedToken.issuer(subjectToken),
+            let provider = SubjectTokenIssuers.provider(
+                issuer: issuer, configurations: try await database.providerConfigs.list(tenantID: tenant.id))
+        else { throw TokenEndpointError.invalidGrant("The subject token's issuer is not one of the tenant's providers.") }
+        let signIn = webSignIn.signIn
+        let registered = try await webSignIn.store.registered(provider, tenantID: tenant.id, in: webSignIn.providers)
+        let proof = ProviderProof(
+            idToken: subjectToken, clientID: UnverifiedToken.audiences(subjectToken).first, nonce: fields["nonce"])
+        let now = Date()
+        let outcome = try await signIn.signIn(
+            tenant: tenant, provider: provider, type: registered, proof: proof, intent: .auto, platform: nil,
+            relyingParty: RelyingPartySession(clientID: client.clientID, scope: OAuthScope.text(scopes)), context: context, now: now)
+        let idToken = try await self.idToken(
+            tenant: tenant, client: client, account: outcome.account, sessionID: outcome.sessionID, idp: outcome.identity.provider,
+            scopes: scopes, nonce: nil, authTime: now, accessToken: outcome.session.accessToken)
+        return Answer(
+            accessToken: outcome.session.accessToken, expiresIn: outcome.session.expiresIn,
+            refreshToken: scopes.contains(.offlineAccess) ? outcome.session.refreshToken.value : nil, idToken: idToken,
+            scope: OAuthScope.text(scopes), issuedTokenType: Self.accessTokenType)
     }
 
     /// An ID token for the client, signed with the tenant's active key.

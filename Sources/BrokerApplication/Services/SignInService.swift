@@ -52,7 +52,8 @@ package struct SignInService: Sendable {
 
     package func signIn(
         tenant: Tenant, provider name: ProviderID, type registered: ProviderRegistry.Registered, proof: ProviderProof,
-        intent: SignInIntent, platform: String?, context: OperationContext, now: Date = Date()
+        intent: SignInIntent, platform: String?, relyingParty: RelyingPartySession? = nil, context: OperationContext,
+        now: Date = Date()
     ) async throws -> SignInOutcome {
         let verification = try await registered.entry.verify(proof, name, tenant.id, store, now)
         let verified = verification.verified
@@ -68,7 +69,7 @@ package struct SignInService: Sendable {
         }
         return try await complete(
             tenant: tenant, provider: name, verified: verified, kept: kept, revokeLater: verification.revokeLater, intent: intent,
-            platform: platform, context: context, now: now)
+            platform: platform, relyingParty: relyingParty, context: context, now: now)
     }
 
     /// The sign-in after the provider vouched for the identity (a native proof, or a web

@@ -127,6 +127,7 @@ struct OpenIDProviderRoute: Sendable {
             writer.memberIfPresent("refresh_token", answer.refreshToken)
             writer.memberIfPresent("id_token", answer.idToken)
             writer.member("scope", answer.scope)
+            writer.memberIfPresent("issued_token_type", answer.issuedTokenType)
             writer.endObject()
             return Self.json(writer.bytes, status: .ok)
         } catch {

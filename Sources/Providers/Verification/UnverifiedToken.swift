@@ -11,6 +11,12 @@ public enum UnverifiedToken {
         payload(token)?["sub"]?.string(maxBytes: 255)
     }
 
+    /// The `iss` of the token's payload (at most 255 bytes): which provider a token exchange's
+    /// subject token claims to come from, before that provider verifies it.
+    public static func issuer(_ token: String) -> String? {
+        payload(token)?["iss"]?.string(maxBytes: 255)
+    }
+
     /// The `aud` of the token's payload, a string or an array of strings (each at most 255
     /// bytes, at most 8); empty when the token has none it could read. Apple's notifications
     /// are routed by it to the tenants that registered that primary App ID, and then verified
