@@ -150,6 +150,9 @@ public struct BrokerServices: Sendable {
         TokenService(database: database, webSignIn: webSignIn, sessions: sessions, tokens: sessionTokens)
     }
 
+    /// The end-session endpoint of each tenant's OpenID Provider (decision 0082).
+    package var logout: LogoutService { LogoutService(database: database, tokens: sessionTokens) }
+
     /// The userinfo endpoint of each tenant's OpenID Provider (decision 0082).
     package var userInfo: UserInfoService { UserInfoService(database: database, tokens: sessionTokens) }
 

@@ -103,6 +103,9 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
         router.on(RouterPath(OpenIDProviderRoute.userinfoPath), method: method) { request, context in
             await openID.userinfo(request, context: context)
         }
+        router.on(RouterPath(OpenIDProviderRoute.logoutPath), method: method) { request, context in
+            await openID.logout(request, context: context)
+        }
     }
     router.on(RouterPath(OpenIDProviderRoute.tokenPath), method: .post) { request, context in
         await openID.token(request, context: context)

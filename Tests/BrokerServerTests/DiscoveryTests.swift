@@ -98,6 +98,7 @@ import Testing
                 #expect(metadata["authorization_endpoint"] as? String == "\(issuer)/authorize")
                 #expect(metadata["token_endpoint"] as? String == "\(issuer)/token")
                 #expect(metadata["userinfo_endpoint"] as? String == "\(issuer)/userinfo")
+                #expect(metadata["end_session_endpoint"] as? String == "\(issuer)/logout")
                 #expect(metadata["response_types_supported"] as? [String] == ["code"])
                 #expect(
                     metadata["grant_types_supported"] as? [String] == [

@@ -322,6 +322,59 @@ import Testing
         }
     }
 
+    // MARK: Logout
+
+    @Test func logoutEndsTheHintsSessionAndGoesBackOnlyToARegisteredURI() async throws {
+        try await Self.run { setup in
+            let issued = try await ClientAdmin(database: setup.oidc.app.database, actor: "test").create(
+                tenant: "acme", name: "spa", redirectURIs: [Self.redirectURI], postLogoutRedirectURIs: ["https://app.example.com/bye"],
+                isPublic: true, allowLoopback: false)
+            let client = issued.client.clientID
+            let pkce = PKCEPair()
+            let code = try #require(try await Self.code(setup, Self.request(client: client, pkce: pkce))["code"])
+            let (status, body) = try await Self.token(
+                setup,
+                [
+                    ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirectURI),
+                    ("code_verifier", pkce.verifier), ("client_id", client),
+                ])
+            #expect(status == 200, "\(body)")
+            let idToken = try #require(body["id_token"] as? String)
+            let refresh = try #require(body["refresh_token"] as? String)
+            let sid = try #require(try Self.claims(of: idToken)["sid"] as? String)
+            func logout(_ fields: [(String, String)], tenant: String = "acme") async throws -> WebBrowser.Page {
+                try await setup.browser.visit("/t/\(tenant)/logout?" + FormEncoding.encode(fields))
+            }
+            // Refused, each a page and never a redirect, and the session still open.
+            let tampered = String(idToken.dropLast(2)) + (idToken.hasSuffix("AA") ? "BB" : "AA")
+            let refusals: [([(String, String)], String)] = [
+                ([("id_token_hint", idToken), ("post_logout_redirect_uri", "https://app.example.com/bye/")], "acme"),
+                ([("id_token_hint", tampered), ("post_logout_redirect_uri", "https://app.example.com/bye")], "acme"),
+                ([("id_token_hint", idToken), ("client_id", setup.web.client.clientID)], "acme"),
+                ([("post_logout_redirect_uri", "https://app.example.com/bye")], "acme"),
+                ([("id_token_hint", idToken)], "bravo"),
+            ]
+            for (fields, tenant) in refusals {
+                let page = try await logout(fields, tenant: tenant)
+                #expect(page.status == 400 && page.location == nil, "\(fields.map(\.0)) at \(tenant): \(page.status)")
+            }
+            #expect(try await !Self.sessionRevoked(setup, sid))
+            // Honoured: the session ends and the person goes back with the state.
+            let done = try await logout([
+                ("id_token_hint", idToken), ("post_logout_redirect_uri", "https://app.example.com/bye"), ("state", "z"),
+            ])
+            #expect(done.status == 303)
+            #expect(done.location == "https://app.example.com/bye?state=z")
+            #expect(try await Self.sessionRevoked(setup, sid))
+            let (after, refused) = try await Self.token(
+                setup, [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", client)])
+            #expect(after == 400 && refused["error"] as? String == "invalid_grant")
+            // Without anything: a signed-out page.
+            let plain = try await logout([])
+            #expect(plain.status == 200 && plain.body.contains("signed out"))
+        }
+    }
+
     // MARK: The page
 
     @Test func theSignInPageListsTheTenantsWebOptionsInTheirLanguageAndRunsNoScript() async throws {

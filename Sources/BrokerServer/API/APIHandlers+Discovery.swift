@@ -47,6 +47,7 @@ extension APIHandlers {
             revocationEndpointAuthMethodsSupported: ["client_secret_bearer"],
             subjectTypesSupported: ["public"],
             authorizationEndpoint: "\(issuer)/authorize",
+            endSessionEndpoint: "\(issuer)/logout",
             userinfoEndpoint: "\(issuer)/userinfo",
             responseTypesSupported: ["code"],
             responseModesSupported: ["query"],

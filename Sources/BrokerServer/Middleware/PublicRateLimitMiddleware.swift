@@ -3,7 +3,7 @@ import Hummingbird
 
 /// The per-address token bucket of the public routes, the ones without an API key: Apple's
 /// callback and notifications, the OpenID Connect callback, each tenant's discovery document
-/// and JWKS, and each tenant's OpenID Provider endpoints (authorize, token, userinfo) (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 `rate_limited` with
+/// and JWKS, and each tenant's OpenID Provider endpoints (authorize, token, userinfo, logout) (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 `rate_limited` with
 /// `Retry-After`, before the request's body is read. API routes are limited per key instead.
 struct PublicRateLimitMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
@@ -23,9 +23,10 @@ struct PublicRateLimitMiddleware: RouterMiddleware {
         exactPaths.contains(path) || isDiscovery(path) || isOpenIDProvider(path)
     }
 
-    /// `/t/{tenant}/authorize`, `/t/{tenant}/token` and `/t/{tenant}/userinfo` (decision 0082).
+    /// `/t/{tenant}/authorize`, `/token`, `/userinfo` and `/logout` (decision 0082).
     static func isOpenIDProvider(_ path: String) -> Bool {
-        path.hasPrefix("/t/") && (path.hasSuffix("/authorize") || path.hasSuffix("/token") || path.hasSuffix("/userinfo"))
+        path.hasPrefix("/t/")
+            && (path.hasSuffix("/authorize") || path.hasSuffix("/token") || path.hasSuffix("/userinfo") || path.hasSuffix("/logout"))
     }
 
     /// `/t/{tenant}/.well-known/jwks.json` and `/t/{tenant}/.well-known/openid-configuration`.

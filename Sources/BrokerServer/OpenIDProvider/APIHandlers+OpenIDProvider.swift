@@ -26,6 +26,14 @@ extension APIHandlers {
         throw Self.servedOnTheRouter
     }
 
+    func logoutGet(_ input: Operations.LogoutGet.Input) async throws -> Operations.LogoutGet.Output {
+        throw Self.servedOnTheRouter
+    }
+
+    func logoutPost(_ input: Operations.LogoutPost.Input) async throws -> Operations.LogoutPost.Output {
+        throw Self.servedOnTheRouter
+    }
+
     func signInStylesheet(_ input: Operations.SignInStylesheet.Input) async throws -> Operations.SignInStylesheet.Output {
         throw Self.servedOnTheRouter
     }

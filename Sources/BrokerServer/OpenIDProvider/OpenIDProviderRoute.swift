@@ -11,15 +11,18 @@ import NIOCore
 /// - `GET`/`POST /t/{tenant}/authorize`: the sign-in page, or straight to a provider;
 /// - `POST /t/{tenant}/token`: the code and refresh grants (form body, RFC 6749 errors);
 /// - `GET`/`POST /t/{tenant}/userinfo`: the person's claims for a bearer access token;
+/// - `GET`/`POST /t/{tenant}/logout`: RP-initiated logout;
 /// - `GET /assets/sign-in.css`: the page's stylesheet.
 struct OpenIDProviderRoute: Sendable {
     static let authorizePath = "/t/:tenant/authorize"
     static let tokenPath = "/t/:tenant/token"
     static let userinfoPath = "/t/:tenant/userinfo"
+    static let logoutPath = "/t/:tenant/logout"
     static let operations: [GeneratedRoutes.Operation] = [
         .init(method: .get, path: "/t/{tenant}/authorize"), .init(method: .post, path: "/t/{tenant}/authorize"),
         .init(method: .post, path: "/t/{tenant}/token"), .init(method: .get, path: "/t/{tenant}/userinfo"),
-        .init(method: .post, path: "/t/{tenant}/userinfo"), .init(method: .get, path: SignInPageRenderer.stylesheetPath),
+        .init(method: .post, path: "/t/{tenant}/userinfo"), .init(method: .get, path: "/t/{tenant}/logout"),
+        .init(method: .post, path: "/t/{tenant}/logout"), .init(method: .get, path: SignInPageRenderer.stylesheetPath),
     ]
 
     let services: BrokerServices
@@ -52,7 +55,8 @@ struct OpenIDProviderRoute: Sendable {
             return html(renderer.render(message, language: language), status: HTTPResponse.Status(code: status))
         case .signInPage(let model):
             guard let html = renderer.render(model, language: language) else {
-                return self.html(renderer.render(.unavailable, language: language), status: .internalServerError)
+                return self.html(
+                    renderer.render(AuthorizationService.ErrorPageMessage.unavailable, language: language), status: .internalServerError)
             }
             return self.html(html, status: .ok)
         }
@@ -67,7 +71,8 @@ struct OpenIDProviderRoute: Sendable {
     static func unavailablePage(_ request: Request) -> Response {
         OpenIDProviderRoute.html(
             SignInPageRenderer.shared.render(
-                .unavailable, language: .chosen(uiLocales: nil, acceptLanguage: request.headers[.acceptLanguage])),
+                AuthorizationService.ErrorPageMessage.unavailable,
+                language: .chosen(uiLocales: nil, acceptLanguage: request.headers[.acceptLanguage])),
             status: .serviceUnavailable)
     }
 
@@ -161,6 +166,37 @@ struct OpenIDProviderRoute: Sendable {
         }
         if let secret = fields["client_secret"] { return .success(.init(clientID: id, secret: secret, method: .post)) }
         return .success(.init(clientID: id, secret: nil, method: .none))
+    }
+
+    // MARK: Logout
+
+    func logout(_ request: Request, context: BrokerRequestContext) async -> Response {
+        let pairs: [(String, String)]
+        if request.method == .post {
+            guard Self.isForm(request), let body = try? await Self.body(request, maxBodyBytes: maxBodyBytes) else {
+                return html(renderer.render(LogoutService.Outcome.refused(.invalidHint), language: .en), status: .badRequest)
+            }
+            pairs = Self.formPairs(body)
+        } else {
+            pairs = Self.formPairs(request.uri.query ?? "")
+        }
+        let (fields, repeated) = Self.fields(pairs)
+        let language = SignInPageRenderer.Language.chosen(uiLocales: fields["ui_locales"], acceptLanguage: request.headers[.acceptLanguage])
+        guard repeated.isEmpty else {
+            return html(renderer.render(LogoutService.Outcome.refused(.invalidHint), language: language), status: .badRequest)
+        }
+        let outcome = await services.logout.logout(
+            tenantSlug: context.parameters.get("tenant") ?? "", fields: fields, context: HTTPCaller(request, context: context).context)
+        switch outcome {
+        case .redirect(let location):
+            var headers = Self.pageHeaders
+            headers[.location] = location
+            return Response(status: .seeOther, headers: headers)
+        case .signedOut: return html(renderer.render(outcome, language: language), status: .ok)
+        case .refused(.unknownTenant): return html(renderer.render(outcome, language: language), status: .notFound)
+        case .refused: return html(renderer.render(outcome, language: language), status: .badRequest)
+        case .unavailable: return html(renderer.render(outcome, language: language), status: .serviceUnavailable)
+        }
     }
 
     // MARK: Userinfo

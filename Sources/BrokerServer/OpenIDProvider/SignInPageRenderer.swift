@@ -81,6 +81,29 @@ struct SignInPageRenderer: Sendable {
             ?? "<!doctype html><html><head><meta charset=\"utf-8\"><title>Sign-in</title></head><body><p>\(message.rawValue)</p></body></html>\n"
     }
 
+    /// The end-session endpoint's page: signed out, or why the request was not honoured.
+    func render(_ logout: LogoutService.Outcome, language: Language) -> String {
+        let (title, message, code): (String, String, String)
+        switch (logout, language) {
+        case (.refused(let refusal), .en):
+            (title, message, code) = ("Sign-out cannot continue", "The app's sign-out request is not valid here.", refusal.rawValue)
+        case (.refused(let refusal), .ja):
+            (title, message, code) = ("サインアウトできません", "アプリからのサインアウトの要求が正しくありません。", refusal.rawValue)
+        case (.unavailable, _):
+            (title, message, code) = (
+                language == .ja ? "サインアウトできません" : "Sign-out cannot continue", Self.words(.unavailable, language),
+                "temporarily_unavailable"
+            )
+        case (_, .en): (title, message, code) = ("Signed out", "You are signed out. You can close this page.", "signed_out")
+        case (_, .ja): (title, message, code) = ("サインアウトしました", "サインアウトしました。このページを閉じてかまいません。", "signed_out")
+        }
+        let context: [String: Any] = [
+            "lang": language.rawValue, "title": title, "message": message, "code": code, "stylesheet": Self.stylesheetPath,
+        ]
+        return errorPage?.render(context)
+            ?? "<!doctype html><html><head><meta charset=\"utf-8\"><title>Sign-out</title></head><body><p>\(code)</p></body></html>\n"
+    }
+
     /// A provider's standard label: Apple's own wording for Sign in with Apple (Human Interface
     /// Guidelines), Facebook's "Continue with", LINE's and the others' "Sign in with".
     static func label(_ option: AuthorizationService.SignInPage.Option, _ language: Language) -> String {
