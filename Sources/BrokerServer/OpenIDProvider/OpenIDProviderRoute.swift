@@ -32,15 +32,7 @@ struct OpenIDProviderRoute: Sendable {
     // MARK: Authorize
 
     func authorize(_ request: Request, context: BrokerRequestContext) async -> Response {
-        let pairs: [(String, String)]
-        if request.method == .post {
-            guard Self.isForm(request), let body = try? await Self.body(request, maxBodyBytes: maxBodyBytes) else {
-                return page(status: .badRequest, .repeatedParameter, request)
-            }
-            pairs = Self.formPairs(body)
-        } else {
-            pairs = Self.formPairs(request.uri.query ?? "")
-        }
+        guard let pairs = await browserParameters(request) else { return page(status: .badRequest, .repeatedParameter, request) }
         let (fields, repeated) = Self.fields(pairs)
         let language = SignInPageRenderer.Language.chosen(uiLocales: fields["ui_locales"], acceptLanguage: request.headers[.acceptLanguage])
         let outcome = await services.authorization.authorize(
@@ -171,14 +163,8 @@ struct OpenIDProviderRoute: Sendable {
     // MARK: Logout
 
     func logout(_ request: Request, context: BrokerRequestContext) async -> Response {
-        let pairs: [(String, String)]
-        if request.method == .post {
-            guard Self.isForm(request), let body = try? await Self.body(request, maxBodyBytes: maxBodyBytes) else {
-                return html(renderer.render(LogoutService.Outcome.refused(.invalidHint), language: .en), status: .badRequest)
-            }
-            pairs = Self.formPairs(body)
-        } else {
-            pairs = Self.formPairs(request.uri.query ?? "")
+        guard let pairs = await browserParameters(request) else {
+            return html(renderer.render(LogoutService.Outcome.refused(.invalidHint), language: .en), status: .badRequest)
         }
         let (fields, repeated) = Self.fields(pairs)
         let language = SignInPageRenderer.Language.chosen(uiLocales: fields["ui_locales"], acceptLanguage: request.headers[.acceptLanguage])
@@ -270,6 +256,14 @@ struct OpenIDProviderRoute: Sendable {
         var request = request
         let buffer = try await request.collectBody(upTo: maxBodyBytes)
         return String(decoding: buffer.readableBytesView, as: UTF8.self)
+    }
+
+    /// The parameters a browser sent: the query of a `GET`, the form of a `POST` (nil when the
+    /// body is not a form or cannot be read).
+    private func browserParameters(_ request: Request) async -> [(String, String)]? {
+        guard request.method == .post else { return Self.formPairs(request.uri.query ?? "") }
+        guard Self.isForm(request), let body = try? await Self.body(request, maxBodyBytes: maxBodyBytes) else { return nil }
+        return Self.formPairs(body)
     }
 
     /// The name and value pairs of a form (or a query), in order, repeats kept: `+` is a space,
