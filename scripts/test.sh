@@ -19,6 +19,8 @@ swift format lint --strict --recursive --parallel Sources Tests Plugins Package.
 }
 # Broker access tokens are checked with a stock JOSE library in the tests.
 python3 -c "import joserfc" 2>/dev/null || python3 -m pip install -q joserfc
+# A stock OAuth / OpenID Connect client signs in through a tenant's OpenID Provider (AuthlibClientTests).
+python3 -c "import authlib, requests" 2>/dev/null || python3 -m pip install -q 'authlib==1.9.10' requests
 # Webhook deliveries are verified with the stock Standard Webhooks library.
 python3 -c "import standardwebhooks" 2>/dev/null || python3 -m pip install -q standardwebhooks
 # Contract fuzzing (ContractFuzzTests): schemathesis in a virtual environment of its own under
