@@ -31,9 +31,16 @@ function init(args)
     -- provider such as line): {"id_token", "nonce"} to /v1/sign-in/<PROVIDER>.
     -- PROVIDER=apple_notification: each line is a whole JSON body (`mock-idp mint
     -- --notification TYPE`), posted to /apple/notifications.
+    -- PROVIDER=token_exchange: each Apple token is traded at the tenant's token endpoint
+    -- (RFC 8693, TENANT and OAUTH_CLIENT_ID, a public client), a form without the API key.
     local provider = os.getenv("PROVIDER") or "apple"
     local path = "/v1/sign-in/" .. (provider == "facebook_classic" and "facebook" or provider)
     if provider == "apple_notification" then path = "/apple/notifications" end
+    if provider == "token_exchange" then
+        path = "/t/" .. os.getenv("TENANT") .. "/token"
+        wrk.headers["Authorization"] = nil
+        wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+    end
     requests = {}
     for i, line in ipairs(lines) do
         local body
@@ -43,7 +50,11 @@ function init(args)
             body = '{"access_token":"' .. string.match(line, "^(%S+)") .. '"}'
         else
             local token, nonce = string.match(line, "^(%S+) (%S+)$")
-            if provider == "apple" then
+            if provider == "token_exchange" then
+                body = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange&client_id="
+                    .. os.getenv("OAUTH_CLIENT_ID") .. "&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aid_token"
+                    .. "&subject_token=" .. token .. "&nonce=" .. nonce
+            elseif provider == "apple" then
                 body = '{"client_id":"' .. client .. '","identity_token":"' .. token .. '","nonce":"' .. nonce .. '"}'
             elseif provider == "facebook" then
                 body = '{"limited_login_token":"' .. token .. '","nonce":"' .. nonce .. '"}'

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The tenant's OpenID Provider beside the REST API (issue 42 §6), on a PostgreSQL of its own
+# over TCP with default settings: returning Apple sign-ins through POST /v1/sign-in/apple and
+# through token exchange at /t/bench/token (RFC 8693, a public client), alternating, each with
+# fresh tokens of the same 10,000 people; then the hosted sign-in page (GET /t/bench/authorize
+# without a provider): its rate, its size and the broker's CPU per page.
+# Usage: [BIN=DIR] [CONN=16] [ROUNDS="1 2"] Benchmarks/e2e/openid-provider.sh
+export TARGET=tcp
+source "${LIB:-$(dirname "$0")/lib.sh}"
+client=$("$bin/broker" client create --tenant bench --name bench-app --public --redirect-uri com.bench.app:/cb --json 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["client_id"])')
+mint "$work/new.txt" new. 40000 10000
+signin "$work/new.txt" 10s >/dev/null
+for round in ${ROUNDS:-1 2}; do
+    for how in apple token_exchange; do
+        mint "$work/ret.txt" new. 60000 10000 $(( RANDOM ))
+        cpu_start
+        PROVIDER=$how TENANT=bench OAUTH_CLIENT_ID=$client TOKENS="$work/ret.txt" \
+            wrk -t1 -c"${CONN:-16}" -d8s --latency -s Benchmarks/e2e/signin.lua "$base" | grep RESULT >"$work/out.txt"
+        echo "== round $round, $how: $(cat "$work/out.txt")"
+        cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/out.txt" | head -1)"
+    done
+done
+page="/t/bench/authorize?response_type=code&client_id=$client&redirect_uri=com.bench.app%3A%2Fcb&scope=openid&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&state=s"
+echo "== the sign-in page: $(curl -s -o /dev/null -w '%{http_code} %{size_download} bytes' "$base$page")"
+cpu_start
+wrk -t1 -c"${CONN:-16}" -d8s --latency -s Benchmarks/e2e/sign-in-page.lua "$base$page" | grep RESULT >"$work/out.txt"
+echo "== the sign-in page: $(cat "$work/out.txt")"
+cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/out.txt" | head -1)"
