@@ -55,6 +55,8 @@ public struct BrokerServices: Sendable {
     package let securityEvents: SecurityEventRecorder
     /// Login options and the guideline 4.8 standing of each tenant, cached.
     package let loginCatalogs: LoginCatalogStore
+    /// The tenants by slug, cached, for the routes that name their tenant in the path.
+    package let tenantDirectory: TenantDirectory
     /// The web flow's derived keys (decision 0038).
     package let webSignInKeys: WebSignInService.Keys
     package let webCallbackRepeats = WebSignInService.Repeats()
@@ -117,6 +119,7 @@ public struct BrokerServices: Sendable {
         self.refreshReuseInterval = refreshReuseInterval
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
         self.webSignInKeys = WebSignInService.Keys(secrets: secrets)
+        self.tenantDirectory = TenantDirectory(database: database)
         self.appleClientSecrets = AppleClientSecrets(secrets: secrets)
     }
 
@@ -142,19 +145,20 @@ public struct BrokerServices: Sendable {
 
     /// The authorization endpoint of each tenant's OpenID Provider (decision 0082).
     package var authorization: AuthorizationService {
-        AuthorizationService(database: database, webSignIn: webSignIn, loginCatalogs: loginCatalogs, publicURL: publicURL)
+        AuthorizationService(
+            database: database, tenants: tenantDirectory, webSignIn: webSignIn, loginCatalogs: loginCatalogs, publicURL: publicURL)
     }
 
     /// The token endpoint of each tenant's OpenID Provider (decision 0082).
     package var tokenEndpoint: TokenService {
-        TokenService(database: database, webSignIn: webSignIn, sessions: sessions, tokens: sessionTokens)
+        TokenService(database: database, tenants: tenantDirectory, webSignIn: webSignIn, sessions: sessions, tokens: sessionTokens)
     }
 
     /// The end-session endpoint of each tenant's OpenID Provider (decision 0082).
-    package var logout: LogoutService { LogoutService(database: database, tokens: sessionTokens) }
+    package var logout: LogoutService { LogoutService(database: database, tenants: tenantDirectory, tokens: sessionTokens) }
 
     /// The userinfo endpoint of each tenant's OpenID Provider (decision 0082).
-    package var userInfo: UserInfoService { UserInfoService(database: database, tokens: sessionTokens) }
+    package var userInfo: UserInfoService { UserInfoService(database: database, tenants: tenantDirectory, tokens: sessionTokens) }
 
     package var identityLinks: IdentityLinkService {
         IdentityLinkService(
@@ -298,6 +302,7 @@ public struct BrokerServices: Sendable {
         if topic != .apiKeys, topic != .signingKeys { loginCatalogs.invalidate(tenantID: tenantID) }
         switch topic {
         case .apiKeys, .tenants:
+            if topic == .tenants { tenantDirectory.invalidate() }
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }

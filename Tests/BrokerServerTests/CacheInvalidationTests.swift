@@ -1,6 +1,7 @@
 import BrokerApplication
 import BrokerCore
 import Foundation
+import PostgresNIO
 import Providers
 import Storage
 import Testing
@@ -30,6 +31,23 @@ import Testing
             #expect(
                 services.providerConfigurations.value(for: ProviderSettingsStore.cacheKey(bravo, "google")) == nil,
                 "a change without a tenant drops all")
+        }
+    }
+
+    /// The tenants by slug (the OpenID Provider's endpoints): a tenant's change drops them, so a
+    /// disabled tenant's endpoints refuse at once, and a read a change overtook is not kept.
+    @Test func aTenantChangeDropsTheTenantsBySlug() async throws {
+        try await TestApp.run { app, _ in
+            _ = try await app.createTenant("acme")
+            let services = app.services
+            try await services.invalidationsListening.value
+            #expect(try await services.tenantDirectory.tenant(slug: "acme")?.status == .active)
+            #expect(try await services.tenantDirectory.tenant(slug: "nobody") == nil)
+            #expect(try await services.tenantDirectory.tenant(slug: "Not a slug/") == nil)
+            _ = try await app.database.client.query("UPDATE tenants SET status = 'disabled' WHERE slug = 'acme'")
+            #expect(try await services.tenantDirectory.tenant(slug: "acme")?.status == .active, "cached until a change notice")
+            await services.invalidate(.tenants, tenantID: nil)
+            #expect(try await services.tenantDirectory.tenant(slug: "acme")?.status == .disabled, "read again after the notice")
         }
     }
 }

@@ -12,12 +12,16 @@ import Storage
 /// code, which the token endpoint redeems.
 package struct AuthorizationService: Sendable {
     package let database: Database
+    package let tenants: TenantDirectory
     package let webSignIn: WebSignInService
     package let loginCatalogs: LoginCatalogStore
     package let publicURL: String
 
-    package init(database: Database, webSignIn: WebSignInService, loginCatalogs: LoginCatalogStore, publicURL: String) {
+    package init(
+        database: Database, tenants: TenantDirectory, webSignIn: WebSignInService, loginCatalogs: LoginCatalogStore, publicURL: String
+    ) {
         self.database = database
+        self.tenants = tenants
         self.webSignIn = webSignIn
         self.loginCatalogs = loginCatalogs
         self.publicURL = publicURL
@@ -77,7 +81,7 @@ package struct AuthorizationService: Sendable {
     private func answer(tenantSlug: String, fields: [String: String], repeated: Set<String>, context: OperationContext) async throws
         -> Outcome
     {
-        guard (try? TenantSlug(tenantSlug)) != nil, let tenant = try await database.tenants.find(slug: tenantSlug),
+        guard let tenant = try await tenants.tenant(slug: tenantSlug),
             tenant.status == .active
         else { return .errorPage(status: 404, message: .unknownTenant) }
         return try await TenantScope.tenant(tenant.id) {

@@ -10,10 +10,12 @@ import Storage
 /// registered (with `state`), or shows that they are signed out.
 package struct LogoutService: Sendable {
     package let database: Database
+    package let tenants: TenantDirectory
     package let tokens: SessionTokens
 
-    package init(database: Database, tokens: SessionTokens) {
+    package init(database: Database, tenants: TenantDirectory, tokens: SessionTokens) {
         self.database = database
+        self.tenants = tenants
         self.tokens = tokens
     }
 
@@ -49,7 +51,7 @@ package struct LogoutService: Sendable {
 
     package func logout(tenantSlug: String, fields: [String: String], context: OperationContext) async -> Outcome {
         do {
-            guard (try? TenantSlug(tenantSlug)) != nil, let tenant = try await database.tenants.find(slug: tenantSlug) else {
+            guard let tenant = try await tenants.tenant(slug: tenantSlug) else {
                 return .refused(.unknownTenant)
             }
             return try await TenantScope.tenant(tenant.id) {

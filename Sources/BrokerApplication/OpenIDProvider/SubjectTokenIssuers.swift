@@ -8,9 +8,11 @@ import Providers
 /// it fills). The provider then verifies the token as a native sign-in's: the `iss` read here is
 /// only where to look.
 enum SubjectTokenIssuers {
-    static func provider(issuer: String, configurations: [ProviderConfiguration]) -> ProviderID? {
+    /// `configurations` reads the tenant's provider configurations, only when the issuer is not
+    /// Apple's (the commonest exchange reads nothing).
+    static func provider(issuer: String, configurations: () async throws -> [ProviderConfiguration]) async rethrows -> ProviderID? {
         if issuer == Apple.issuer { return .apple }
-        for configuration in configurations where configuration.enabled {
+        for configuration in try await configurations() where configuration.enabled {
             switch configuration.type {
             case .google where Google.issuers.contains(issuer): return configuration.provider
             case .facebook where issuer == Facebook.issuer: return configuration.provider

@@ -11,12 +11,15 @@ import Storage
 /// session. Every refusal is an RFC 6749 §5.2 error.
 package struct TokenService: Sendable {
     package let database: Database
+    package let tenants: TenantDirectory
     package let webSignIn: WebSignInService
     package let sessions: SessionService
     package let tokens: SessionTokens
 
-    package init(database: Database, webSignIn: WebSignInService, sessions: SessionService, tokens: SessionTokens) {
+    package init(database: Database, tenants: TenantDirectory, webSignIn: WebSignInService, sessions: SessionService, tokens: SessionTokens)
+    {
         self.database = database
+        self.tenants = tenants
         self.webSignIn = webSignIn
         self.sessions = sessions
         self.tokens = tokens
@@ -105,7 +108,7 @@ package struct TokenService: Sendable {
     private func answer(tenantSlug: String, credentials: ClientCredentials, fields: [String: String], context: OperationContext)
         async throws -> Answer
     {
-        guard (try? TenantSlug(tenantSlug)) != nil, let tenant = try await database.tenants.find(slug: tenantSlug),
+        guard let tenant = try await tenants.tenant(slug: tenantSlug),
             tenant.status == .active
         else { throw TokenEndpointError.invalidClient("The client is not one of this tenant's.") }
         return try await TenantScope.tenant(tenant.id) {
@@ -194,8 +197,8 @@ package struct TokenService: Sendable {
         var scopes = fields["scope"].map(OAuthScope.granted) ?? Self.exchangeScopes
         if !scopes.contains(.openid) { scopes.insert(.openid, at: 0) }
         guard let issuer = UnverifiedToken.issuer(subjectToken),
-            let provider = SubjectTokenIssuers.provider(
-                issuer: issuer, configurations: try await database.providerConfigs.list(tenantID: tenant.id))
+            let provider = try await SubjectTokenIssuers.provider(
+                issuer: issuer, configurations: { try await database.providerConfigs.list(tenantID: tenant.id) })
         else { throw TokenEndpointError.invalidGrant("The subject token's issuer is not one of the tenant's providers.") }
         let signIn = webSignIn.signIn
         let registered = try await webSignIn.store.registered(provider, tenantID: tenant.id, in: webSignIn.providers)

@@ -9,10 +9,12 @@ import Storage
 /// (it carries the granted `scope`) whose session is live, `sub` and the claims its scope allows.
 package struct UserInfoService: Sendable {
     package let database: Database
+    package let tenants: TenantDirectory
     package let tokens: SessionTokens
 
-    package init(database: Database, tokens: SessionTokens) {
+    package init(database: Database, tenants: TenantDirectory, tokens: SessionTokens) {
         self.database = database
+        self.tenants = tenants
         self.tokens = tokens
     }
 
@@ -23,7 +25,7 @@ package struct UserInfoService: Sendable {
     {
         let invalid = TokenEndpointError("invalid_token", "The access token is not valid here, expired, or its session ended.", status: 401)
         do {
-            guard (try? TenantSlug(tenantSlug)) != nil, let tenant = try await database.tenants.find(slug: tenantSlug) else {
+            guard let tenant = try await tenants.tenant(slug: tenantSlug) else {
                 throw invalid
             }
             return try await TenantScope.tenant(tenant.id) {

@@ -1,0 +1,30 @@
+import BrokerCore
+import Foundation
+import Storage
+
+/// The tenants by slug, for the routes that name their tenant in the path (discovery, the
+/// OpenID Provider's endpoints): read from the database at most once per ``ttl`` per slug, and
+/// dropped when a tenant changes (the `tenants` cache topic, decision 0062; a read a change
+/// notice overtook is not kept).
+package struct TenantDirectory: Sendable {
+    package static let ttl: Duration = .seconds(5)
+    let database: Database
+    let cache: ExpiringCache<String, Tenant?>
+
+    package init(database: Database, cache: ExpiringCache<String, Tenant?> = ExpiringCache(ttl: ttl)) {
+        self.database = database
+        self.cache = cache
+    }
+
+    /// The tenant of `slug`, or nil (a text that cannot be a slug is never sent to PostgreSQL).
+    package func tenant(slug: String) async throws -> Tenant? {
+        guard (try? TenantSlug(slug)) != nil else { return nil }
+        if let cached = cache.value(for: slug) { return cached }
+        let generation = cache.generation
+        let found = try await database.tenants.find(slug: slug)
+        cache.set(found, for: slug, unlessClearedSince: generation)
+        return found
+    }
+
+    package func invalidate() { cache.removeAll() }
+}
