@@ -163,6 +163,17 @@ import Testing
         #expect(batcher.runningCount == 0 && batcher.waitingCount == 0)
     }
 
+    /// A caller is answered only once its batch gave the slot back (or passed it on): it never
+    /// finds its own batch still running. A loaded CI run once saw the slot held just after a
+    /// timeout's answer; each of these answers races the drain the same way, a thousand times.
+    @Test func anAnsweredCallerNeverFindsItsBatchStillHoldingTheSlot() async throws {
+        let batcher = StatementBatcher<Int, Int>(maxRunning: 1, maxBatch: 8, timeout: .seconds(30)) { $0 }
+        for input in 0..<1_000 {
+            #expect(try await batcher.run(input) == input)
+            #expect(batcher.runningCount == 0, "after answer \(input)")
+        }
+    }
+
     @Test func aCancelledCallerDoesNotCancelTheBatchOthersWaitOn() async throws {
         let gate = Gate()
         let batcher = StatementBatcher<Int, Int>(maxRunning: 1, maxBatch: 8, timeout: .seconds(30)) { inputs in

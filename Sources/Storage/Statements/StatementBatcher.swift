@@ -91,9 +91,13 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// Runs batches while callers wait, then gives the slot back.
+    /// Runs batches while callers wait, then gives the slot back. The slot passes to the next
+    /// batch, or is given back, before a batch's callers are answered: a caller answered never
+    /// finds its own batch still holding the slot (a loaded CI run saw a caller answered by the
+    /// timeout look while the drain had not yet given the slot back).
     private func drain() async {
-        while let batch = nextBatch() {
+        var next = nextBatch()
+        while let batch = next {
             let inputs = batch.map(\.input)
             let execute = execute
             let result: Result<[Output], any Error>
@@ -105,6 +109,7 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
             } catch {
                 result = .failure(error)
             }
+            next = nextBatch()
             for (index, waiter) in batch.enumerated() {
                 waiter.continuation.resume(with: result.map { $0[index] })
             }
