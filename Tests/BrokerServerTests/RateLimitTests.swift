@@ -152,6 +152,49 @@ import Testing
         }
     }
 
+    /// The OpenID Provider's endpoints share the public per-address bucket, and refuse in their
+    /// own forms: a page where a browser stands, RFC 6749 JSON where an OAuth client does; a
+    /// refused request reaches no route (nothing is read or written).
+    @Test func theOpenIDProviderEndpointsAreLimitedInTheirOwnForms() async throws {
+        let clock = Clock()
+        let limits = try Self.limits(publicRoutes: RateLimit(perSecond: 1, burst: 1), trusted: "127.0.0.1/32")
+        try await TestApp.run(mode: .live, abuseLimits: limits, rateLimitClock: clock.read) { app, client in
+            _ = try await app.createTenant("acme")
+            func send(_ uri: String, _ method: HTTPRequest.Method, from address: String, form: String? = nil) async throws
+                -> TestResponse
+            {
+                var headers: HTTPFields = [.xForwardedFor: address]
+                if form != nil { headers[.contentType] = "application/x-www-form-urlencoded" }
+                return try await client.execute(uri: uri, method: method, headers: headers, body: form.map { ByteBuffer(string: $0) })
+            }
+            let token = { (address: String) in
+                try await send("/t/acme/token", .post, from: address, form: "grant_type=authorization_code&code=x&client_id=c")
+            }
+            #expect(try await token("203.0.113.7").status == .unauthorized, "the first is the route's own answer")
+            for (uri, method) in [("/t/acme/token", HTTPRequest.Method.post), ("/t/acme/userinfo", .get)] {
+                let refused = try await send(uri, method, from: "203.0.113.7", form: method == .post ? "grant_type=refresh_token" : nil)
+                #expect(refused.status == .tooManyRequests, "\(uri)")
+                #expect(refused.headers[.retryAfter] == "1")
+                #expect(refused.headers[.contentType]?.hasPrefix("application/json") == true)
+                let body = try refused.json()
+                #expect(body["error"] as? String == "temporarily_unavailable", "\(uri): \(String(buffer: refused.body))")
+            }
+            for uri in ["/t/acme/authorize?response_type=code&client_id=c", "/t/acme/logout"] {
+                let page = try await send(uri, .get, from: "203.0.113.7")
+                #expect(page.status == .tooManyRequests, "\(uri)")
+                #expect(page.headers[.retryAfter] == "1")
+                #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+                #expect(page.headers[.location] == nil, "never a redirect")
+                #expect(String(buffer: page.body).contains("rate_limited"))
+            }
+            #expect(try await token("203.0.113.8").status == .unauthorized, "another address has its own bucket")
+            clock.advance(1)
+            #expect(try await token("203.0.113.7").status == .unauthorized, "and the bucket fills again")
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(String(buffer: metrics.body).contains(#"broker_rate_limited_total{limit="public_ip"}"#))
+        }
+    }
+
     @Test func everyAnswerCarriesTheEdgeHeadersAndOnlyDiscoveryAllowsOtherOrigins() async throws {
         try await TestApp.run { app, client in
             _ = try await app.createTenant("acme")

@@ -130,7 +130,20 @@ import TestSupport
                 await broker.send(.POST, "/v1/accounts/\(account)/identities", headers: ["X-Account-Token": access], json: link)
             }
 
+            let before = await broker.send(.GET, "/v1/accounts/\(account)/sessions")
+            let session = try #require((before.body["sessions"] as? [[String: Any]])?.first?["id"] as? String, "\(before.body)")
+
             await cluster.stop(mode: "fast")
+            // The signed-in devices (issue 42 §3): listing and ending a session answer 503 in
+            // bounded time and end nothing.
+            for (method, path) in [
+                (HTTPMethod.GET, "/v1/accounts/\(account)/sessions"), (.DELETE, "/v1/accounts/\(account)/sessions/\(session)"),
+            ] {
+                let answer = await broker.send(method, path)
+                #expect(answer.status == 503, "\(method) \(path): \(answer.body)")
+                #expect(answer.retryAfter != nil)
+                #expect(answer.seconds < Outage.answerBound)
+            }
             let down = await linkIt()
             print("link with PostgreSQL down: \(down.status) \(down.body["code"] ?? "-") in \(down.seconds) s")
             #expect(down.status == 503)
@@ -146,6 +159,8 @@ import TestSupport
                 linked = await linkIt()
             }
             #expect(linked.status == 201, "\(linked.body)")
+            let listed = await broker.send(.GET, "/v1/accounts/\(account)/sessions")
+            #expect((listed.body["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [session], "still open")
             // The link spent its proof (decision 0032): a retry with the same token is refused and
             // changes nothing; a retry with a fresh token would be the 200 no-op.
             let retried = await linkIt()

@@ -47,6 +47,7 @@ package struct AuthorizationService: Sendable {
         case redirectURINotRegistered = "redirect_uri_not_registered"
         case repeatedParameter = "repeated_parameter"
         case unavailable = "temporarily_unavailable"
+        case rateLimited = "rate_limited"
     }
 
     /// The sign-in page of a tenant: its name and the web login options its guideline 4.8

@@ -28,5 +28,9 @@ package struct TokenEndpointError: Error, Sendable, Equatable {
     /// token endpoint; 503 with `temporarily_unavailable` is what clients retry on.
     package static let temporarilyUnavailable = TokenEndpointError(
         "temporarily_unavailable", "The broker could not finish the request for a moment; try again.", status: 503)
+    /// Over the public rate limit (sent as 429 with `Retry-After`): RFC 6749 has no code for it
+    /// either; `temporarily_unavailable` is the one clients already treat as "try later".
+    package static let rateLimited = TokenEndpointError(
+        "temporarily_unavailable", "Too many requests from this address; retry after the Retry-After seconds.", status: 429)
     package static let serverError = TokenEndpointError("server_error", "The broker failed to answer the request.", status: 500)
 }

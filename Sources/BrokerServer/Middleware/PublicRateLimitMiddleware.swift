@@ -1,10 +1,14 @@
 import BrokerApplication
+import BrokerCore
 import Hummingbird
 
 /// The per-address token bucket of the public routes, the ones without an API key: Apple's
 /// callback and notifications, the OpenID Connect callback, each tenant's discovery document
-/// and JWKS, and each tenant's OpenID Provider endpoints (authorize, token, userinfo, logout) (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 `rate_limited` with
-/// `Retry-After`, before the request's body is read. API routes are limited per key instead.
+/// and JWKS, and each tenant's OpenID Provider endpoints (authorize, token, userinfo, logout)
+/// (`BROKER_PUBLIC_RATE_LIMIT`, decision 0048). Over it: 429 with `Retry-After`, before the
+/// request's body is read: a problem `rate_limited`, or in the OpenID Provider's own forms (a page
+/// for the browser's endpoints, RFC 6749 JSON for the token and userinfo endpoints). API routes
+/// are limited per key instead.
 struct PublicRateLimitMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
     let limiter: RequestLimiter
@@ -12,7 +16,21 @@ struct PublicRateLimitMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        if Self.isPublic(request.uri.path) { try limiter.admitPublic(client: context.clientAddress) }
+        let path = request.uri.path
+        if Self.isPublic(path) {
+            do {
+                try limiter.admitPublic(client: context.clientAddress)
+            } catch {
+                guard Self.isOpenIDProvider(path) else { throw error }
+                RateLimitMetrics.refused(error.arguments["limit"] ?? "public_ip")
+                var answer =
+                    path.hasSuffix("/token") || path.hasSuffix("/userinfo")
+                    ? OpenIDProviderRoute.oauthError(TokenEndpointError.rateLimited)
+                    : OpenIDProviderRoute.guardPage(request, .rateLimited, status: .tooManyRequests)
+                answer.headers[.retryAfter] = error.arguments["retry_after"] ?? "1"
+                return answer
+            }
+        }
         return try await next(request, context)
     }
 

@@ -59,13 +59,16 @@ struct OpenIDProviderRoute: Sendable {
         return html(renderer.render(message, language: language), status: status)
     }
 
-    /// The 503 page of a request whose deadline passed (``RequestDeadlineResponder``).
-    static func unavailablePage(_ request: Request) -> Response {
+    /// A page of the authorization or end-session endpoint that a guard answers before the
+    /// route runs: 503 when a request's deadline passed (``RequestDeadlineResponder``), 429 over
+    /// the public rate limit (``PublicRateLimitMiddleware``).
+    static func guardPage(_ request: Request, _ message: AuthorizationService.ErrorPageMessage, status: HTTPResponse.Status)
+        -> Response
+    {
         OpenIDProviderRoute.html(
             SignInPageRenderer.shared.render(
-                AuthorizationService.ErrorPageMessage.unavailable,
-                language: .chosen(uiLocales: nil, acceptLanguage: request.headers[.acceptLanguage])),
-            status: .serviceUnavailable)
+                message, language: .chosen(uiLocales: nil, acceptLanguage: request.headers[.acceptLanguage])),
+            status: status)
     }
 
     private func html(_ text: String, status: HTTPResponse.Status) -> Response { Self.html(text, status: status) }
@@ -238,7 +241,7 @@ struct OpenIDProviderRoute: Sendable {
                 headers[.wwwAuthenticate] = "Basic"
             }
         }
-        if error.status == 503 { headers[.retryAfter] = "1" }
+        if error.status == 503 || error.status == 429 { headers[.retryAfter] = "1" }
         return Response(
             status: HTTPResponse.Status(code: error.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
     }

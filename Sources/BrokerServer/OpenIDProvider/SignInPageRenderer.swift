@@ -131,6 +131,8 @@ struct SignInPageRenderer: Sendable {
         case (.repeatedParameter, .ja): "サインインの要求に client_id か redirect_uri が重複しています。"
         case (.unavailable, .en): "Sign-in is unavailable for a moment. Go back to the app and try again."
         case (.unavailable, .ja): "サインインは一時的に利用できません。アプリに戻って、もう一度お試しください。"
+        case (.rateLimited, .en): "Too many sign-in requests came from your network. Wait a moment and try again."
+        case (.rateLimited, .ja): "お使いのネットワークからの要求が多すぎます。しばらく待ってから、もう一度お試しください。"
         }
     }
 

@@ -72,7 +72,9 @@ extension RequestDeadlineResponder {
         if path.hasSuffix("/token") || path.hasSuffix("/userinfo") {
             return OpenIDProviderRoute.oauthError(TokenEndpointError.temporarilyUnavailable, bearer: path.hasSuffix("/userinfo"))
         }
-        if path.hasSuffix("/authorize") || path.hasSuffix("/logout") { return OpenIDProviderRoute.unavailablePage(request) }
+        if path.hasSuffix("/authorize") || path.hasSuffix("/logout") {
+            return OpenIDProviderRoute.guardPage(request, .unavailable, status: .serviceUnavailable)
+        }
         return nil
     }
 }
