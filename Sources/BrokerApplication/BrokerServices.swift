@@ -57,6 +57,8 @@ public struct BrokerServices: Sendable {
     package let loginCatalogs: LoginCatalogStore
     /// The tenants by slug, cached, for the routes that name their tenant in the path.
     package let tenantDirectory: TenantDirectory
+    /// Each tenant's relying parties, cached, for the OpenID Provider's endpoints.
+    package let clientDirectory: ClientDirectory
     /// The web flow's derived keys (decision 0038).
     package let webSignInKeys: WebSignInService.Keys
     package let webCallbackRepeats = WebSignInService.Repeats()
@@ -120,6 +122,7 @@ public struct BrokerServices: Sendable {
         self.refreshSuccessorKey = secrets.derivedKey(purpose: "refresh-token-successor")
         self.webSignInKeys = WebSignInService.Keys(secrets: secrets)
         self.tenantDirectory = TenantDirectory(database: database)
+        self.clientDirectory = ClientDirectory(database: database)
         self.appleClientSecrets = AppleClientSecrets(secrets: secrets)
     }
 
@@ -146,16 +149,21 @@ public struct BrokerServices: Sendable {
     /// The authorization endpoint of each tenant's OpenID Provider (decision 0082).
     package var authorization: AuthorizationService {
         AuthorizationService(
-            database: database, tenants: tenantDirectory, webSignIn: webSignIn, loginCatalogs: loginCatalogs, publicURL: publicURL)
+            database: database, tenants: tenantDirectory, clients: clientDirectory, webSignIn: webSignIn, loginCatalogs: loginCatalogs,
+            publicURL: publicURL)
     }
 
     /// The token endpoint of each tenant's OpenID Provider (decision 0082).
     package var tokenEndpoint: TokenService {
-        TokenService(database: database, tenants: tenantDirectory, webSignIn: webSignIn, sessions: sessions, tokens: sessionTokens)
+        TokenService(
+            database: database, tenants: tenantDirectory, clients: clientDirectory, webSignIn: webSignIn, sessions: sessions,
+            tokens: sessionTokens)
     }
 
     /// The end-session endpoint of each tenant's OpenID Provider (decision 0082).
-    package var logout: LogoutService { LogoutService(database: database, tenants: tenantDirectory, tokens: sessionTokens) }
+    package var logout: LogoutService {
+        LogoutService(database: database, tenants: tenantDirectory, clients: clientDirectory, tokens: sessionTokens)
+    }
 
     /// The userinfo endpoint of each tenant's OpenID Provider (decision 0082).
     package var userInfo: UserInfoService { UserInfoService(database: database, tenants: tenantDirectory, tokens: sessionTokens) }
@@ -299,10 +307,15 @@ public struct BrokerServices: Sendable {
 
     /// Drops what a committed change made stale (called for every LISTEN/NOTIFY message).
     package func invalidate(_ topic: CacheTopic, tenantID: UUID?) async {
-        if topic != .apiKeys, topic != .signingKeys { loginCatalogs.invalidate(tenantID: tenantID) }
+        if topic != .apiKeys, topic != .signingKeys, topic != .oauthClients { loginCatalogs.invalidate(tenantID: tenantID) }
         switch topic {
+        case .oauthClients:
+            clientDirectory.invalidate(tenantID: tenantID)
         case .apiKeys, .tenants:
-            if topic == .tenants { tenantDirectory.invalidate() }
+            if topic == .tenants {
+                tenantDirectory.invalidate()
+                clientDirectory.invalidate(tenantID: tenantID)
+            }
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }

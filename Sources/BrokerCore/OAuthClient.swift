@@ -66,3 +66,25 @@ public struct ClientSecret: Sendable {
     /// The SHA-256 of a secret as a client presents it.
     public static func hash(_ presented: String) -> Data { Data(SHA256.hash(data: Data(presented.utf8))) }
 }
+
+/// A client as the token endpoint authenticates it: its registration and its secret's SHA-256
+/// (nil for a public client).
+public struct RegisteredClient: Sendable, Equatable {
+    public let client: OAuthClient
+    public let secretHash: Data?
+
+    public init(client: OAuthClient, secretHash: Data?) {
+        self.client = client
+        self.secretHash = secretHash
+    }
+
+    /// Whether `presentedSecret` authenticates the client (decision 0082): a confidential
+    /// client's secret, compared by hash in constant time; a public client only without one.
+    public func authenticates(presentedSecret: String?) -> Bool {
+        switch (secretHash, presentedSecret) {
+        case (nil, nil): true
+        case (let stored?, let presented?): ConstantTime.equals(stored, ClientSecret.hash(presented))
+        default: false
+        }
+    }
+}

@@ -50,4 +50,56 @@ import Testing
             #expect(try await services.tenantDirectory.tenant(slug: "acme")?.status == .disabled, "read again after the notice")
         }
     }
+
+    /// The relying parties (the token endpoint authenticates one per request): cached, so a
+    /// change in the table alone is not seen; a client change's notice drops that tenant's
+    /// clients at once (a rotated secret or a removed client stops working), not another's.
+    @Test func aClientChangeDropsThatTenantsClients() async throws {
+        try await TestApp.run { app, _ in
+            let acme = try await app.createTenant("acme").id
+            let bravo = try await app.createTenant("bravo").id
+            let services = app.services
+            try await services.invalidationsListening.value
+            let admin = ClientAdmin(database: app.database, actor: "test")
+            let web = try await admin.create(
+                tenant: "acme", name: "web", redirectURIs: ["https://app.example.com/cb"], isPublic: false, allowLoopback: false)
+            let other = try await admin.create(
+                tenant: "bravo", name: "web", redirectURIs: ["https://b.example.com/cb"], isPublic: false, allowLoopback: false)
+            let directory = services.clientDirectory
+            let id = web.client.clientID
+            #expect(try await directory.authenticate(tenantID: acme, clientID: id, presentedSecret: web.secret)?.clientID == id)
+            #expect(try await directory.authenticate(tenantID: acme, clientID: id, presentedSecret: "ibcs_wrong") == nil)
+            #expect(try await directory.authenticate(tenantID: acme, clientID: id, presentedSecret: nil) == nil, "a secret is required")
+            #expect(try await directory.authenticate(tenantID: bravo, clientID: id, presentedSecret: web.secret) == nil, "another tenant's")
+            #expect(try await directory.registered(tenantID: acme, clientID: "not a client id") == nil)
+            _ = try await directory.registered(tenantID: bravo, clientID: other.client.clientID)
+            _ = try await app.database.client.query("UPDATE oauth_clients SET secret_hash = sha256('other') WHERE client_id = \(id)")
+            #expect(
+                try await directory.authenticate(tenantID: acme, clientID: id, presentedSecret: web.secret)?.clientID == id,
+                "cached until a change notice")
+            await services.invalidate(.oauthClients, tenantID: acme)
+            #expect(try await directory.authenticate(tenantID: acme, clientID: id, presentedSecret: web.secret) == nil, "read again")
+            #expect(directory.cache.value(for: .init(tenantID: bravo, clientID: other.client.clientID)) != nil, "another tenant's kept")
+
+            // Every change to a client sends the notice, in its transaction.
+            let notices = AsyncStream<String>.makeStream()
+            let listening = AsyncStream<Void>.makeStream()
+            let listener = Task {
+                await app.database.listenForInvalidations(listening: { listening.continuation.yield() }) { topic, tenantID in
+                    if let tenantID { notices.continuation.yield("\(topic.rawValue):\(tenantID.lowercasedString)") }
+                }
+            }
+            defer { listener.cancel() }
+            let seen = try await withDeadline(.seconds(30)) {
+                var ready = listening.stream.makeAsyncIterator()
+                _ = await ready.next()
+                var iterator = notices.stream.makeAsyncIterator()
+                _ = try await admin.rotateSecret(tenant: "bravo", clientID: other.client.clientID)
+                let rotated = await iterator.next()
+                _ = try await admin.remove(tenant: "bravo", clientID: other.client.clientID)
+                return [rotated, await iterator.next()]
+            }
+            #expect(seen == Array(repeating: "oauth_clients:\(bravo.lowercasedString)", count: 2))
+        }
+    }
 }

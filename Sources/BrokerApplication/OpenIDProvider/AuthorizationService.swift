@@ -13,15 +13,18 @@ import Storage
 package struct AuthorizationService: Sendable {
     package let database: Database
     package let tenants: TenantDirectory
+    package let clients: ClientDirectory
     package let webSignIn: WebSignInService
     package let loginCatalogs: LoginCatalogStore
     package let publicURL: String
 
     package init(
-        database: Database, tenants: TenantDirectory, webSignIn: WebSignInService, loginCatalogs: LoginCatalogStore, publicURL: String
+        database: Database, tenants: TenantDirectory, clients: ClientDirectory, webSignIn: WebSignInService,
+        loginCatalogs: LoginCatalogStore, publicURL: String
     ) {
         self.database = database
         self.tenants = tenants
+        self.clients = clients
         self.webSignIn = webSignIn
         self.loginCatalogs = loginCatalogs
         self.publicURL = publicURL
@@ -91,7 +94,7 @@ package struct AuthorizationService: Sendable {
                 return .errorPage(status: 400, message: .repeatedParameter)
             }
             guard let clientID = fields["client_id"], OAuthClient.isClientID(clientID),
-                let client = try await database.oauthClients.find(tenantID: tenant.id, clientID: clientID)
+                let client = try await clients.client(tenantID: tenant.id, clientID: clientID)
             else { return .errorPage(status: 400, message: .unknownClient) }
             guard let redirectURI = fields["redirect_uri"] else { return .errorPage(status: 400, message: .redirectURIMissing) }
             guard RedirectURI.matches(redirectURI, registered: client.redirectURIs, isPublic: client.isPublic) else {

@@ -11,11 +11,13 @@ import Storage
 package struct LogoutService: Sendable {
     package let database: Database
     package let tenants: TenantDirectory
+    package let clients: ClientDirectory
     package let tokens: SessionTokens
 
-    package init(database: Database, tenants: TenantDirectory, tokens: SessionTokens) {
+    package init(database: Database, tenants: TenantDirectory, clients: ClientDirectory, tokens: SessionTokens) {
         self.database = database
         self.tenants = tenants
+        self.clients = clients
         self.tokens = tokens
     }
 
@@ -62,7 +64,7 @@ package struct LogoutService: Sendable {
                 guard hintText.utf8.count <= 8_192, Base64URL.isCanonicalCompactJWS(hintText),
                     let hint = try? await tokens.keys.verifier(for: tenant).verify(hintText, as: Hint.self),
                     hint.iss.value == tokens.issuer(for: tenant), hint.aud.value.count == 1, let clientID = hint.aud.value.first,
-                    let client = try await database.oauthClients.find(tenantID: tenant.id, clientID: clientID)
+                    let client = try await clients.client(tenantID: tenant.id, clientID: clientID)
                 else { return .refused(.invalidHint) }
                 if let named = fields["client_id"], named != clientID { return .refused(.clientMismatch) }
                 var target: String?

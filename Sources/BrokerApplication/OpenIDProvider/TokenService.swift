@@ -12,14 +12,18 @@ import Storage
 package struct TokenService: Sendable {
     package let database: Database
     package let tenants: TenantDirectory
+    package let clients: ClientDirectory
     package let webSignIn: WebSignInService
     package let sessions: SessionService
     package let tokens: SessionTokens
 
-    package init(database: Database, tenants: TenantDirectory, webSignIn: WebSignInService, sessions: SessionService, tokens: SessionTokens)
-    {
+    package init(
+        database: Database, tenants: TenantDirectory, clients: ClientDirectory, webSignIn: WebSignInService, sessions: SessionService,
+        tokens: SessionTokens
+    ) {
         self.database = database
         self.tenants = tenants
+        self.clients = clients
         self.webSignIn = webSignIn
         self.sessions = sessions
         self.tokens = tokens
@@ -112,8 +116,8 @@ package struct TokenService: Sendable {
             tenant.status == .active
         else { throw TokenEndpointError.invalidClient("The client is not one of this tenant's.") }
         return try await TenantScope.tenant(tenant.id) {
-            guard OAuthClient.isClientID(credentials.clientID),
-                let client = try await database.oauthClients.authenticate(
+            guard
+                let client = try await clients.authenticate(
                     tenantID: tenant.id, clientID: credentials.clientID, presentedSecret: credentials.secret)
             else {
                 context.logger.notice(

@@ -11,6 +11,7 @@ public enum CacheTopic: String, Sendable, CaseIterable {
     case appleClients = "apple_clients"
     case signingKeys = "signing_keys"
     case providerConfigs = "provider_configs"
+    case oauthClients = "oauth_clients"
 }
 
 extension Database {

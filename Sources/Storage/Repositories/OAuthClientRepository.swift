@@ -4,7 +4,8 @@ import Logging
 import PostgresNIO
 
 /// The relying parties of each tenant (`oauth_clients`, migration 0033, decision 0081): created,
-/// listed, found, removed and given a new secret; every change audited in its transaction.
+/// listed, found, removed and given a new secret; every change audited in its transaction and
+/// announced on the `oauth_clients` cache topic (the endpoints' ``ClientDirectory`` drops it).
 public struct OAuthClientRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
@@ -26,6 +27,7 @@ public struct OAuthClientRepository: Sendable {
             try await AuditLogRepository.append(
                 tenantID: record.tenantID, actor: actor, action: "client.create", target: record.clientID, on: connection,
                 logger: logger)
+            try await Database.notify(.oauthClients, tenantID: record.tenantID, on: connection, logger: logger)
         }
     }
 
@@ -45,24 +47,17 @@ public struct OAuthClientRepository: Sendable {
         return try rows.first.map(Self.decode)
     }
 
-    /// The tenant's client `clientID` when `presentedSecret` is its secret (compared by hash, in
-    /// constant time), or when it is a public client and no secret is presented; nil otherwise
-    /// (decision 0082: the token endpoint says `invalid_client` either way).
-    public func authenticate(tenantID: UUID, clientID: String, presentedSecret: String?) async throws -> OAuthClient? {
+    /// The tenant's client `clientID` with its secret's hash (nil for a public client), or nil:
+    /// what the token endpoint authenticates a client against (``RegisteredClient``).
+    public func registered(tenantID: UUID, clientID: String) async throws -> RegisteredClient? {
         let rows = try await client.rows(
             """
             SELECT \(unescaped: Self.columns), c.secret_hash FROM oauth_clients c
             WHERE c.tenant_id = \(tenantID) AND c.client_id = \(clientID)
             """, logger: logger)
         guard let row = rows.first else { return nil }
-        let found = try Self.decode(row)
         var reader = RowReader(row, startingAt: 9)
-        let stored: Data? = try reader.next()
-        switch (stored, presentedSecret) {
-        case (nil, nil): return found
-        case (let stored?, let presented?): return ConstantTime.equals(stored, ClientSecret.hash(presented)) ? found : nil
-        default: return nil
-        }
+        return RegisteredClient(client: try Self.decode(row), secretHash: try reader.next())
     }
 
     /// Removes the client and audits `client.remove`; returns it, or nil when the tenant has none.
@@ -76,6 +71,7 @@ public struct OAuthClientRepository: Sendable {
             guard let record = try await rows.collect().first.map(Self.decode) else { return nil }
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "client.remove", target: clientID, on: connection, logger: logger)
+            try await Database.notify(.oauthClients, tenantID: tenantID, on: connection, logger: logger)
             return record
         }
     }
@@ -95,6 +91,7 @@ public struct OAuthClientRepository: Sendable {
             guard let record = try await rows.collect().first.map(Self.decode) else { return nil }
             try await AuditLogRepository.append(
                 tenantID: tenantID, actor: actor, action: "client.rotate_secret", target: clientID, on: connection, logger: logger)
+            try await Database.notify(.oauthClients, tenantID: tenantID, on: connection, logger: logger)
             return record
         }
     }
