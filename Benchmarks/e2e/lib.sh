@@ -196,6 +196,25 @@ signin_all() {
     grep RESULT "$out"
 }
 
+# phase NAME TARGET_URL REQUESTS SAVE [ENV...]: every request of REQUESTS (lines web.lua reads)
+# sent once, what each answer leads to saved in SAVE (web.lua's EXTRACT); prints RESULT, timed
+# from the first request to the last answer (as signin_all, at most ~0.3 s too long).
+phase() {
+    local name=$1 url=$2 requests=$3 save=$4 out="$work/wrk.out" done="$work/done"
+    shift 4
+    rm -f "$done".* "$save".*
+    env "$@" REQUESTS="$requests" SAVE="$save" DONE_FILE="$done" \
+        wrk -t"$threads" -c"$connections" -d3600s --latency -s Benchmarks/e2e/web.lua "$url" >"$out" &
+    local wrk_pid=$!
+    while kill -0 "$wrk_pid" 2>/dev/null; do
+        if (( $(ls "$done".* 2>/dev/null | wc -l) >= threads )); then sleep 0.2; kill -INT "$wrk_pid"; break; fi
+        sleep 0.1
+    done
+    wait "$wrk_pid" || true
+    cat "$save".* >"$save"
+    echo "   $name: $(grep RESULT "$out") (next phase: $(wc -l <"$save") requests)"
+}
+
 # CPU time (user + system, clock ticks) of every live process named COMM.
 cpu_ticks() {
     local ticks=0 pid

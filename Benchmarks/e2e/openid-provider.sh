@@ -3,7 +3,7 @@
 # over TCP with default settings: returning Apple sign-ins through POST /v1/sign-in/apple and
 # through token exchange at /t/bench/token (RFC 8693, a public client), alternating, each with
 # fresh tokens of the same 10,000 people; then the hosted sign-in page (GET /t/bench/authorize
-# without a provider): its rate, its size and the broker's CPU per page.
+# without a provider, with Apple and line on it): its rate, its size and the broker's CPU per page.
 # Usage: [BIN=DIR] [CONN=16] [ROUNDS="1 2"] Benchmarks/e2e/openid-provider.sh
 export TARGET=tcp
 source "${LIB:-$(dirname "$0")/lib.sh}"
@@ -21,6 +21,12 @@ for round in ${ROUNDS:-1 2}; do
         cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/out.txt" | head -1)"
     done
 done
+# The page with the tenant's web options on it: Apple through a Services ID and line.
+"$bin/broker" apple client add --tenant bench --group com.bench.app --client-id com.bench.web --kind service \
+    --redirect-uri "$base/apple/callback" --return-url https://app.bench.example/done >/dev/null
+printf '%s\n' "$oidc_web_secret" >"$work/line-secret.txt"
+"$bin/broker" provider enable line --tenant bench --type oidc --issuer "$oidc_issuer" --client-id bench-line \
+    --client-secret-file "$work/line-secret.txt" --return-url https://app.bench.example/done --platforms ios,android,web >/dev/null
 page="/t/bench/authorize?response_type=code&client_id=$client&redirect_uri=com.bench.app%3A%2Fcb&scope=openid&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256&state=s"
 echo "== the sign-in page: $(curl -s -o /dev/null -w '%{http_code} %{size_download} bytes' "$base$page")"
 cpu_start

@@ -7,6 +7,8 @@
 --   location       the Location of a redirect (MockIdP's OIDC authorize) as "GET <path>" on the broker
 --   apple_form     the hidden fields of MockIdP's Apple authorize page as "POST /apple/callback <form>"
 --   code           the broker code on the return URL as "POST <EXCHANGE_PATH> {"code":"..."}"
+--   oauth_code     the code on a relying party's redirect URI as "POST <EXCHANGE_PATH> <TOKEN_FORM>&code=..."
+--                  (the token request of the OpenID Provider's code flow, code-flow.sh)
 -- Threads take disjoint lines and stop when theirs run out (DONE_FILE.<id> says so).
 local threads = {}
 local counter = 0
@@ -41,6 +43,7 @@ function init(args)
     stopped = false
     extract = os.getenv("EXTRACT")
     exchange = os.getenv("EXCHANGE_PATH") or "/v1/sign-in/apple/web/exchange"
+    token_form = os.getenv("TOKEN_FORM") or ""
     saved = io.open(os.getenv("SAVE") .. "." .. id, "w")
 end
 
@@ -98,6 +101,10 @@ function response(status, headers, body)
         local location = header(headers, "location")
         local code = location and string.match(location, "[?&]code=([^&]+)")
         if code then out = "POST " .. exchange .. ' {"code":"' .. code .. '"}' end
+    elseif extract == "oauth_code" then
+        local location = header(headers, "location")
+        local code = location and string.match(location, "[?&]code=([^&]+)")
+        if code then out = "POST " .. exchange .. " " .. token_form .. "&code=" .. code end
     end
     if out then saved:write(out, "\n") end
 end

@@ -25,23 +25,6 @@ printf '%s\n' "$oidc_web_secret" >"$work/line-secret.txt"
 "$bin/broker" provider enable line --tenant bench --type oidc --issuer "$oidc_issuer" --client-id bench-line \
     --client-secret-file "$work/line-secret.txt" --return-url "$return_url" --platforms ios,android,web >/dev/null
 
-# phase NAME TARGET_URL REQUESTS SAVE [ENV...]: every request once; prints RESULT.
-phase() {
-    local name=$1 url=$2 requests=$3 save=$4 out="$work/wrk.out" done="$work/done"
-    shift 4
-    rm -f "$done".* "$save".*
-    env "$@" REQUESTS="$requests" SAVE="$save" DONE_FILE="$done" \
-        wrk -t"$threads" -c"$connections" -d3600s --latency -s Benchmarks/e2e/web.lua "$url" >"$out" &
-    local wrk_pid=$!
-    while kill -0 "$wrk_pid" 2>/dev/null; do
-        if (( $(ls "$done".* 2>/dev/null | wc -l) >= threads )); then sleep 0.2; kill -INT "$wrk_pid"; break; fi
-        sleep 0.1
-    done
-    wait "$wrk_pid" || true
-    cat "$save".* >"$save"
-    echo "   $name: $(grep RESULT "$out") (next phase: $(wc -l <"$save") requests)"
-}
-
 for provider in apple line; do
     echo "== $provider on the web: $count sign-ins, every person new"
     seq "$count" | awk -v p="$provider" -v r="$return_url" '{ printf "POST /v1/sign-in/%s/web/start {\"return_url\":\"%s\",\"state\":\"b%d\"}\n", p, r, $1 }' >"$work/start.txt"
