@@ -92,4 +92,31 @@ import Testing
             #expect(back["code"] == nil)
         }
     }
+
+    /// The Services ID serves the tenant's OpenID Provider without a return URL of the REST web
+    /// flow's (the person goes back to the client's redirect URI): Apple is on the page and
+    /// `provider=apple` goes to Apple, where before it vanished from the page without a word.
+    @Test func aServicesIDWithoutAReturnURLStillServesTheRelyingParty() async throws {
+        try await AppleTestSetup.run { setup in
+            _ = try await setup.app.database.client.query("UPDATE apple_clients SET return_urls = '{}' WHERE client_id = 'com.acme.web'")
+            await setup.app.services.invalidate(.appleClients, tenantID: nil)
+            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
+                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
+            let options = try await setup.client.execute(
+                uri: "/v1/login-options?platform=web", method: .get, headers: [.authorization: "Bearer \(setup.apiKey)"])
+            #expect(!String(buffer: options.body).contains("/v1/sign-in/apple/web/start"), "the REST web flow has no return URL")
+            let fields = [
+                ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", Self.redirectURI), ("scope", "openid"),
+                ("state", "x"),
+            ]
+            let page = try await setup.client.execute(uri: "/t/acme/authorize?" + FormEncoding.encode(fields), method: .get)
+            #expect(String(buffer: page.body).contains("Sign in with Apple"))
+            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let back = WebBrowser.query(
+                try await browser.follow(
+                    "/t/acme/authorize?" + FormEncoding.encode(fields + [("provider", "apple")]), until: Self.redirectURI))
+            #expect(back["code"]?.isEmpty == false, "\(back)")
+            #expect(back["state"] == "x")
+        }
+    }
 }

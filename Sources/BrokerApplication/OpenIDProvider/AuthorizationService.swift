@@ -122,7 +122,7 @@ package struct AuthorizationService: Sendable {
             if request.promptNone {
                 return back(.init("login_required", "The broker keeps no browser session: the person must sign in."))
             }
-            let options = try await loginCatalogs.catalog(for: tenant).options(on: .web).options.filter { $0.startEndpoint != nil }
+            let options = try await loginCatalogs.catalog(for: tenant).options(on: .web).options.filter(\.webClient)
             guard let chosen = request.provider else {
                 return .signInPage(
                     SignInPage(

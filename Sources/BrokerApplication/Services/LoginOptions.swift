@@ -25,6 +25,10 @@ package struct LoginOption: Sendable, Equatable {
     /// Where the broker's web flow of the provider starts (`/v1/sign-in/{provider}/web/start`,
     /// relative to the broker), when the tenant turned it on; nil otherwise.
     package let startEndpoint: String?
+    /// Whether the tenant set up the provider's web flow (an Apple Services ID; another
+    /// provider's client secret): the tenant's OpenID Provider can then send a person to it,
+    /// even where the REST web flow has no return URL to offer (`startEndpoint` nil).
+    package var webClient: Bool = false
 
     package static func startPath(_ provider: ProviderID) -> String { "/v1/sign-in/\(provider.rawValue)/web/start" }
 }
@@ -55,13 +59,15 @@ package struct LoginCatalog: Sendable {
                 let clients = appleClients.filter { $0.platforms.contains(platform) }
                     .sorted { primaryAppIDs.contains($0.clientID) && !primaryAppIDs.contains($1.clientID) }
                 guard let first = clients.first else { continue }
-                options.append(
+                var option =
                     LoginOption(
                         provider: .apple, type: .apple, displayName: "Apple", clientID: first.clientID,
                         clientIDs: clients.map(\.clientID), nonceMode: first.nonceMode.rawValue, nonceRequired: first.nonceRequired,
                         qualifies: true,
                         startEndpoint: clients.contains { $0.kind == .service && !$0.returnURLs.isEmpty }
-                            ? LoginOption.startPath(.apple) : nil))
+                            ? LoginOption.startPath(.apple) : nil)
+                option.webClient = clients.contains { $0.kind == .service }
+                options.append(option)
                 continue
             }
             guard let configuration = configurations.first(where: { $0.provider == provider }), configuration.enabled,
@@ -69,13 +75,15 @@ package struct LoginCatalog: Sendable {
             else { continue }
             // Classic Facebook Login takes no nonce; every other id-token flow takes the raw one.
             let classicFacebook = configuration.type == .facebook && !configuration.limitedLogin
-            options.append(
+            var option =
                 LoginOption(
                     provider: provider, type: configuration.type,
                     displayName: configuration.displayName ?? ProviderRegistry.displayName(of: provider),
                     clientID: first, clientIDs: configuration.clientIDs, nonceMode: classicFacebook ? nil : NonceMode.raw.rawValue,
                     nonceRequired: configuration.settings["nonce_required"] == .bool(true), qualifies: policy.qualifies(provider),
-                    startEndpoint: configuration.settings["web"] == nil ? nil : LoginOption.startPath(provider)))
+                    startEndpoint: configuration.settings["web"] == nil ? nil : LoginOption.startPath(provider))
+            option.webClient = configuration.settings["web"] != nil
+            options.append(option)
         }
         // The equivalent option first, at equal prominence; otherwise the providers' own order.
         let ordered = options.filter(\.qualifies) + options.filter { !$0.qualifies }

@@ -17,8 +17,15 @@ extension AppleProvider: WebAuthorizing {
         if let clientID {
             chosen = clientID
         } else {
-            let services = try await store.appleServiceClients(tenantID: tenantID).filter { !$0.returnURLs.isEmpty }
-            guard let only = services.first else { throw WebClientFailure.notSupported(.apple) }
+            // The Services IDs with a return URL of the REST web flow's; when none has one, every
+            // Services ID is a candidate (a relying party of the tenant's OpenID Provider, which
+            // sends the person to its own redirect URI, takes the first).
+            let all = try await store.appleServiceClients(tenantID: tenantID)
+            let services = all.filter { !$0.returnURLs.isEmpty }
+            guard let only = services.first else {
+                guard !all.isEmpty else { throw WebClientFailure.notSupported(.apple) }
+                throw WebClientFailure.unknownClient(.apple, clientID: nil, candidates: all.map(\.clientID))
+            }
             guard services.count == 1 else {
                 throw WebClientFailure.unknownClient(.apple, clientID: nil, candidates: services.map(\.clientID))
             }
