@@ -21,12 +21,9 @@ struct PublicRateLimitMiddleware: RouterMiddleware {
             do {
                 try limiter.admitPublic(client: context.clientAddress)
             } catch {
-                guard Self.isOpenIDProvider(path) else { throw error }
+                guard Self.isOpenIDProvider(path), var answer = OpenIDProviderRoute.guardAnswer(request, .rateLimited, page: .rateLimited)
+                else { throw error }
                 RateLimitMetrics.refused(error.arguments["limit"] ?? "public_ip")
-                var answer =
-                    path.hasSuffix("/token") || path.hasSuffix("/userinfo")
-                    ? OpenIDProviderRoute.oauthError(TokenEndpointError.rateLimited)
-                    : OpenIDProviderRoute.guardPage(request, .rateLimited, status: .tooManyRequests)
                 answer.headers[.retryAfter] = error.arguments["retry_after"] ?? "1"
                 return answer
             }

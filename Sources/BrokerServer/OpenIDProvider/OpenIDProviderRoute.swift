@@ -59,16 +59,22 @@ struct OpenIDProviderRoute: Sendable {
         return html(renderer.render(message, language: language), status: status)
     }
 
-    /// A page of the authorization or end-session endpoint that a guard answers before the
-    /// route runs: 503 when a request's deadline passed (``RequestDeadlineResponder``), 429 over
-    /// the public rate limit (``PublicRateLimitMiddleware``).
-    static func guardPage(_ request: Request, _ message: AuthorizationService.ErrorPageMessage, status: HTTPResponse.Status)
-        -> Response
+    /// What a guard answers one of these endpoints with before the route runs (a request past
+    /// its deadline: ``RequestDeadlineResponder``; over the public rate limit:
+    /// ``PublicRateLimitMiddleware``), in the endpoint's own form: RFC 6749 JSON `error` at the
+    /// token and userinfo endpoints, a page saying `message` at the authorization and end-session
+    /// endpoints, with `error`'s status; nil for any other path.
+    static func guardAnswer(_ request: Request, _ error: TokenEndpointError, page message: AuthorizationService.ErrorPageMessage)
+        -> Response?
     {
-        OpenIDProviderRoute.html(
+        let path = request.uri.path
+        guard path.hasPrefix("/t/") else { return nil }
+        if path.hasSuffix("/token") || path.hasSuffix("/userinfo") { return oauthError(error, bearer: path.hasSuffix("/userinfo")) }
+        guard path.hasSuffix("/authorize") || path.hasSuffix("/logout") else { return nil }
+        return html(
             SignInPageRenderer.shared.render(
                 message, language: .chosen(uiLocales: nil, acceptLanguage: request.headers[.acceptLanguage])),
-            status: status)
+            status: HTTPResponse.Status(code: error.status))
     }
 
     private func html(_ text: String, status: HTTPResponse.Status) -> Response { Self.html(text, status: status) }

@@ -68,14 +68,7 @@ extension RequestDeadlineResponder {
         if path == WebSignInRoute.appleCallbackPath || path == WebSignInRoute.oidcCallbackPath {
             return WebSignInRoute.page(.serviceUnavailable)
         }
-        guard path.hasPrefix("/t/") else { return nil }
-        if path.hasSuffix("/token") || path.hasSuffix("/userinfo") {
-            return OpenIDProviderRoute.oauthError(TokenEndpointError.temporarilyUnavailable, bearer: path.hasSuffix("/userinfo"))
-        }
-        if path.hasSuffix("/authorize") || path.hasSuffix("/logout") {
-            return OpenIDProviderRoute.guardPage(request, .unavailable, status: .serviceUnavailable)
-        }
-        return nil
+        return OpenIDProviderRoute.guardAnswer(request, .temporarilyUnavailable, page: .unavailable)
     }
 }
 
