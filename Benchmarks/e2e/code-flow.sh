@@ -3,22 +3,27 @@
 # confidential relying party (client_secret_post, PKCE S256) signs people in through the tenant's
 # /t/bench/authorize with `provider=` (straight to the upstream provider, no page), on a
 # PostgreSQL of its own over TCP with default settings, MockIdP playing Apple and the issuer
-# line, wrk with 1 thread and 16 connections. Every person new. For each provider, in order:
+# line, wrk with 1 thread and 16 connections. For each provider, a round of new people and a
+# round of the same people again (returning), each in order:
 #   authorize  GET /t/bench/authorize?...&provider=<p>: the client, redirect URI and request
 #              checked, the request kept under a new state, 303 to the provider
 #   upstream   MockIdP's authorize (Apple's page with its form_post form; line's redirect):
 #              not the broker, not counted
 #   callback   POST /apple/callback or GET /oidc/callback: the state taken, the provider's code
-#              exchanged and its id token verified, the person signed in (account, identity,
-#              session), a code for the relying party, 303 to its redirect URI
-#   token      POST /t/bench/token: the client authenticated, the code redeemed (PKCE), the ID
-#              token signed, the access and refresh tokens issued
+#              exchanged and its id token verified, what it vouched for sealed under a code for
+#              the relying party, 303 to its redirect URI
+#   token      POST /t/bench/token: the client authenticated, the code redeemed (PKCE), the
+#              person signed in (account, identity, session), the ID token signed, the access
+#              and refresh tokens issued
 # Each phase sends every request once and is timed from its first to its last answer; "whole
 # flow" is the people signed in over the three broker phases' time together.
 # STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each token phase printed
 # (not in measured runs: tracking costs PostgreSQL time).
 # Usage: [BIN=DIR] [FLOWS=N] [STATEMENTS=1] Benchmarks/e2e/code-flow.sh
 export TARGET=tcp
+# MockIdP's people: the first round of each provider signs FLOWS new people in, the second the
+# same people again.
+export WEB_PEOPLE=${FLOWS:-12000}
 if [ -n "${STATEMENTS:-}" ]; then
     export PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 fi
@@ -51,10 +56,13 @@ encoded_redirect=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quot
 token_form="grant_type=authorization_code&client_id=$client&client_secret=$secret&redirect_uri=$encoded_redirect&code_verifier=$verifier"
 
 seconds() { sed -n 's/.*duration_s=\([0-9.]*\).*/\1/p' "$1"; }
-for provider in apple line; do
-    echo "== $provider through /t/bench/authorize: $count sign-ins, every person new"
-    seq "$count" | awk -v p="$provider" -v c="$client" -v r="$encoded_redirect" -v ch="$challenge" \
-        '{ printf "GET /t/bench/authorize?response_type=code&client_id=%s&redirect_uri=%s&scope=openid%%20email%%20profile%%20offline_access&state=s%d&nonce=n%d&code_challenge=%s&code_challenge_method=S256&provider=%s\n", c, r, $1, $1, ch, p }' \
+# flow PROVIDER WHO: every one of the people through the three broker phases; WHO says whether
+# MockIdP's people are new (the first round) or the same again (the second).
+flow() {
+    local provider=$1 who=$2
+    echo "== $provider through /t/bench/authorize: $count sign-ins, every person $who"
+    seq "$count" | awk -v p="$provider" -v c="$client" -v r="$encoded_redirect" -v ch="$challenge" -v w="$who" \
+        '{ printf "GET /t/bench/authorize?response_type=code&client_id=%s&redirect_uri=%s&scope=openid%%20email%%20profile%%20offline_access&state=%s%d&nonce=n%d&code_challenge=%s&code_challenge_method=S256&provider=%s\n", c, r, w, $1, $1, ch, p }' \
         >"$work/authorize.txt"
     cpu_start
     phase authorize "$base" "$work/authorize.txt" "$work/upstream.txt" EXTRACT=location | tee "$work/authorize.out"
@@ -77,9 +85,14 @@ for provider in apple line; do
         tee "$work/token.out"
     cpu_report "$(wc -l <"$work/token.txt")"
     statements
+    local signed_in total
     signed_in=$(sed -n 's/.*requests=\([0-9]*\).*non2xx=\([0-9]*\).*/\1 \2/p' "$work/token.out" | awk '{ print $1 - $2 }')
     total=$(echo "$(seconds "$work/authorize.out") + $(seconds "$work/callback.out") + $(seconds "$work/token.out")" | bc -l)
     printf '   whole flow: %d signed in over %.1f s of broker phases = %.0f/s\n' "$signed_in" "$total" "$(echo "$signed_in / $total" | bc -l)"
+}
+for provider in apple line; do
+    flow "$provider" new
+    flow "$provider" returning
 done
 echo "   (sessions of the relying party: $(psql_db "SELECT count(*) FROM sessions WHERE oauth_client_id IS NOT NULL"))"
 echo "== broker peak RSS: $(peak_rss)"

@@ -92,9 +92,14 @@ esac
 # --oidc line: a generic OpenID Connect issuer (as LINE would be configured) whose RS256 key is
 # the key file's, so `mint` (MINT_PROVIDER=oidc) signs tokens its key set verifies.
 oidc_issuer=$idp/oidc/line oidc_web_secret=bench-line-web-secret
+# Who consents on MockIdP's web authorize pages: a new person each time, or with WEB_PEOPLE=N
+# the next of N people in turn (the first N new, then the same N again).
+web_people=--web-new-person
+if [ -n "${WEB_PEOPLE:-}" ]; then web_people="--web-people $WEB_PEOPLE"; fi
+# shellcheck disable=SC2086 # $web_people is one flag or a flag and its value
 "$bin/mock-idp" serve --port "$idp_port" --key-file "$work/idp-key.pem" \
     --facebook-app-id "$facebook_app" --facebook-app-secret "$facebook_secret" --oidc line \
-    --oidc-web-client "bench-line:$oidc_web_secret" --web-new-person >"$work/idp.log" 2>&1 &
+    --oidc-web-client "bench-line:$oidc_web_secret" $web_people >"$work/idp.log" 2>&1 &
 pids+=($!)
 # MockIdP is up (its key files written) before anything mints or enables line (which reads discovery).
 for _ in $(seq 300); do curl -sf "$oidc_issuer/.well-known/openid-configuration" >/dev/null && break; sleep 0.1; done
@@ -178,21 +183,28 @@ signin() {
     TOKENS="$1" wrk -t"$threads" -c"$connections" -d"$2" --latency -s Benchmarks/e2e/signin.lua "$base" | grep RESULT
 }
 
+# until_done WRK_PID DONE: waits until every wrk thread has said it ran out of requests (a
+# file DONE.<thread id>), gives its last requests 0.2 s to be answered, and interrupts wrk
+# (SIGINT: it prints its summary for the time so far).
+until_done() {
+    local wrk_pid=$1 done=$2
+    while kill -0 "$wrk_pid" 2>/dev/null; do
+        if (( $(ls "$done".* 2>/dev/null | wc -l) >= threads )); then sleep 0.2; kill -INT "$wrk_pid"; break; fi
+        sleep 0.1
+    done
+    wait "$wrk_pid" || true
+}
+
 # signin_all TOKENS: posts every token once and prints RESULT once all are answered. wrk's
 # threads stop when their tokens run out, but wrk itself waits out its duration and divides by
 # it; so it runs with a long duration and is interrupted (SIGINT: it prints its summary for the
 # time so far) as soon as every thread has said it ran out (signin.lua's DONE_FILE) and its
 # last requests had 0.2 s to be answered. The interval counted is at most ~0.3 s too long.
 signin_all() {
-    local out="$work/wrk.out" done="$work/done"
+    local out="$work/wrk.out" done="$work/.wrk-done"
     rm -f "$done".*
     DONE_FILE="$done" TOKENS="$1" wrk -t"$threads" -c"$connections" -d3600s --latency -s Benchmarks/e2e/signin.lua "$base" >"$out" &
-    local wrk_pid=$!
-    while kill -0 "$wrk_pid" 2>/dev/null; do
-        if (( $(ls "$done".* 2>/dev/null | wc -l) >= threads )); then sleep 0.2; kill -INT "$wrk_pid"; break; fi
-        sleep 0.1
-    done
-    wait "$wrk_pid" || true
+    until_done $! "$done"
     grep RESULT "$out"
 }
 
@@ -200,17 +212,12 @@ signin_all() {
 # sent once, what each answer leads to saved in SAVE (web.lua's EXTRACT); prints RESULT, timed
 # from the first request to the last answer (as signin_all, at most ~0.3 s too long).
 phase() {
-    local name=$1 url=$2 requests=$3 save=$4 out="$work/wrk.out" done="$work/done"
+    local name=$1 url=$2 requests=$3 save=$4 out="$work/wrk.out" done="$work/.wrk-done"
     shift 4
     rm -f "$done".* "$save".*
     env "$@" REQUESTS="$requests" SAVE="$save" DONE_FILE="$done" \
         wrk -t"$threads" -c"$connections" -d3600s --latency -s Benchmarks/e2e/web.lua "$url" >"$out" &
-    local wrk_pid=$!
-    while kill -0 "$wrk_pid" 2>/dev/null; do
-        if (( $(ls "$done".* 2>/dev/null | wc -l) >= threads )); then sleep 0.2; kill -INT "$wrk_pid"; break; fi
-        sleep 0.1
-    done
-    wait "$wrk_pid" || true
+    until_done $! "$done"
     cat "$save".* >"$save"
     echo "   $name: $(grep RESULT "$out") (next phase: $(wc -l <"$save") requests)"
 }

@@ -49,6 +49,14 @@ extension MockAppleIdP {
         set { state.withLock { $0.webNewPersonEachTime = newValue } }
     }
 
+    /// Each consent on the authorize page is the next of `webPeople` people in turn, so a
+    /// benchmark's second round signs the first round's people in again (`mock-idp serve
+    /// --web-people N`; 0: off).
+    public var webPeople: Int {
+        get { state.withLock { $0.webPeople } }
+        set { state.withLock { $0.webPeople = newValue } }
+    }
+
     public var authorizeFault: AuthorizeFault {
         get { state.withLock { $0.authorizeFault } }
         set { state.withLock { $0.authorizeFault = newValue } }
@@ -68,6 +76,12 @@ extension MockAppleIdP {
                 user = WebUser(
                     subject: "001000.\(id).0001", email: "web.\(id.prefix(12))@example.com", givenName: "Web", familyName: "Person")
                 return (user, state.authorizeFault, true)
+            }
+            if state.webPeople > 0 {
+                let index = state.webConsents % state.webPeople
+                state.webConsents += 1
+                let id = String(repeating: "0", count: max(0, 32 - String(index).count)) + String(index)
+                user = WebUser(subject: "001001.\(id).0001", email: "web.\(index)@example.com", givenName: "Web", familyName: "Person")
             }
             let first = state.authorizedOnce.insert("\(clientID) \(user.subject)").inserted
             return (user, state.authorizeFault, first)

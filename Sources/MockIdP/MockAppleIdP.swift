@@ -27,6 +27,10 @@ public final class MockAppleIdP: MockTokenIssuer {
         var authorizedOnce: Set<String> = []
         /// Each consent on the authorize page is a new person (a benchmark's every sign-in new).
         var webNewPersonEachTime = false
+        /// Each consent on the authorize page is the next of this many people in turn (0: off):
+        /// the first round new people, the next rounds the same people again.
+        var webPeople = 0
+        var webConsents = 0
         /// Team transfer: `user.migration` access tokens → their team; `transfer_sub` → the
         /// person it was made for; the status `/auth/usermigrationinfo` answers when set.
         var migrationTokens: [String: String] = [:]

@@ -21,6 +21,9 @@ public final class MockCodeFlow: Sendable {
         var tokenRequests = 0
         /// Each consent is a new person (a benchmark's every sign-in new).
         var newPersonEachTime = false
+        /// Each consent is the next of this many people in turn (0: off).
+        var people = 0
+        var consents = 0
     }
 
     struct Code {
@@ -56,6 +59,14 @@ public final class MockCodeFlow: Sendable {
         set { state.withLock { $0.newPersonEachTime = newValue } }
     }
 
+    /// Each consent on the authorize endpoint is the next of `people` people in turn, so a
+    /// benchmark's second round signs the first round's people in again (`mock-idp serve
+    /// --web-people N`; 0: off).
+    public var people: Int {
+        get { state.withLock { $0.people } }
+        set { state.withLock { $0.people = newValue } }
+    }
+
     /// Who consents on the authorize endpoint.
     public var user: MockOIDCIssuer.WebUser {
         get { state.withLock { $0.user } }
@@ -82,11 +93,16 @@ public final class MockCodeFlow: Sendable {
                 return (redirectURI + separator + Self.form([("error", "access_denied"), ("state", requestState)]), nil, web.user)
             }
             let code = "oc" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            let user =
+            var user =
                 web.newPersonEachTime
                 ? MockOIDCIssuer.WebUser(
                     subject: "p" + code.dropFirst(2), email: "web.\(code.dropFirst(2).prefix(12))@example.com", name: "Web Person")
                 : web.user
+            if web.people > 0 {
+                let index = web.consents % web.people
+                web.consents += 1
+                user = MockOIDCIssuer.WebUser(subject: "person\(index)", email: "web.\(index)@example.com", name: "Web Person")
+            }
             web.codes[code] = Code(
                 clientID: clientID, redirectURI: redirectURI, challenge: challenge, nonce: query["nonce"], user: user, issuedAt: now)
             return (redirectURI + separator + Self.form([("code", code), ("state", requestState)]), code, user)

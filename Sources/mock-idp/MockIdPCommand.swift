@@ -88,6 +88,11 @@ struct MockIdPCommand: AsyncParsableCommand {
         var oidcWebClients: [String] = []
         @Flag(help: "Every consent on a web flow's authorize page (Apple's, each --oidc issuer's, Google's) is a new person.")
         var webNewPerson = false
+        @Option(
+            help: ArgumentHelp(
+                "Every consent on a web flow's authorize page is the next of N people in turn: the first N new, then the same N "
+                    + "again (returning web sign-ins in a benchmark).", valueName: "N"))
+        var webPeople = 0
 
         func validate() throws {
             for client in oidcWebClients where client.split(separator: ":", maxSplits: 1).count != 2 {
@@ -98,6 +103,9 @@ struct MockIdPCommand: AsyncParsableCommand {
             }
             let names = try oidc.map { try Self.oidcIssuer($0).name }
             guard Set(names).count == names.count else { throw ValidationError("Give each --oidc issuer a different name.") }
+            guard webPeople >= 0, !(webNewPerson && webPeople > 0) else {
+                throw ValidationError("--web-people takes a count of people, and not with --web-new-person.")
+            }
         }
 
         /// `NAME` or `NAME:multi-tenant`.
@@ -118,6 +126,8 @@ struct MockIdPCommand: AsyncParsableCommand {
             let google = try MockGoogleIdP(keyFile: key.googleURL)
             apple.webNewPersonEachTime = webNewPerson
             google.web.newPersonEachTime = webNewPerson
+            apple.webPeople = webPeople
+            google.web.people = webPeople
             let facebook = try MockFacebookIdP(keyFile: key.facebookURL)
             for (appID, secret) in zip(facebookAppID, facebookAppSecret) { facebook.registerApp(appID: appID, secret: secret) }
             let appIDs = facebookAppID.joined(separator: ", ")
@@ -128,6 +138,7 @@ struct MockIdPCommand: AsyncParsableCommand {
                 let (name, multiTenant) = try Self.oidcIssuer(value)
                 let issuer = try MockOIDCIssuer(name: name, multiTenant: multiTenant, keyFile: multiTenant ? nil : oidcKeyFile)
                 issuer.web.newPersonEachTime = webNewPerson
+                issuer.web.people = webPeople
                 for client in oidcWebClients {
                     let parts = client.split(separator: ":", maxSplits: 1)
                     issuer.registerWebClient(String(parts[0]), secret: String(parts[1]))
