@@ -61,4 +61,23 @@ import Testing
         let payload = try #require(Base64URL.decode(String(token.split(separator: ".")[1])))
         #expect(payload == Data(value.json))
     }
+
+    /// An ID token's hand-written claims decode to exactly what jwt-kit's default encoder wrote,
+    /// with every optional claim present or absent, one audience or two, and text to escape.
+    @Test(arguments: [false, true], [["web"], ["web", "other\"x"]])
+    func idTokenClaimsMatchTheDefaultEncoder(optionalsSet: Bool, audiences: [String]) throws {
+        let now = Date(timeIntervalSince1970: 1_795_237_158)
+        let value = IDTokenClaims(
+            iss: .init(value: "https://broker.example/t/a\"b"), sub: .init(value: UUID().uuidString.lowercased()),
+            aud: .init(value: audiences), exp: .init(value: now.addingTimeInterval(900)), iat: .init(value: now),
+            authTime: 1_795_237_100, nonce: optionalsSet ? "n\u{0}ö" : nil, atHash: "h-_", idp: "apple", sid: "s",
+            email: optionalsSet ? "a@example.com" : nil, emailVerified: optionalsSet ? false : nil,
+            name: optionalsSet ? "Ada ✓\n" : nil, givenName: optionalsSet ? "Ada" : nil, familyName: optionalsSet ? "L" : nil)
+        let fast = try AccessTokenJSONEncoder().encode(value)
+        let stock = try (JSONEncoder.defaultForJWT).encode(value)
+        let fastObject = try #require(try JSONSerialization.jsonObject(with: fast) as? NSDictionary)
+        let stockObject = try #require(try JSONSerialization.jsonObject(with: stock) as? NSDictionary)
+        #expect(fastObject == stockObject)
+        #expect(try JSONDecoder.defaultForJWT.decode(IDTokenClaims.self, from: fast) == value)
+    }
 }

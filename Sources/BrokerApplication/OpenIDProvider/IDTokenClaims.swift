@@ -48,6 +48,39 @@ package struct IDTokenClaims: JWTPayload, Equatable {
     }
 }
 
+extension IDTokenClaims {
+    /// The members `Codable` would write (``AccessTokenJSONEncoder`` signs with it): NumericDates
+    /// as whole seconds, the single audience as a string, optional claims only when set.
+    package var json: [UInt8] {
+        var writer = JSONWriter(capacity: 512)
+        writer.beginObject()
+        writer.member("iss", iss.value)
+        writer.member("sub", sub.value)
+        writer.key("aud")
+        if aud.value.count == 1 {
+            writer.string(aud.value[0])
+        } else {
+            writer.beginArray()
+            for audience in aud.value { writer.string(audience) }
+            writer.endArray()
+        }
+        writer.member("exp", Int(exp.value.timeIntervalSince1970.rounded(.down)))
+        writer.member("iat", Int(iat.value.timeIntervalSince1970.rounded(.down)))
+        writer.member("auth_time", authTime)
+        writer.memberIfPresent("nonce", nonce)
+        writer.member("at_hash", atHash)
+        writer.member("idp", idp)
+        writer.member("sid", sid)
+        writer.memberIfPresent("email", email)
+        if let emailVerified { writer.member("email_verified", emailVerified) }
+        writer.memberIfPresent("name", name)
+        writer.memberIfPresent("given_name", givenName)
+        writer.memberIfPresent("family_name", familyName)
+        writer.endObject()
+        return writer.bytes
+    }
+}
+
 /// The claims of a person the scopes granted allow (ID token and userinfo alike).
 package struct ScopedClaims: Sendable, Equatable {
     package var email: String?

@@ -3,8 +3,9 @@ import Foundation
 import JWTKit
 
 /// The JSON encoder of the tenant signing-key collections: jwt-kit still builds, encodes and
-/// signs every token, but an ``AccessTokenClaims`` payload is written with ``JSONWriter``
-/// (Foundation's `JSONEncoder` took ~12 µs of the ~60 µs an access token cost; decision 0011).
+/// signs every token, but an ``AccessTokenClaims`` or ``IDTokenClaims`` payload is written with
+/// ``JSONWriter`` (Foundation's `JSONEncoder` took ~12 µs of the ~60 µs an access token cost;
+/// decision 0011).
 /// A header of string fields is written the same way; anything else goes through jwt-kit's
 /// default encoder.
 package struct AccessTokenJSONEncoder: JWTJSONEncoder {
@@ -12,6 +13,7 @@ package struct AccessTokenJSONEncoder: JWTJSONEncoder {
 
     package func encode<T: Encodable>(_ value: T) throws -> Data {
         if let claims = value as? AccessTokenClaims { return Data(claims.json) }
+        if let claims = value as? IDTokenClaims { return Data(claims.json) }
         if let header = value as? JWTHeader, let json = header.stringFieldsJSON { return Data(json) }
         return try fallback.encode(value)
     }
