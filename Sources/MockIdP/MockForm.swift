@@ -6,7 +6,7 @@ import NIOCore
 /// and small JSON answers. Both are direct: Hummingbird's form decoder and Foundation's JSON
 /// serialization made a large share of the mock's time in the web sign-in benchmark, where the
 /// mock shares the machine with the broker it stands in front of. The broker reads Apple's form
-/// the same way (`WebSignInRoute.formFields`); the mock depends on no broker target, so it keeps
+/// the same way (`FormBody` in BrokerServer); the mock depends on no broker target, so it keeps
 /// its own copy of these few lines.
 enum MockForm {
     /// The fields of a form body (the first of each name), read by Hummingbird's query parser

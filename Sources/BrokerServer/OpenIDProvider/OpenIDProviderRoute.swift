@@ -275,12 +275,8 @@ struct OpenIDProviderRoute: Sendable {
         return Self.formPairs(body)
     }
 
-    /// The name and value pairs of a form (or a query), in order, repeats kept: `+` is a space,
-    /// the rest percent-decoded by Hummingbird's query parser.
-    static func formPairs(_ text: String) -> [(String, String)] {
-        let spaced = text.replacingOccurrences(of: "+", with: " ")
-        return URI("/?" + spaced).queryParameters.map { (String($0.key), String($0.value)) }
-    }
+    /// The name and value pairs of a form (or a query), in order, repeats kept (``FormBody``).
+    static func formPairs(_ text: String) -> [(String, String)] { FormBody.pairs(text.utf8) }
 
     /// The first value of each name, and the names given more than once (an empty value counts
     /// as not given, RFC 6749 §3.1).

@@ -124,19 +124,8 @@ struct WebSignInRoute: Sendable {
         return Self.answer(outcome)
     }
 
-    /// The fields of an `application/x-www-form-urlencoded` body (the first of each name), read
-    /// by Hummingbird's query parser. A form writes a space as `+`, which a query leaves alone,
-    /// so every `+` becomes a space first (a `+` the form meant arrives as `%2B`).
-    static func formFields(_ body: ByteBuffer) -> [String: String] {
-        var bytes = Array(body.readableBytesView)
-        for index in bytes.indices where bytes[index] == UInt8(ascii: "+") { bytes[index] = UInt8(ascii: " ") }
-        // "/?": the parser reads a path, then the query; nothing in the body is taken for a scheme.
-        var fields: [String: String] = [:]
-        for (name, value) in URI("/?" + String(decoding: bytes, as: UTF8.self)).queryParameters where fields[String(name)] == nil {
-            fields[String(name)] = String(value)
-        }
-        return fields
-    }
+    /// The fields of an `application/x-www-form-urlencoded` body, the first of each name (``FormBody``).
+    static func formFields(_ body: ByteBuffer) -> [String: String] { FormBody.firstFields(body.readableBytesView) }
 
     static func answer(_ outcome: WebSignInService.CallbackOutcome) -> Response {
         switch outcome {
