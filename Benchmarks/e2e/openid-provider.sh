@@ -4,7 +4,9 @@
 # through token exchange at /t/bench/token (RFC 8693, a public client), alternating, each with
 # fresh tokens of the same 10,000 people; then the hosted sign-in page (GET /t/bench/authorize
 # without a provider, with Apple and line on it): its rate, its size and the broker's CPU per page.
-# Usage: [BIN=DIR] [CONN=16] [ROUNDS="1 2"] Benchmarks/e2e/openid-provider.sh
+# PROFILE=FILE: `perf record` samples the broker during each sign-in round into
+# FILE.<how>.<round> (not in measured runs: sampling costs CPU).
+# Usage: [BIN=DIR] [CONN=16] [ROUNDS="1 2"] [PROFILE=FILE] Benchmarks/e2e/openid-provider.sh
 export TARGET=tcp
 source "${LIB:-$(dirname "$0")/lib.sh}"
 client=$("$bin/broker" client create --tenant bench --name bench-app --public --redirect-uri com.bench.app:/cb --json 2>/dev/null |
@@ -15,10 +17,16 @@ for round in ${ROUNDS:-1 2}; do
     for how in apple token_exchange; do
         mint "$work/ret.txt" new. 60000 10000 $(( RANDOM ))
         cpu_start
+        perf_pid=
+        if [ -n "${PROFILE:-}" ]; then
+            perf record -e cpu-clock -F 499 -g -p "$broker_pid" -o "$PROFILE.$how.$round" >/dev/null 2>&1 &
+            perf_pid=$!
+        fi
         PROVIDER=$how TENANT=bench OAUTH_CLIENT_ID=$client TOKENS="$work/ret.txt" \
             wrk -t1 -c"${CONN:-16}" -d8s --latency -s Benchmarks/e2e/signin.lua "$base" | grep RESULT >"$work/out.txt"
         echo "== round $round, $how: $(cat "$work/out.txt")"
         cpu_report "$(sed -n 's/.*requests=\([0-9]*\).*/\1/p' "$work/out.txt" | head -1)"
+        if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     done
 done
 # The page with the tenant's web options on it: Apple through a Services ID and line.

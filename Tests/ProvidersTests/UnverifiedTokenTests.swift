@@ -25,4 +25,16 @@ import Testing
         #expect(Providers.UnverifiedToken.subject("a.%%%.c") == nil)
         #expect(Providers.UnverifiedToken.subject("") == nil)
     }
+
+    /// A token exchange's subject token: its issuer and audiences in one read.
+    @Test func theIssuerAndAudiencesOfAPayload() {
+        let both = Providers.UnverifiedToken.issuerAndAudiences(token(#"{"iss":"https://appleid.apple.com","aud":["a","b"]}"#))
+        #expect(both.issuer == "https://appleid.apple.com" && both.audiences == ["a", "b"])
+        let single = Providers.UnverifiedToken.issuerAndAudiences(token(#"{"iss":"i","aud":"only"}"#))
+        #expect(single.issuer == "i" && single.audiences == ["only"])
+        let long = Providers.UnverifiedToken.issuerAndAudiences(token("{\"iss\":\"\(String(repeating: "i", count: 256))\"}"))
+        #expect(long.issuer == nil && long.audiences.isEmpty)
+        let none = Providers.UnverifiedToken.issuerAndAudiences("not a token")
+        #expect(none.issuer == nil && none.audiences.isEmpty)
+    }
 }

@@ -200,14 +200,15 @@ package struct TokenService: Sendable {
         if fields["actor_token"] != nil { throw TokenEndpointError.invalidRequest("actor_token is not supported.") }
         var scopes = fields["scope"].map(OAuthScope.granted) ?? Self.exchangeScopes
         if !scopes.contains(.openid) { scopes.insert(.openid, at: 0) }
-        guard let issuer = UnverifiedToken.issuer(subjectToken),
+        let (claimedIssuer, audiences) = UnverifiedToken.issuerAndAudiences(subjectToken)
+        guard let issuer = claimedIssuer,
             let provider = try await SubjectTokenIssuers.provider(
                 issuer: issuer, configurations: { try await database.providerConfigs.list(tenantID: tenant.id) })
         else { throw TokenEndpointError.invalidGrant("The subject token's issuer is not one of the tenant's providers.") }
         let signIn = webSignIn.signIn
         let registered = try await webSignIn.store.registered(provider, tenantID: tenant.id, in: webSignIn.providers)
         let proof = ProviderProof(
-            idToken: subjectToken, clientID: UnverifiedToken.audiences(subjectToken).first, nonce: fields["nonce"])
+            idToken: subjectToken, clientID: audiences.first, nonce: fields["nonce"])
         let now = Date()
         let outcome = try await signIn.signIn(
             tenant: tenant, provider: provider, type: registered, proof: proof, intent: .auto, platform: nil,

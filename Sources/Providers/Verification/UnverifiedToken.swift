@@ -11,18 +11,24 @@ public enum UnverifiedToken {
         payload(token)?["sub"]?.string(maxBytes: 255)
     }
 
-    /// The `iss` of the token's payload (at most 255 bytes): which provider a token exchange's
-    /// subject token claims to come from, before that provider verifies it.
-    public static func issuer(_ token: String) -> String? {
-        payload(token)?["iss"]?.string(maxBytes: 255)
-    }
-
     /// The `aud` of the token's payload, a string or an array of strings (each at most 255
     /// bytes, at most 8); empty when the token has none it could read. Apple's notifications
     /// are routed by it to the tenants that registered that primary App ID, and then verified
     /// for exactly that audience.
     public static func audiences(_ token: String) -> [String] {
-        switch payload(token)?["aud"] {
+        audiences(payload(token))
+    }
+
+    /// The `iss` (at most 255 bytes) and `aud` of the token's payload, read once: which provider
+    /// a token exchange's subject token claims to come from, and for which of its clients,
+    /// before that provider verifies it.
+    public static func issuerAndAudiences(_ token: String) -> (issuer: String?, audiences: [String]) {
+        let claims = payload(token)
+        return (claims?["iss"]?.string(maxBytes: 255), audiences(claims))
+    }
+
+    static func audiences(_ claims: [String: JSONValue]?) -> [String] {
+        switch claims?["aud"] {
         case .string(let single)?: return single.utf8.count <= 255 ? [single] : []
         case .array(let values)?: return values.count <= 8 ? values.compactMap { $0.string(maxBytes: 255) } : []
         default: return []
