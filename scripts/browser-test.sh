@@ -141,10 +141,10 @@ broker tenant create "$tenant" --name "$tenant_name" >/dev/null
 broker apple team set --tenant "$tenant" --team-id ACME000001 --key-id ACMEKEY001 --private-key-file "$work/AuthKey.p8" >/dev/null
 broker apple group add --tenant "$tenant" --primary-app-id com.example.app >/dev/null
 # The Services ID of Sign in with Apple on the web: Apple posts back to the broker's own callback.
-# The page offers a provider only once its web flow is on, which takes a return URL (of the
-# REST API's web flow; the OpenID Provider's flow returns to the client's redirect_uri).
+# No return URL: that is the REST API's web flow's; the OpenID Provider's flow returns to the
+# client's redirect_uri. LINE's `provider enable` still asks for one, unused here.
 broker apple client add --tenant "$tenant" --group com.example.app --client-id com.example.web --kind service \
-    --redirect-uri "$base/apple/callback" --return-url "$app/" >/dev/null
+    --redirect-uri "$base/apple/callback" >/dev/null
 printf '%s\n' "$line_secret" >"$work/line-secret.txt"
 broker provider enable line --tenant "$tenant" --type oidc --issuer "$idp/oidc/line" --client-id browser-line \
     --client-secret-file "$work/line-secret.txt" --return-url "$app/" --display-name LINE --platforms web >/dev/null
