@@ -70,13 +70,15 @@ import Testing
         WebBrowser.query(try await setup.browser.follow(authorizeURL(fields), until: returnURL))
     }
 
-    static func token(_ setup: Setup, _ fields: [(String, String)], basic: (String, String)? = nil) async throws -> (Int, [String: Any]) {
+    static func token(_ setup: Setup, _ fields: [(String, String)], basic: (String, String)? = nil, tenant: String = "acme") async throws
+        -> (Int, [String: Any])
+    {
         var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
         if let (id, secret) = basic {
             headers[.authorization] = "Basic " + Data("\(id):\(secret)".utf8).base64EncodedString()
         }
         let response = try await setup.client.execute(
-            uri: "/t/acme/token", method: .post, headers: headers, body: ByteBuffer(string: FormEncoding.encode(fields)))
+            uri: "/t/\(tenant)/token", method: .post, headers: headers, body: ByteBuffer(string: FormEncoding.encode(fields)))
         #expect(response.headers[.cacheControl] == "no-store")
         #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
         return (Int(response.status.code), (try? response.json()) ?? [:])
@@ -247,6 +249,15 @@ import Testing
                     ("code_verifier", pkce.verifier),
                 ],
                 basic: (setup.web.client.clientID, secret + "x"))
+            #expect(status == 401 && body["error"] as? String == "invalid_client")
+            // The client at another tenant's token endpoint: unknown there.
+            (status, body) = try await Self.token(
+                setup,
+                [
+                    ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirectURI),
+                    ("code_verifier", pkce.verifier),
+                ],
+                basic: basic, tenant: "bravo")
             #expect(status == 401 && body["error"] as? String == "invalid_client")
             #expect(try await Self.openSessions(setup) == 0, "nothing opened by a refused request")
             // The code still works for its client.
