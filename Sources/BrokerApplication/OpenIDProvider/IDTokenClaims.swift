@@ -54,18 +54,7 @@ extension IDTokenClaims {
     package var json: [UInt8] {
         var writer = JSONWriter(capacity: 512)
         writer.beginObject()
-        writer.member("iss", iss.value)
-        writer.member("sub", sub.value)
-        writer.key("aud")
-        if aud.value.count == 1 {
-            writer.string(aud.value[0])
-        } else {
-            writer.beginArray()
-            for audience in aud.value { writer.string(audience) }
-            writer.endArray()
-        }
-        writer.member("exp", Int(exp.value.timeIntervalSince1970.rounded(.down)))
-        writer.member("iat", Int(iat.value.timeIntervalSince1970.rounded(.down)))
+        writer.registeredClaims(iss: iss, sub: sub, aud: aud, exp: exp, iat: iat)
         writer.member("auth_time", authTime)
         writer.memberIfPresent("nonce", nonce)
         writer.member("at_hash", atHash)

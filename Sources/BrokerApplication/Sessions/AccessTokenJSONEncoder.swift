@@ -34,6 +34,25 @@ extension JWTHeader {
     }
 }
 
+extension JSONWriter {
+    /// The registered claims both broker tokens carry, as jwt-kit's `Codable` writes them:
+    /// NumericDates as whole seconds, a single audience as a string (as `AudienceClaim` does).
+    mutating func registeredClaims(iss: IssuerClaim, sub: SubjectClaim, aud: AudienceClaim, exp: ExpirationClaim, iat: IssuedAtClaim) {
+        member("iss", iss.value)
+        member("sub", sub.value)
+        key("aud")
+        if aud.value.count == 1 {
+            string(aud.value[0])
+        } else {
+            beginArray()
+            for audience in aud.value { string(audience) }
+            endArray()
+        }
+        member("exp", Int(exp.value.timeIntervalSince1970.rounded(.down)))
+        member("iat", Int(iat.value.timeIntervalSince1970.rounded(.down)))
+    }
+}
+
 extension AccessTokenClaims {
     /// The members `Codable` would write, in the same order: NumericDates as whole seconds, a
     /// single audience as a string (as jwt-kit's `AudienceClaim` does), `client_id` and `scope` only
@@ -41,18 +60,7 @@ extension AccessTokenClaims {
     package var json: [UInt8] {
         var writer = JSONWriter(capacity: 384)
         writer.beginObject()
-        writer.member("iss", iss.value)
-        writer.member("sub", sub.value)
-        writer.key("aud")
-        if aud.value.count == 1 {
-            writer.string(aud.value[0])
-        } else {
-            writer.beginArray()
-            for audience in aud.value { writer.string(audience) }
-            writer.endArray()
-        }
-        writer.member("exp", Int(exp.value.timeIntervalSince1970.rounded(.down)))
-        writer.member("iat", Int(iat.value.timeIntervalSince1970.rounded(.down)))
+        writer.registeredClaims(iss: iss, sub: sub, aud: aud, exp: exp, iat: iat)
         writer.member("jti", jti.value)
         writer.member("sid", sid)
         writer.member("idp", idp)
