@@ -174,6 +174,35 @@ import Testing
 
     static func claimsOfAccessToken(_ token: String) -> [String: Any] { (try? claims(of: token)) ?? [:] }
 
+    /// An authorization request replayed after it completed (issue 42 §5): the provider's
+    /// callback sent again answers the same code while the code waits (a browser's repeat,
+    /// decision 0069); once the code was redeemed, the replay is refused with a page and opens
+    /// nothing.
+    @Test func aCallbackReplayedAfterItsCodeWasRedeemedOpensNothing() async throws {
+        try await Self.run { setup in
+            let pkce = PKCEPair()
+            let toProvider = try await setup.browser.visit(Self.authorizeURL(Self.request(client: setup.web.client.clientID, pkce: pkce)))
+            let providerURL = try #require(toProvider.location)
+            let callbackURL = try #require(try await setup.browser.visit(providerURL).location, "the provider sends the browser back")
+            let first = try await setup.browser.visit(callbackURL)
+            let back = try #require(first.location)
+            let code = try #require(WebBrowser.query(back)["code"])
+            let repeated = try await setup.browser.visit(callbackURL)
+            #expect(WebBrowser.query(repeated.location ?? "")["code"] == code, "a repeat while the code waits: the same code")
+            let (status, body) = try await Self.token(
+                setup,
+                [
+                    ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirectURI),
+                    ("code_verifier", pkce.verifier),
+                ],
+                basic: (setup.web.client.clientID, try #require(setup.web.secret)))
+            #expect(status == 200, "\(body)")
+            let replayed = try await setup.browser.visit(callbackURL)
+            #expect(replayed.status == 400 && replayed.location == nil, "\(replayed.status) \(replayed.location ?? "")")
+            #expect(try await Self.openSessions(setup) == 1, "only the redeemed code's session")
+        }
+    }
+
     @Test func aPublicClientUsesPKCEAndGetsNoRefreshTokenWithoutOfflineAccess() async throws {
         try await Self.run { setup in
             let pkce = PKCEPair()
