@@ -71,7 +71,7 @@ public enum Outage {
         _ cluster: OwnCluster, extra: [String: String] = [:], _ body: @Sendable (Broker, BrokerCLI) async throws -> Void
     ) async throws {
         try await MockAppleServer.with { apple, appleURL in
-            let port = Int.random(in: 40_001...60_000)
+            let port = TestPorts.next()
             // The storms are about outages: the API key's rate limit (200/s, burst 400) is raised
             // out of their way, as a fast machine sends them quicker than that.
             let cli = BrokerCLI(

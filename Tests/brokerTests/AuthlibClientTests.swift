@@ -29,7 +29,7 @@ import TestSupport
         }) { mockPort in
             let mock = "http://127.0.0.1:\(mockPort)"
             try await TestDatabase.withFresh { _, url in
-                let port = Int.random(in: 40_001...60_000)
+                let port = TestPorts.next()
                 let base = "http://127.0.0.1:\(port)"
                 let cli = BrokerCLI(
                     databaseURL: url, extra: ["BROKER_PORT": "\(port)", "BROKER_PUBLIC_URL": base, "BROKER_LOG_LEVEL": "warning"])

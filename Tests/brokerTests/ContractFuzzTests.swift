@@ -49,7 +49,7 @@ import TestSupport
                     ).status == 0)
                 #expect(try await cli.run("apple", "group", "add", "--tenant", "acme", "--primary-app-id", "com.acme.app").status == 0)
 
-                let port = Int.random(in: 40_001...60_000)
+                let port = TestPorts.next()
                 let readiness = try ReadinessSocket.open()
                 let server = try readiness.notifying(
                     BrokerCLI(databaseURL: url, extra: environment.merging(["BROKER_PORT": "\(port)"]) { $1 })

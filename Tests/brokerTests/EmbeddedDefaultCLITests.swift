@@ -58,7 +58,7 @@ import Testing
     }
 
     func serveAndAdminCommandsShareTheClusterAtOnce(_ directory: String, _ appleURL: String) async throws {
-        let port = Int.random(in: 20_000...40_000)
+        let port = TestPorts.next()
         let cli = BrokerCLI(
             databaseURL: nil, dataDirectory: directory, extra: ["BROKER_PORT": "\(port)", "BROKER_APPLE_BASE_URL": appleURL])
         let readiness = try ReadinessSocket.open()
@@ -94,7 +94,7 @@ import Testing
 
     func serveWithDatabaseURL(_ appleURL: String) async throws {
         try await TestDatabase.withFresh { _, url in
-            let port = Int.random(in: 40_001...60_000)
+            let port = TestPorts.next()
             let cli = BrokerCLI(
                 databaseURL: url,
                 extra: ["BROKER_PORT": "\(port)", "BROKER_PUBLIC_URL": "https://id.example.com", "BROKER_APPLE_BASE_URL": appleURL])

@@ -17,7 +17,7 @@ import Testing
             try await MockProvidersServer.with { mocks in
                 let appID = "1234567890"
                 mocks.facebook.registerApp(appID: appID, secret: secret)
-                let port = Int.random(in: 40_001...60_000)
+                let port = TestPorts.next()
                 let cli = BrokerCLI(
                     databaseURL: url,
                     extra: [

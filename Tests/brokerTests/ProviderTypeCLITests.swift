@@ -19,7 +19,7 @@ import Testing
     @Test func aTestOnlyTypeIsEnabledShownAndSignsInThroughTheRealCommandLine() async throws {
         let signer = try MockOIDCIssuer(name: "test-only-cli", algorithms: [.es256])
         try await TestDatabase.withFresh { _, url in
-            let port = Int.random(in: 40_001...60_000)
+            let port = TestPorts.next()
             var cli = BrokerCLI(
                 databaseURL: url,
                 extra: [

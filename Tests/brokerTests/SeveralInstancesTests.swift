@@ -58,7 +58,7 @@ import TestSupport
                     var bases: [String] = []
                     var readinesses: [ReadinessSocket] = []
                     for _ in 0..<3 {
-                        let port = Int.random(in: 40_001...60_000)
+                        let port = TestPorts.next()
                         let instance = BrokerCLI(
                             databaseURL: url,
                             extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "512"]) { $1 })

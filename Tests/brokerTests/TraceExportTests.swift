@@ -19,7 +19,7 @@ import Testing
                 try await TraceCollector.with { collector in
                     let appID = "4242424242"
                     mocks.facebook.registerApp(appID: appID, secret: secret)
-                    let port = Int.random(in: 40_001...60_000)
+                    let port = TestPorts.next()
                     let cli = BrokerCLI(
                         databaseURL: url,
                         extra: [
@@ -119,7 +119,7 @@ import Testing
 
     @Test func aGRPCProtocolIsRefusedWithWhatToSet() async throws {
         try await TestDatabase.withFresh { _, url in
-            var cli = BrokerCLI(databaseURL: url, extra: ["BROKER_PORT": "\(Int.random(in: 40_001...60_000))"])
+            var cli = BrokerCLI(databaseURL: url, extra: ["BROKER_PORT": "\(TestPorts.next())"])
             cli.environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:4317"
             cli.environment["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
             let result = try await cli.run("serve")

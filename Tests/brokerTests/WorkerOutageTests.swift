@@ -56,7 +56,7 @@ import TestSupport
                     #expect(result.status == 0, "\(step): \(result.output)")
                 }
                 // The serving instance checks no credentials of its own: the command below does.
-                let port = Int.random(in: 40_001...60_000)
+                let port = TestPorts.next()
                 let readiness = try ReadinessSocket.open()
                 let server = try readiness.notifying(
                     BrokerCLI(
