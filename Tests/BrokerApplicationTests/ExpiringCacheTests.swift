@@ -105,4 +105,17 @@ import Testing
         cache.set(1, for: "a")
         #expect(cache.value(for: "a") == 1)
     }
+
+    /// `value(for:orRead:)` reads once and keeps it; a read that a removal overtook answers its
+    /// caller and is not kept.
+    @Test func aReadIsKeptUnlessARemovalOvertookIt() async {
+        let cache = ExpiringCache<String, Int>(ttl: .seconds(60))
+        #expect(await cache.value(for: "a") { 1 } == 1)
+        #expect(await cache.value(for: "a") { 2 } == 1, "kept: not read again")
+        #expect(
+            await cache.value(for: "b") {
+                cache.removeAll(); return 3
+            } == 3)
+        #expect(cache.value(for: "b") == nil, "a removal came while it read")
+    }
 }

@@ -32,13 +32,11 @@ package struct ClientDirectory: Sendable {
     package func registered(tenantID: UUID, clientID: String) async throws -> RegisteredClient? {
         guard OAuthClient.isClientID(clientID) else { return nil }
         let key = Key(tenantID: tenantID, clientID: clientID)
-        if let cached = cache.value(for: key) { return cached }
-        let generation = cache.generation
-        let found = try await TenantScope.tenant(tenantID) {
-            try await database.oauthClients.registered(tenantID: tenantID, clientID: clientID)
+        return try await cache.value(for: key) {
+            try await TenantScope.tenant(tenantID) {
+                try await database.oauthClients.registered(tenantID: tenantID, clientID: clientID)
+            }
         }
-        cache.set(found, for: key, unlessClearedSince: generation)
-        return found
     }
 
     /// The tenant's client `clientID`, or nil.

@@ -44,6 +44,16 @@ package final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Se
         }
     }
 
+    /// The cached value for `key`, or what `read` returns, stored unless a removal came while it
+    /// read (``set(_:for:unlessClearedSince:)``).
+    package func value(for key: Key, orRead read: () async throws -> Value) async rethrows -> Value {
+        if let cached = value(for: key) { return cached }
+        let generation = self.generation
+        let found = try await read()
+        set(found, for: key, unlessClearedSince: generation)
+        return found
+    }
+
     /// Where removals stand: take it before reading what will be stored.
     package var generation: UInt64 { state.withLock { $0.generation } }
 

@@ -19,11 +19,7 @@ package struct TenantDirectory: Sendable {
     /// The tenant of `slug`, or nil (a text that cannot be a slug is never sent to PostgreSQL).
     package func tenant(slug: String) async throws -> Tenant? {
         guard (try? TenantSlug(slug)) != nil else { return nil }
-        if let cached = cache.value(for: slug) { return cached }
-        let generation = cache.generation
-        let found = try await database.tenants.find(slug: slug)
-        cache.set(found, for: slug, unlessClearedSince: generation)
-        return found
+        return try await cache.value(for: slug) { try await database.tenants.find(slug: slug) }
     }
 
     package func invalidate() { cache.removeAll() }
