@@ -143,7 +143,7 @@ public struct BrokerServices: Sendable {
     package var webSignIn: WebSignInService {
         WebSignInService(
             database: database, providers: providers, store: providerSettings, signIn: signIn, secrets: secrets, events: securityEvents,
-            keys: webSignInKeys, repeats: webCallbackRepeats)
+            tenants: tenantDirectory, keys: webSignInKeys, repeats: webCallbackRepeats)
     }
 
     /// The authorization endpoint of each tenant's OpenID Provider (decision 0082).

@@ -282,9 +282,9 @@ public struct NewSession: Sendable {
     }
 
     /// The session's first refresh token, once its id is final (the token names the session:
-    /// decision 0027); records the token's hash.
-    public mutating func issueRefreshToken() -> RefreshToken {
-        let token = RefreshToken.generate(sessionID: id)
+    /// decision 0027), random unless `make` derives it; records the token's hash.
+    public mutating func issueRefreshToken(_ make: (UUID) -> RefreshToken = RefreshToken.generate(sessionID:)) -> RefreshToken {
+        let token = make(id)
         refreshTokenHash = token.hash
         return token
     }

@@ -26,6 +26,14 @@ public struct RefreshToken: Sendable {
         RefreshToken(sessionID: sessionID, secret: Data(SecureRandom.bytes(32)))
     }
 
+    /// The first token of `sessionID` when it must be made again later without being stored:
+    /// HMAC-SHA256 of `material` under `key`. A relying party's session opens at the provider's
+    /// callback with the token its authorization code derives (decision 0085), and the token
+    /// endpoint derives it again from the code it redeems.
+    public static func derived(sessionID: UUID, from material: String, key: SymmetricKey) -> RefreshToken {
+        RefreshToken(sessionID: sessionID, secret: Data(HMAC<SHA256>.authenticationCode(for: Data(material.utf8), using: key)))
+    }
+
     /// The token that replaces this one at rotation: HMAC-SHA256 of this token under `key`,
     /// with the same session id. Unpredictable without the key; the same every time for the
     /// same token. A token without a session id has a successor without one.

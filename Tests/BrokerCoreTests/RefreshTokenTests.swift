@@ -75,3 +75,18 @@ import Testing
         #expect(RefreshToken(parsing: token) != nil)
     }
 }
+
+/// A relying party's first refresh token is derived from its authorization code (decision
+/// 0085): the same code and key give the same token, which names its session and parses as any
+/// other; another code or key gives another.
+@Suite struct DerivedRefreshTokenTests {
+    @Test func theSameCodeGivesTheSameTokenOfItsSession() throws {
+        let key = SymmetricKey(size: .bits256)
+        let session = UUID()
+        let token = RefreshToken.derived(sessionID: session, from: "code-1", key: key)
+        #expect(token.value == RefreshToken.derived(sessionID: session, from: "code-1", key: key).value)
+        #expect(try #require(RefreshToken(parsing: token.value)).sessionID == session)
+        #expect(token.value != RefreshToken.derived(sessionID: session, from: "code-2", key: key).value)
+        #expect(token.value != RefreshToken.derived(sessionID: session, from: "code-1", key: SymmetricKey(size: .bits256)).value)
+    }
+}

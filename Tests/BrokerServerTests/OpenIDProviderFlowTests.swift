@@ -288,7 +288,11 @@ import Testing
                 ],
                 basic: basic, tenant: "bravo")
             #expect(status == 401 && body["error"] as? String == "invalid_client")
-            #expect(try await Self.openSessions(setup) == 0, "nothing opened by a refused request")
+            // The person signed in at the provider's callback (decision 0085): each refused
+            // redemption spent its code and ended the session the code named; the code another
+            // client presented still waits, with its session, for its own client.
+            #expect(try await Self.sessions(setup, revokedBecause: "authorization_code_refused") == 3)
+            #expect(try await Self.openSessions(setup) == 1, "only the waiting code's session")
             // The code still works for its client.
             (status, body) = try await Self.token(
                 setup,
@@ -310,6 +314,75 @@ import Testing
             #expect(status == 400 && body["error"] as? String == "unsupported_grant_type")
             (status, body) = try await Self.token(setup, [("grant_type", "refresh_token"), ("grant_type", "refresh_token")], basic: basic)
             #expect(status == 400 && body["error"] as? String == "invalid_request")
+        }
+    }
+
+    static func sessions(_ setup: Setup, revokedBecause reason: String) async throws -> Int {
+        let rows = try await setup.oidc.app.database.client.query("SELECT count(*)::int8 FROM sessions WHERE revoke_reason = \(reason)")
+        for try await count in rows.decode(Int.self) { return count }
+        return -1
+    }
+
+    /// A code nobody redeemed (decision 0085): the session the person's sign-in opened at the
+    /// callback ends when the sweep removes the expired code; nobody ever held its tokens, and
+    /// its refresh token, derived from the code, refreshes nothing.
+    @Test func aCodeNobodyRedeemsEndsItsSessionWhenItExpires() async throws {
+        try await Self.run { setup in
+            let code = try #require(
+                try await Self.code(setup, Self.request(client: setup.web.client.clientID, pkce: PKCEPair()))["code"])
+            #expect(try await Self.openSessions(setup) == 1, "the person signed in at the callback")
+            let database = setup.oidc.app.database
+            try await database.webSignIns.deleteExpired(before: Date())
+            #expect(try await Self.openSessions(setup) == 1, "a waiting code keeps its session")
+            let swept = try await database.webSignIns.deleteExpired(
+                before: Date().addingTimeInterval(WebSignInService.codeLifetime + 1))
+            #expect(swept == 1)
+            #expect(try await Self.openSessions(setup) == 0)
+            #expect(try await Self.sessions(setup, revokedBecause: "authorization_code_not_redeemed") == 1)
+            // The code is gone with it.
+            let (status, body) = try await Self.token(
+                setup,
+                [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirectURI)],
+                basic: (setup.web.client.clientID, try #require(setup.web.secret)))
+            #expect(status == 400 && body["error"] as? String == "invalid_grant")
+        }
+    }
+
+    /// A code presented twice at once (RFC 6749 §4.1.2), run many times behind a barrier: one
+    /// answer is tokens, the other `invalid_grant`, and whichever came second ended the session
+    /// the code named, so the tokens of the first die with it (decision 0085: the session exists
+    /// before either redemption, so no order of the two leaves it open).
+    @Test func aCodePresentedTwiceAtOnceEndsItsSessionWhicheverWins() async throws {
+        try await Self.run { setup in
+            let secret = try #require(setup.web.secret)
+            for round in 0..<8 {
+                let pkce = PKCEPair()
+                let code = try #require(
+                    try await Self.code(setup, Self.request(client: setup.web.client.clientID, state: "race-\(round)", pkce: pkce))["code"])
+                let fields = [
+                    ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", Self.redirectURI),
+                    ("code_verifier", pkce.verifier),
+                ]
+                let barrier = Barrier(count: 2)
+                // Each answer's status and ID token.
+                let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                    for _ in 0..<2 {
+                        group.addTask {
+                            await barrier.arrive()
+                            let (status, body) = try await Self.token(setup, fields, basic: (setup.web.client.clientID, secret))
+                            return (status, body["id_token"] as? String)
+                        }
+                    }
+                    var answers: [(Int, String?)] = []
+                    for try await answer in group { answers.append(answer) }
+                    return answers
+                }
+                #expect(answers.map(\.0).sorted() == [200, 400], "round \(round)")
+                let idToken = try #require(answers.first { $0.0 == 200 }?.1)
+                let sid = try #require(try Self.claims(of: idToken)["sid"] as? String)
+                #expect(try await Self.sessionRevoked(setup, sid), "round \(round): the session the code named is ended")
+            }
+            #expect(try await Self.openSessions(setup) == 0)
         }
     }
 

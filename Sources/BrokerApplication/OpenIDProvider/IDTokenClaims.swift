@@ -78,6 +78,9 @@ package struct ScopedClaims: Sendable, Equatable {
     package var givenName: String?
     package var familyName: String?
 
+    /// None: a person whose scopes allow nothing more than `sub`.
+    package init() {}
+
     package init(account: Account, scopes: [OAuthScope]) {
         if scopes.contains(.email), let email = account.email {
             self.email = email

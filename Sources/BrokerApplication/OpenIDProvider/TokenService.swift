@@ -147,14 +147,18 @@ package struct TokenService: Sendable {
         let redeemed = try await webSignIn.redeem(
             code: code, client: client, tenant: tenant, redirectURI: fields["redirect_uri"], codeVerifier: fields["code_verifier"],
             context: context)
-        let outcome = redeemed.outcome
+        let scope = OAuthScope.text(redeemed.scopes)
+        let now = Date()
+        let signer = try await tokens.signer(for: tenant, now: now)
+        let access = try await tokens.accessToken(
+            tenant: tenant, accountID: redeemed.accountID, sessionID: redeemed.sessionID, idp: redeemed.idp, clientID: client.clientID,
+            scope: scope, now: now, signer: signer)
         let idToken = try await self.idToken(
-            tenant: tenant, client: client, account: outcome.account, sessionID: outcome.sessionID, idp: outcome.identity.provider,
-            scopes: redeemed.scopes, nonce: redeemed.nonce, authTime: redeemed.authTime, accessToken: outcome.session.accessToken)
+            tenant: tenant, client: client, subject: redeemed.accountID, claims: redeemed.claims, sessionID: redeemed.sessionID,
+            idp: redeemed.idp, nonce: redeemed.nonce, authTime: redeemed.authTime, accessToken: access.token, now: now, signer: signer)
         return Answer(
-            accessToken: outcome.session.accessToken, expiresIn: outcome.session.expiresIn,
-            refreshToken: redeemed.scopes.contains(.offlineAccess) ? outcome.session.refreshToken.value : nil, idToken: idToken,
-            scope: OAuthScope.text(redeemed.scopes))
+            accessToken: access.token, expiresIn: access.expiresIn,
+            refreshToken: redeemed.scopes.contains(.offlineAccess) ? redeemed.refreshToken.value : nil, idToken: idToken, scope: scope)
     }
 
     private func refresh(_ fields: [String: String], client: OAuthClient, tenant: Tenant, context: OperationContext) async throws
@@ -176,8 +180,8 @@ package struct TokenService: Sendable {
             let (account, _) = try await database.accounts.find(tenantID: tenant.id, accountID: session.accountID)
         else { throw TokenEndpointError.invalidGrant("The session's account is gone.") }
         let idToken = try await self.idToken(
-            tenant: tenant, client: client, account: account, sessionID: session.sessionID, idp: session.idp, scopes: scopes, nonce: nil,
-            authTime: session.createdAt, accessToken: issued.accessToken)
+            tenant: tenant, client: client, subject: account.id, claims: ScopedClaims(account: account, scopes: scopes),
+            sessionID: session.sessionID, idp: session.idp, nonce: nil, authTime: session.createdAt, accessToken: issued.accessToken)
         return Answer(
             accessToken: issued.accessToken, expiresIn: issued.expiresIn, refreshToken: issued.refreshToken.value, idToken: idToken,
             scope: scope)
@@ -214,29 +218,31 @@ package struct TokenService: Sendable {
             tenant: tenant, provider: provider, type: registered, proof: proof, intent: .auto, platform: nil,
             relyingParty: RelyingPartySession(clientID: client.clientID, scope: OAuthScope.text(scopes)), context: context, now: now)
         let idToken = try await self.idToken(
-            tenant: tenant, client: client, account: outcome.account, sessionID: outcome.sessionID, idp: outcome.identity.provider,
-            scopes: scopes, nonce: nil, authTime: now, accessToken: outcome.session.accessToken)
+            tenant: tenant, client: client, subject: outcome.account.id, claims: ScopedClaims(account: outcome.account, scopes: scopes),
+            sessionID: outcome.sessionID, idp: outcome.identity.provider, nonce: nil, authTime: now,
+            accessToken: outcome.session.accessToken)
         return Answer(
             accessToken: outcome.session.accessToken, expiresIn: outcome.session.expiresIn,
             refreshToken: scopes.contains(.offlineAccess) ? outcome.session.refreshToken.value : nil, idToken: idToken,
             scope: OAuthScope.text(scopes), issuedTokenType: Self.accessTokenType)
     }
 
-    /// An ID token for the client, signed with the tenant's active key.
+    /// An ID token for the client, signed with the tenant's active key: `claims` are what the
+    /// scopes granted show of the person.
     func idToken(
-        tenant: Tenant, client: OAuthClient, account: Account, sessionID: UUID, idp: String, scopes: [OAuthScope], nonce: String?,
-        authTime: Date, accessToken: String, now: Date = Date()
+        tenant: Tenant, client: OAuthClient, subject: UUID, claims shown: ScopedClaims, sessionID: UUID, idp: String, nonce: String?,
+        authTime: Date, accessToken: String, now: Date = Date(), signer: (collection: JWTKeyCollection, kid: String)? = nil
     ) async throws -> String {
         let issuedAt = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
-        let shown = ScopedClaims(account: account, scopes: scopes)
         let claims = IDTokenClaims(
-            iss: .init(value: tokens.issuer(for: tenant)), sub: .init(value: account.id.lowercasedString),
+            iss: .init(value: tokens.issuer(for: tenant)), sub: .init(value: subject.lowercasedString),
             aud: .init(value: [client.clientID]),
             exp: .init(value: issuedAt.addingTimeInterval(TimeInterval(tenant.session.accessTokenTTL))), iat: .init(value: issuedAt),
             authTime: Int(authTime.timeIntervalSince1970.rounded(.down)), nonce: nonce, atHash: IDTokenClaims.accessTokenHash(accessToken),
             idp: idp, sid: sessionID.lowercasedString, email: shown.email, emailVerified: shown.emailVerified, name: shown.name,
             givenName: shown.givenName, familyName: shown.familyName)
-        let (collection, kid) = try await tokens.signer(for: tenant, now: now)
+        let (collection, kid): (JWTKeyCollection, String)
+        if let signer { (collection, kid) = signer } else { (collection, kid) = try await tokens.signer(for: tenant, now: now) }
         var header = JWTHeader()
         header.typ = "JWT"
         return try await collection.sign(claims, kid: JWKIdentifier(string: kid), header: header)

@@ -80,6 +80,37 @@ package struct SignInService: Sendable {
         revokeLater: (@Sendable (KeptProviderToken, String) -> Void)?, intent: SignInIntent, platform: String?,
         relyingParty: RelyingPartySession? = nil, context: OperationContext, now: Date
     ) async throws -> SignInOutcome {
+        let signer: (collection: JWTKeyCollection, kid: String)
+        do {
+            signer = try await tokens.signer(for: tenant, now: now)
+        } catch {
+            if let kept, let revokeLater { revokeLater(kept, "the sign-in did not complete") }
+            throw error
+        }
+        let (result, refreshToken) = try await openSession(
+            tenant: tenant, provider: name, verified: verified, kept: kept, revokeLater: revokeLater, intent: intent,
+            platform: platform, relyingParty: relyingParty, context: context, now: now)
+        let access = try await tokens.accessToken(
+            tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: verified.identity.provider.rawValue,
+            clientID: relyingParty?.clientID ?? verified.clientID, scope: relyingParty?.scope, now: now, signer: signer)
+        return SignInOutcome(
+            account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,
+            possibleDuplicate: result.possibleDuplicate,
+            session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken),
+            sessionID: result.sessionID)
+    }
+
+    /// The sign-in without its access token: find or create the account and identity, open the
+    /// session with the refresh token `makeRefreshToken` gives for its id (random by default).
+    /// A relying party's sign-in at the provider's callback stops here (decision 0085): its
+    /// tokens are signed when the client redeems the code. A kept provider token is given back
+    /// when no session opens.
+    package func openSession(
+        tenant: Tenant, provider name: ProviderID, verified: VerifiedProof, kept: KeptProviderToken?,
+        revokeLater: (@Sendable (KeptProviderToken, String) -> Void)?, intent: SignInIntent, platform: String?,
+        relyingParty: RelyingPartySession? = nil, makeRefreshToken: (UUID) -> RefreshToken = RefreshToken.generate(sessionID:),
+        context: OperationContext, now: Date
+    ) async throws -> (result: SignInResult, refreshToken: RefreshToken) {
         let identity = verified.identity
         let giveBack = { (reason: String) in
             if let kept, let revokeLater { revokeLater(kept, reason) }
@@ -91,20 +122,13 @@ package struct SignInService: Sendable {
             giveBack("the sign-in did not complete")
             throw error
         }
-        let signer: (collection: JWTKeyCollection, kid: String)
-        do {
-            signer = try await tokens.signer(for: tenant, now: now)
-        } catch {
-            giveBack("the sign-in did not complete")
-            throw error
-        }
         var newSession = tokens.newSession(for: tenant, now: now)
         newSession.oauthClientID = relyingParty?.clientID
         newSession.oauthScope = relyingParty?.scope
         if let replayKey = verified.replayKey {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
         }
-        let refreshToken = newSession.issueRefreshToken()
+        let refreshToken = newSession.issueRefreshToken(makeRefreshToken)
         let request = SignInRequest(
             tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
             clientID: verified.clientID, platform: platform, session: newSession,
@@ -127,15 +151,8 @@ package struct SignInService: Sendable {
             giveBack("the sign-in did not complete")
             throw intent == .signIn ? SignInFailure.accountNotFound(identity.provider) : SignInFailure.accountDisabled
         }
-        let access = try await tokens.accessToken(
-            tenant: tenant, accountID: result.account.id, sessionID: result.sessionID, idp: identity.provider.rawValue,
-            clientID: relyingParty?.clientID ?? verified.clientID, scope: relyingParty?.scope, now: now, signer: signer)
         await loginCatalogs?.noteSignIn(tenant: tenant, provider: name, platform: platform, logger: context.logger)
-        return SignInOutcome(
-            account: result.account, identity: result.identity, isNewAccount: result.isNewAccount, linkedBy: result.linkedBy,
-            possibleDuplicate: result.possibleDuplicate,
-            session: IssuedSession(accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken),
-            sessionID: result.sessionID)
+        return (result, refreshToken)
     }
 
     /// A sign-in of an Apple team transfer's window carries the new team's `sub` and the

@@ -27,10 +27,9 @@ struct WebSignInGrant: Sendable, Equatable {
     /// as the identity keeps it.
     var keptRaw: String?
     var keptSealed: Data?
-    /// The relying party that asked for the sign-in (decision 0082): the grant is then its
-    /// authorization code's, redeemed at the token endpoint against what it asked.
-    var relyingParty: RelyingParty?
 
+    /// The relying party that asked for a sign-in (decision 0082), as its authorization code's
+    /// grant keeps it (``AuthorizationCodeGrant``), to redeem the code against what it asked.
     struct RelyingParty: Sendable, Equatable {
         var clientID: String
         var redirectURI: String
@@ -105,7 +104,6 @@ struct WebSignInGrant: Sendable, Equatable {
         object["kept_raw"] = keptRaw.map(JSONValue.string)
         object["transfer_sub"] = transferSubject.map(JSONValue.string)
         object["kept_sealed"] = keptSealed.map { .string($0.base64EncodedString()) }
-        object["relying_party"] = relyingParty?.json
         var writer = JSONWriter(capacity: 1_024)
         writer.value(.object(object))
         return writer.bytes
@@ -139,11 +137,6 @@ struct WebSignInGrant: Sendable, Equatable {
         self.keptRaw = object["kept_raw"]?.string
         self.transferSubject = object["transfer_sub"]?.string
         self.keptSealed = object["kept_sealed"]?.string.flatMap { Data(base64Encoded: $0) }
-        if object["relying_party"] != nil {
-            // A relying party's grant that does not read back is no grant.
-            guard let party = RelyingParty(json: object["relying_party"]) else { return nil }
-            self.relyingParty = party
-        }
     }
 
     var verified: VerifiedProof? {

@@ -18,6 +18,8 @@ package struct WebSignInService: Sendable {
     package let signIn: SignInService
     package let secrets: SecretBox
     package let events: SecurityEventRecorder
+    /// The tenants by id: a relying party's sign-in completes at the callback (decision 0085).
+    package let tenants: TenantDirectory
     /// The keys the nonce and the PKCE verifier are derived from the state with (decision 0038),
     /// derived from the master key once per process.
     package let keys: Keys
@@ -30,11 +32,15 @@ package struct WebSignInService: Sendable {
         /// The broker code a callback answers with is derived from its state (decision 0069),
         /// so a repeat of the callback hands back the same one.
         let code: SymmetricKey
+        /// The first refresh token of a relying party's session is derived from its
+        /// authorization code (decision 0085), so that it is stored only as a hash.
+        let refreshToken: SymmetricKey
 
         package init(secrets: SecretBox) {
             nonce = secrets.derivedKey(purpose: "web-sign-in-nonce")
             pkce = secrets.derivedKey(purpose: "web-sign-in-pkce")
             code = secrets.derivedKey(purpose: "web-sign-in-code")
+            refreshToken = secrets.derivedKey(purpose: "authorization-code-refresh-token")
         }
     }
 
@@ -177,15 +183,15 @@ package struct WebSignInService: Sendable {
                         try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent)
                     }
                 }, now)
+            if let party = stored.relyingParty {
+                return try await signInRelyingParty(
+                    party, verification: verification, stored: stored, provider: provider, code: code, context: context, now: now)
+            }
             let kept: Bool
             do {
-                var grant = WebSignInGrant(verification, intent: stored.intent)
-                if let party = stored.relyingParty {
-                    grant.relyingParty = WebSignInGrant.RelyingParty(
-                        clientID: party.clientID, redirectURI: stored.returnURL, request: party.request, authTime: now)
-                }
-                let json = grant.json
-                let sealed = try secrets.seal(json, context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
+                let sealed = try secrets.seal(
+                    WebSignInGrant(verification, intent: stored.intent).json,
+                    context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
                 kept = try await database.webSignIns.takeState(
                     hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code),
                     codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
@@ -205,6 +211,73 @@ package struct WebSignInService: Sendable {
             return await fail(callbackError(error, stored: stored, provider: provider, context: context))
         }
     }
+
+    /// A relying party's sign-in at the callback (decision 0085): the person signs in here, as a
+    /// native sign-in of the same identity would, and the session opens for the client with the
+    /// refresh token its authorization code derives; the code then names the session and keeps,
+    /// sealed, what the token endpoint answers it with.
+    private func signInRelyingParty(
+        _ party: WebSignInState.RelyingParty, verification: WebVerification, stored: WebSignInState, provider: ProviderID,
+        code: String, context: OperationContext, now: Date
+    ) async throws -> CallbackOutcome {
+        let verified = verification.verified
+        let tenant: Tenant
+        do {
+            guard let found = try await tenants.tenant(id: stored.tenantID), found.status == .active else {
+                throw TenantNotActive()
+            }
+            tenant = found
+        } catch {
+            if let token = verification.kept { verification.revokeLater?(token, "the sign-in did not complete") }
+            throw error
+        }
+        let session = RelyingPartySession(clientID: party.clientID, scope: OAuthScope.text(party.request.scopes))
+        let refreshKey = keys.refreshToken
+        let (result, _) = try await signIn.openSession(
+            tenant: tenant, provider: provider, verified: verified, kept: verification.kept, revokeLater: verification.revokeLater,
+            intent: stored.intent, platform: "web", relyingParty: session,
+            makeRefreshToken: { RefreshToken.derived(sessionID: $0, from: code, key: refreshKey) }, context: context, now: now)
+        let grant = AuthorizationCodeGrant(
+            relyingParty: WebSignInGrant.RelyingParty(
+                clientID: party.clientID, redirectURI: stored.returnURL, request: party.request, authTime: now),
+            accountID: result.account.id, sessionID: result.sessionID, idp: verified.identity.provider.rawValue,
+            claims: ScopedClaims(account: result.account, scopes: party.request.scopes))
+        let kept: Bool
+        do {
+            let sealed = try secrets.seal(grant.json, context: AuthorizationCodeGrant.sealingContext(tenantID: tenant.id))
+            kept = try await database.webSignIns.takeState(
+                hash: stored.stateHash, keepingGrant: sealed, codeHash: Self.hash(code),
+                codeExpiresAt: now.addingTimeInterval(Self.codeLifetime), sessionID: result.sessionID, now: now)
+        } catch {
+            await endUnanswered(result.sessionID, tenantID: tenant.id, context: context)
+            throw error
+        }
+        guard kept else {
+            // Another callback with this state answered first (its claim lapsed meanwhile), or
+            // it expired: the session nobody will hold ends.
+            await endUnanswered(result.sessionID, tenantID: tenant.id, context: context)
+            return .invalidState
+        }
+        return Self.sendBack(to: stored.returnURL, callerState: stored.callerState, relyingParty: party.request, .code(code))
+    }
+
+    /// Ends a relying party's session whose code was never handed out (best effort: the code's
+    /// sweep would not find it, and nobody holds its tokens).
+    private func endUnanswered(_ sessionID: UUID, tenantID: UUID, context: OperationContext) async {
+        do {
+            try await TenantScope.tenant(tenantID) {
+                _ = try await database.sessions.revoke(tenantID: tenantID, sessionID: sessionID, reason: "authorization_code_not_issued")
+            }
+        } catch {
+            context.logger.warning(
+                "web sign-in callback: a session whose code was not handed out could not be ended",
+                metadata: ["session_id": "\(sessionID.lowercasedString)"])
+        }
+    }
+
+    /// The tenant of a relying party's sign-in was turned off while the person was at the
+    /// provider.
+    private struct TenantNotActive: Error {}
 
     private enum Claim {
         case claimed((state: WebSignInState, account: SubjectAccountStatus?))
@@ -316,6 +389,8 @@ package struct WebSignInService: Sendable {
             case .tokenReplayed: return "invalid_token"
             case .unknownProvider: return "provider_not_enabled"
             }
+        case is TenantNotActive:
+            return "tenant_not_active"
         case let failure as WebClientFailure:
             if case .notSupported = failure { return "web_flow_not_supported" }
             return "web_flow_not_supported"
@@ -362,34 +437,42 @@ package struct WebSignInService: Sendable {
                     codeHash: Self.hash(code), tenantID: tenant.id, provider: provider.rawValue, now: now)
             else { throw WebSignInFailure.invalidGrant }
             let grant = try open(sealed, tenant: tenant, provider: provider)
-            return try await complete(grant, tenant: tenant, provider: provider, relyingParty: nil, context: context, now: now)
+            return try await complete(grant, tenant: tenant, provider: provider, context: context, now: now)
         }
     }
 
-    /// What a relying party's authorization code opened (decision 0082).
+    /// What a relying party's authorization code opened (decisions 0082, 0085): the session of
+    /// the sign-in at the provider's callback, and the refresh token the code derives for it.
     package struct Redeemed: Sendable {
-        package let outcome: SignInOutcome
+        package let accountID: UUID
+        package let sessionID: UUID
+        package let idp: String
+        package let claims: ScopedClaims
+        package let refreshToken: RefreshToken
         package let scopes: [OAuthScope]
         package let nonce: String?
         package let authTime: Date
     }
 
-    /// Redeems a relying party's authorization code at the token endpoint (decision 0082): once,
-    /// for the client it was issued to, with the redirect URI it was asked with and the PKCE
-    /// verifier of its challenge; the sign-in then completes as the REST API's exchange does,
-    /// its session the client's. A second use ends the session the first opened (RFC 6749
-    /// §4.1.2). Throws ``TokenEndpointError/invalidGrant(_:)`` for every refusal.
+    /// Redeems a relying party's authorization code at the token endpoint (decisions 0082, 0085):
+    /// once, for the client it was issued to, with the redirect URI it was asked with and the
+    /// PKCE verifier of its challenge. The person signed in at the provider's callback; the code
+    /// names the session that opened, which a refused redemption ends, and so does a second use
+    /// of the code (RFC 6749 §4.1.2). Throws ``TokenEndpointError/invalidGrant(_:)`` for every
+    /// refusal.
     package func redeem(
         code: String, client: OAuthClient, tenant: Tenant, redirectURI: String?, codeVerifier: String?, context: OperationContext,
         now: Date = Date()
     ) async throws -> Redeemed {
         try await TenantScope.tenant(tenant.id) {
             guard !code.isEmpty, code.utf8.count <= 128 else { throw TokenEndpointError.invalidGrant("The code is malformed.") }
-            let codeHash = Self.hash(code)
             let sealed: Data
-            let provider: ProviderID
-            switch try await database.webSignIns.redeem(codeHash: codeHash, tenantID: tenant.id, clientID: client.clientID, now: now) {
-            case .unknown:
+            let sessionID: UUID
+            switch try await database.webSignIns.redeem(codeHash: Self.hash(code), tenantID: tenant.id, clientID: client.clientID, now: now)
+            {
+            case .unknown, .redeemed(_, _, nil):
+                // A code kept before codes named their session is refused like an unknown one:
+                // it lived a minute, and the person signs in again.
                 throw TokenEndpointError.invalidGrant("The code is unknown, expired, or another client's.")
             case .usedBefore(let sessionID):
                 if let sessionID {
@@ -398,42 +481,37 @@ package struct WebSignInService: Sendable {
                 context.logger.notice(
                     "authorization code used twice: the session it opened is ended", metadata: ["client_id": "\(client.clientID)"])
                 throw TokenEndpointError.invalidGrant("The code was used before; the session it opened has been ended.")
-            case .redeemed(let found, let name):
-                guard let id = ProviderID(rawValue: name) else { throw TokenEndpointError.invalidGrant("The code is unknown.") }
-                (sealed, provider) = (found, id)
+            case .redeemed(let found, _, let named?):
+                (sealed, sessionID) = (found, named)
             }
-            let grant = try open(sealed, tenant: tenant, provider: provider)
-            guard let party = grant.relyingParty, party.clientID == client.clientID else {
-                throw TokenEndpointError.invalidGrant("The code is unknown, expired, or another client's.")
-            }
-            // Every check failed from here spends the code with nothing opened: a kept provider
-            // token goes back.
-            let refuse = { (reason: String) -> TokenEndpointError in
-                if let kept = grant.kept {
-                    self.giveBack(kept, tenantID: tenant.id, provider: provider, grant: grant, "the code was refused")
-                }
+            // Every check failed from here spends the code and ends its session.
+            let refuse = { (reason: String) async throws -> TokenEndpointError in
+                try await database.sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "authorization_code_refused")
                 return .invalidGrant(reason)
             }
+            let opened = try secrets.open(
+                sealed, context: AuthorizationCodeGrant.sealingContext(tenantID: tenant.id), what: "authorization code")
+            guard let grant = AuthorizationCodeGrant(json: opened), grant.sessionID == sessionID,
+                grant.relyingParty.clientID == client.clientID
+            else { throw try await refuse("The code is unknown, expired, or another client's.") }
+            let party = grant.relyingParty
             // RFC 6749 §4.1.3: identical to the authorization request's.
-            guard redirectURI == party.redirectURI else { throw refuse("redirect_uri differs from the authorization request's.") }
+            guard redirectURI == party.redirectURI else {
+                throw try await refuse("redirect_uri differs from the authorization request's.")
+            }
             switch (party.request.codeChallenge, codeVerifier) {
             case (nil, nil): break
-            case (nil, _?): throw refuse("code_verifier was sent, but the authorization request had no code_challenge.")
-            case (_?, nil): throw refuse("code_verifier is missing.")
+            case (nil, _?): throw try await refuse("code_verifier was sent, but the authorization request had no code_challenge.")
+            case (_?, nil): throw try await refuse("code_verifier is missing.")
             case (let challenge?, let verifier?):
                 guard PKCE.verifies(verifier, challenge: challenge) else {
-                    throw refuse("code_verifier does not match the code_challenge.")
+                    throw try await refuse("code_verifier does not match the code_challenge.")
                 }
             }
-            let session = RelyingPartySession(clientID: client.clientID, scope: OAuthScope.text(party.request.scopes))
-            let outcome = try await complete(grant, tenant: tenant, provider: provider, relyingParty: session, context: context, now: now)
-            let sessionID = outcome.sessionID
-            if try await database.webSignIns.recordSession(codeHash: codeHash, tenantID: tenant.id, sessionID: sessionID) {
-                // A second use came while this one signed in: it was refused; so is this one.
-                try await database.sessions.revoke(tenantID: tenant.id, sessionID: sessionID, reason: "authorization_code_reused")
-                throw TokenEndpointError.invalidGrant("The code was used twice; the session it opened has been ended.")
-            }
-            return Redeemed(outcome: outcome, scopes: party.request.scopes, nonce: party.request.nonce, authTime: party.authTime)
+            return Redeemed(
+                accountID: grant.accountID, sessionID: sessionID, idp: grant.idp, claims: grant.claims,
+                refreshToken: RefreshToken.derived(sessionID: sessionID, from: code, key: keys.refreshToken),
+                scopes: party.request.scopes, nonce: party.request.nonce, authTime: party.authTime)
         }
     }
 
@@ -447,7 +525,7 @@ package struct WebSignInService: Sendable {
 
     /// The sign-in a grant vouches for, completed as a native one.
     private func complete(
-        _ grant: WebSignInGrant, tenant: Tenant, provider: ProviderID, relyingParty: RelyingPartySession?, context: OperationContext,
+        _ grant: WebSignInGrant, tenant: Tenant, provider: ProviderID, context: OperationContext,
         now: Date
     ) async throws -> SignInOutcome {
         guard let verified = grant.verified else { throw WebSignInFailure.invalidGrant }
@@ -457,7 +535,7 @@ package struct WebSignInService: Sendable {
             ? nil : { @Sendable [self] token, reason in giveBack(token, tenantID: tenantID, provider: provider, grant: grant, reason) }
         return try await signIn.complete(
             tenant: tenant, provider: provider, verified: verified, kept: grant.kept, revokeLater: revokeLater, intent: grant.signInIntent,
-            platform: "web", relyingParty: relyingParty, context: context, now: now)
+            platform: "web", context: context, now: now)
     }
 
     /// Gives a kept provider token back to the provider that issued it, in the background.

@@ -2,26 +2,27 @@ import BrokerCore
 import Foundation
 import PostgresNIO
 
-/// The authorization codes of the tenants' OpenID Providers (decision 0082): the broker codes
-/// of web sign-ins a relying party asked for, redeemed once by that client at the token
-/// endpoint. A redeemed code keeps no grant, only the session it opened, so that a second use
-/// ends that session (RFC 6749 §4.1.2).
+/// The authorization codes of the tenants' OpenID Providers (decisions 0082, 0085): the broker
+/// codes of web sign-ins a relying party asked for, each naming the session the person's sign-in
+/// opened at the provider's callback, redeemed once by that client at the token endpoint. A
+/// redeemed code keeps no grant, only its session, so that a second use ends that session
+/// (RFC 6749 §4.1.2).
 extension WebSignInRepository {
     /// How long a redeemed code is kept past its expiry for a second use to be recognised.
     static let redeemedCodeKept: TimeInterval = 3_600
 
     public enum Redemption: Sendable, Equatable {
-        /// The code was this client's, unexpired and unredeemed: its sealed grant, now spent.
-        case redeemed(sealed: Data, provider: String)
-        /// The code was redeemed before: the session the first redemption opened (nil while it
-        /// has not recorded one; it then ends it itself, ``recordSession(codeHash:tenantID:sessionID:)``).
+        /// The code was this client's, unexpired and unredeemed: its sealed grant, now spent, and
+        /// the session it names (nil for a code kept before codes named their session).
+        case redeemed(sealed: Data, provider: String, sessionID: UUID?)
+        /// The code was redeemed before: the session it names.
         case usedBefore(sessionID: UUID?)
         /// No such code of this client, or expired.
         case unknown
     }
 
-    /// Redeems the code with this hash for `clientID`, once. A code of another client or tenant
-    /// is left alone.
+    /// Redeems the code with this hash for `clientID`, once: one statement on an unlogged table,
+    /// so its commit waits for no disk. A code of another client or tenant is left alone.
     public func redeem(codeHash: Data, tenantID: UUID, clientID: String, now: Date) async throws -> Redemption {
         // The grant is read before the update empties it (PostgreSQL 15 has no `RETURNING old`):
         // a concurrent redemption waits on the row lock and then finds it redeemed.
@@ -31,11 +32,11 @@ extension WebSignInRepository {
             FROM (SELECT code_hash, grant_sealed FROM web_sign_in_codes
                 WHERE code_hash = \(codeHash) AND tenant_id = \(tenantID) AND oauth_client_id = \(clientID) FOR UPDATE) o
             WHERE c.code_hash = o.code_hash AND c.tenant_id = \(tenantID) AND c.redeemed_at IS NULL AND c.expires_at > \(now)
-            RETURNING o.grant_sealed, c.provider
+            RETURNING o.grant_sealed, c.provider, c.session_id
             """, logger: logger)
         if let row = rows.first {
             var reader = RowReader(row)
-            return .redeemed(sealed: try reader.next(), provider: try reader.next())
+            return .redeemed(sealed: try reader.next(), provider: try reader.next(), sessionID: try reader.next())
         }
         let used = try await client.rows(
             """
@@ -46,19 +47,5 @@ extension WebSignInRepository {
         guard let row = used.first else { return .unknown }
         var reader = RowReader(row)
         return .usedBefore(sessionID: try reader.next())
-    }
-
-    /// Records the session a redeemed code opened; true when a second use of the code came
-    /// meanwhile (the caller then ends the session and refuses the code, as the second use was).
-    public func recordSession(codeHash: Data, tenantID: UUID, sessionID: UUID) async throws -> Bool {
-        let rows = try await client.rows(
-            """
-            UPDATE web_sign_in_codes SET session_id = \(sessionID)
-            WHERE code_hash = \(codeHash) AND tenant_id = \(tenantID) AND redeemed_at IS NOT NULL
-            RETURNING reused_at IS NOT NULL
-            """, logger: logger)
-        guard let row = rows.first else { return false }
-        var reader = RowReader(row)
-        return try reader.next()
     }
 }

@@ -166,9 +166,12 @@ public struct WebSignInRepository: Sendable {
     /// Answers the state with a code and keeps the verified sign-in under the hash of that broker
     /// code, in one statement and one commit; false when the state was answered (or expired)
     /// meanwhile, and then nothing is kept. The code belongs to the state's tenant and provider.
-    public func takeState(hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, now: Date) async throws -> Bool {
+    public func takeState(
+        hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, sessionID: UUID? = nil, now: Date
+    ) async throws -> Bool {
         try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
-            let statement = TakeStateStatement(hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now)
+            let statement = TakeStateStatement(
+                hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now, sessionID: sessionID)
             return try await !client.rows(statement, logger: logger).isEmpty
         }
     }
@@ -197,12 +200,21 @@ public struct WebSignInRepository: Sendable {
             let states = try await client.rows(
                 "DELETE FROM web_sign_in_states WHERE expires_at < \(now) RETURNING 1", logger: logger)
             // A redeemed authorization code stays an hour past its expiry: a second use within it
-            // still ends the session the first opened (decision 0082).
+            // still ends the session the first opened (decision 0082). The session of a code
+            // that expired unredeemed ends with it: nobody holds its tokens (decision 0085).
             let codes = try await client.rows(
                 """
-                DELETE FROM web_sign_in_codes
-                WHERE expires_at < \(now) AND (redeemed_at IS NULL OR expires_at < \(now.addingTimeInterval(-Self.redeemedCodeKept)))
-                RETURNING 1
+                WITH gone AS (
+                    DELETE FROM web_sign_in_codes
+                    WHERE expires_at < \(now) AND (redeemed_at IS NULL OR expires_at < \(now.addingTimeInterval(-Self.redeemedCodeKept)))
+                    RETURNING tenant_id, session_id, redeemed_at IS NULL AS unredeemed
+                ), ended AS (
+                    UPDATE sessions s SET revoked_at = now(), revoke_reason = 'authorization_code_not_redeemed'
+                    FROM gone g
+                    WHERE g.unredeemed AND s.id = g.session_id AND s.tenant_id = g.tenant_id AND s.revoked_at IS NULL
+                    RETURNING 1
+                )
+                SELECT 1 FROM gone
                 """, logger: logger)
             return states.count + codes.count
         }

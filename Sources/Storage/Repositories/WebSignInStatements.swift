@@ -86,8 +86,8 @@ extension WebSignInRepository {
                 WHERE state_hash = $1::bytea AND expires_at > $5::timestamptz AND NOT code_issued AND error IS NULL
                 RETURNING tenant_id, provider, oauth_client_id
             )
-            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at, oauth_client_id)
-            SELECT $2::bytea, t.tenant_id, t.provider, $3::bytea, $4::timestamptz, t.oauth_client_id FROM taken t
+            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at, oauth_client_id, session_id)
+            SELECT $2::bytea, t.tenant_id, t.provider, $3::bytea, $4::timestamptz, t.oauth_client_id, $6::uuid FROM taken t
             RETURNING 1::int4
             """
 
@@ -96,14 +96,17 @@ extension WebSignInRepository {
         let sealed: Data
         let codeExpiresAt: Date
         let now: Date
+        /// The session a relying party's sign-in opened at the callback (decision 0085).
+        let sessionID: UUID?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
+            var bindings = PostgresBindings(capacity: 6)
             try bindings.append(hash)
             try bindings.append(codeHash)
             try bindings.append(sealed)
             bindings.append(codeExpiresAt)
             bindings.append(now)
+            bindings.append(sessionID)
             return bindings
         }
 
