@@ -10,14 +10,14 @@
 #   upstream   MockIdP's authorize (Apple's page with its form_post form; line's redirect):
 #              not the broker, not counted
 #   callback   POST /apple/callback or GET /oidc/callback: the state taken, the provider's code
-#              exchanged and its id token verified, what it vouched for sealed under a code for
-#              the relying party, 303 to its redirect URI
-#   token      POST /t/bench/token: the client authenticated, the code redeemed (PKCE), the
-#              person signed in (account, identity, session), the ID token signed, the access
-#              and refresh tokens issued
+#              exchanged and its id token verified, the person signed in (account, identity,
+#              the client's session; decision 0085), the code kept naming the session, 303 to
+#              the relying party's redirect URI
+#   token      POST /t/bench/token: the client authenticated, the code redeemed (one statement)
+#              and checked (PKCE), the access and ID tokens signed, the refresh token derived
 # Each phase sends every request once and is timed from its first to its last answer; "whole
 # flow" is the people signed in over the three broker phases' time together.
-# STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each token phase printed
+# STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each callback and token phase printed
 # (not in measured runs: tracking costs PostgreSQL time).
 # Usage: [BIN=DIR] [FLOWS=N] [STATEMENTS=1] Benchmarks/e2e/code-flow.sh
 export TARGET=tcp
@@ -69,16 +69,19 @@ flow() {
     cpu_report "$count"
     if [ "$provider" = apple ]; then
         phase upstream "$idp" "$work/upstream.txt" "$work/callback.txt" EXTRACT=apple_form >/dev/null
+        reset_statements
         cpu_start
         phase callback "$base" "$work/callback.txt" "$work/token.txt" CONTENT_TYPE=application/x-www-form-urlencoded \
             EXTRACT=oauth_code EXCHANGE_PATH=/t/bench/token TOKEN_FORM="$token_form" | tee "$work/callback.out"
     else
         phase upstream "$idp" "$work/upstream.txt" "$work/callback.txt" EXTRACT=location >/dev/null
+        reset_statements
         cpu_start
         phase callback "$base" "$work/callback.txt" "$work/token.txt" \
             EXTRACT=oauth_code EXCHANGE_PATH=/t/bench/token TOKEN_FORM="$token_form" | tee "$work/callback.out"
     fi
     cpu_report "$(wc -l <"$work/token.txt")"
+    statements
     reset_statements
     cpu_start
     phase token "$base" "$work/token.txt" "$work/sessions.txt" API_KEY= CONTENT_TYPE=application/x-www-form-urlencoded EXTRACT=none |

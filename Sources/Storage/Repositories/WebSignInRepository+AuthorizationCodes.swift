@@ -24,19 +24,9 @@ extension WebSignInRepository {
     /// Redeems the code with this hash for `clientID`, once: one statement on an unlogged table,
     /// so its commit waits for no disk. A code of another client or tenant is left alone.
     public func redeem(codeHash: Data, tenantID: UUID, clientID: String, now: Date) async throws -> Redemption {
-        // The grant is read before the update empties it (PostgreSQL 15 has no `RETURNING old`):
-        // a concurrent redemption waits on the row lock and then finds it redeemed.
-        let rows = try await client.rows(
-            """
-            UPDATE web_sign_in_codes c SET redeemed_at = \(now), grant_sealed = '\\x'::bytea
-            FROM (SELECT code_hash, grant_sealed FROM web_sign_in_codes
-                WHERE code_hash = \(codeHash) AND tenant_id = \(tenantID) AND oauth_client_id = \(clientID) FOR UPDATE) o
-            WHERE c.code_hash = o.code_hash AND c.tenant_id = \(tenantID) AND c.redeemed_at IS NULL AND c.expires_at > \(now)
-            RETURNING o.grant_sealed, c.provider, c.session_id
-            """, logger: logger)
-        if let row = rows.first {
-            var reader = RowReader(row)
-            return .redeemed(sealed: try reader.next(), provider: try reader.next(), sessionID: try reader.next())
+        let statement = RedeemCodeStatement(codeHash: codeHash, tenantID: tenantID, clientID: clientID, now: now)
+        if let (sealed, provider, sessionID) = try await client.rows(statement, logger: logger).first {
+            return .redeemed(sealed: sealed, provider: provider, sessionID: sessionID)
         }
         let used = try await client.rows(
             """
@@ -47,5 +37,41 @@ extension WebSignInRepository {
         guard let row = used.first else { return .unknown }
         var reader = RowReader(row)
         return .usedBefore(sessionID: try reader.next())
+    }
+
+    /// A code's redemption, the one statement of a code exchange: prepared once per connection,
+    /// so that PostgreSQL only binds and runs it. The grant is read before the update empties it
+    /// (PostgreSQL 15 has no `RETURNING old`): a concurrent redemption waits on the row lock and
+    /// then finds it redeemed.
+    struct RedeemCodeStatement: PostgresPreparedStatement {
+        typealias Row = (sealed: Data, provider: String, sessionID: UUID?)
+
+        static let name = "ib_redeem_authorization_code"
+        static let sql = """
+            UPDATE web_sign_in_codes c SET redeemed_at = $4::timestamptz, grant_sealed = '\\x'::bytea
+            FROM (SELECT code_hash, grant_sealed FROM web_sign_in_codes
+                WHERE code_hash = $1::bytea AND tenant_id = $2::uuid AND oauth_client_id = $3::text FOR UPDATE) o
+            WHERE c.code_hash = o.code_hash AND c.tenant_id = $2::uuid AND c.redeemed_at IS NULL AND c.expires_at > $4::timestamptz
+            RETURNING o.grant_sealed, c.provider, c.session_id
+            """
+
+        let codeHash: Data
+        let tenantID: UUID
+        let clientID: String
+        let now: Date
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 4)
+            try bindings.append(codeHash)
+            bindings.append(tenantID)
+            bindings.append(clientID)
+            bindings.append(now)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            var reader = RowReader(row)
+            return (try reader.next(), try reader.next(), try reader.next())
+        }
     }
 }
