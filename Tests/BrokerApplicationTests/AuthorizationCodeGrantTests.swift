@@ -18,7 +18,7 @@ import Testing
         claims.familyName = family
         claims.name = [given, family].compactMap { $0 }.joined(separator: " ")
         return AuthorizationCodeGrant(
-            relyingParty: WebSignInGrant.RelyingParty(
+            relyingParty: AuthorizationCodeGrant.RelyingParty(
                 clientID: "ibc_web", redirectURI: "https://app.example.com/callback?x=\"1\"",
                 request: KeptClientRequest(
                     issuer: "https://broker.example/t/acme", scopes: [.openid, .email, .profile], nonce: nonce, codeChallenge: challenge),

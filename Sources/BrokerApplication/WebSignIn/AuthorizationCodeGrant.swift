@@ -8,12 +8,45 @@ import Foundation
 /// ID token shows for the scope granted. Its tokens are not in it: the access and ID tokens are
 /// signed at the token endpoint, and the refresh token is derived again from the code.
 struct AuthorizationCodeGrant: Sendable, Equatable {
-    var relyingParty: WebSignInGrant.RelyingParty
+    var relyingParty: RelyingParty
     var accountID: UUID
     var sessionID: UUID
     /// The provider the person signed in with (the tokens' `idp`).
     var idp: String
     var claims: ScopedClaims
+
+    /// The relying party that asked for the sign-in (decision 0082), to redeem the code against
+    /// what it asked.
+    struct RelyingParty: Sendable, Equatable {
+        var clientID: String
+        var redirectURI: String
+        var request: KeptClientRequest
+        /// When the provider's callback vouched for the person (the ID token's `auth_time`).
+        var authTime: Date
+
+        var json: JSONValue {
+            .object([
+                "client_id": .string(clientID), "redirect_uri": .string(redirectURI), "request": .string(request.json),
+                "auth_time": .number(authTime.timeIntervalSince1970),
+            ])
+        }
+
+        init(clientID: String, redirectURI: String, request: KeptClientRequest, authTime: Date) {
+            self.clientID = clientID
+            self.redirectURI = redirectURI
+            self.request = request
+            self.authTime = authTime
+        }
+
+        init?(json: JSONValue?) {
+            guard let object = json?.object, let clientID = object["client_id"]?.string,
+                let redirectURI = object["redirect_uri"]?.string,
+                let request = object["request"]?.string.flatMap(KeptClientRequest.init(json:)),
+                let authTime = object["auth_time"]?.number
+            else { return nil }
+            self.init(clientID: clientID, redirectURI: redirectURI, request: request, authTime: Date(timeIntervalSince1970: authTime))
+        }
+    }
 
     var json: [UInt8] {
         var claimed: [String: JSONValue] = [:]
@@ -31,7 +64,7 @@ struct AuthorizationCodeGrant: Sendable, Equatable {
         return writer.bytes
     }
 
-    init(relyingParty: WebSignInGrant.RelyingParty, accountID: UUID, sessionID: UUID, idp: String, claims: ScopedClaims) {
+    init(relyingParty: RelyingParty, accountID: UUID, sessionID: UUID, idp: String, claims: ScopedClaims) {
         self.relyingParty = relyingParty
         self.accountID = accountID
         self.sessionID = sessionID
@@ -42,7 +75,7 @@ struct AuthorizationCodeGrant: Sendable, Equatable {
     /// Reads what ``json`` wrote; nil for anything else (a web sign-in's grant among them).
     init?(json bytes: some Collection<UInt8>) {
         guard let object = (try? JSONValue.parse(bytes, maxDepth: 3))?.object,
-            let relyingParty = WebSignInGrant.RelyingParty(json: object["relying_party"]),
+            let relyingParty = RelyingParty(json: object["relying_party"]),
             let accountID = object["account_id"]?.string.flatMap(UUID.init(uuidString:)),
             let sessionID = object["session_id"]?.string.flatMap(UUID.init(uuidString:)), let idp = object["idp"]?.string,
             let claimed = object["claims"]?.object

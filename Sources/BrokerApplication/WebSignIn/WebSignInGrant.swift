@@ -28,39 +28,6 @@ struct WebSignInGrant: Sendable, Equatable {
     var keptRaw: String?
     var keptSealed: Data?
 
-    /// The relying party that asked for a sign-in (decision 0082), as its authorization code's
-    /// grant keeps it (``AuthorizationCodeGrant``), to redeem the code against what it asked.
-    struct RelyingParty: Sendable, Equatable {
-        var clientID: String
-        var redirectURI: String
-        var request: KeptClientRequest
-        /// When the provider's callback vouched for the person (the ID token's `auth_time`).
-        var authTime: Date
-
-        var json: JSONValue {
-            .object([
-                "client_id": .string(clientID), "redirect_uri": .string(redirectURI), "request": .string(request.json),
-                "auth_time": .number(authTime.timeIntervalSince1970),
-            ])
-        }
-
-        init(clientID: String, redirectURI: String, request: KeptClientRequest, authTime: Date) {
-            self.clientID = clientID
-            self.redirectURI = redirectURI
-            self.request = request
-            self.authTime = authTime
-        }
-
-        init?(json: JSONValue?) {
-            guard let object = json?.object, let clientID = object["client_id"]?.string,
-                let redirectURI = object["redirect_uri"]?.string,
-                let request = object["request"]?.string.flatMap(KeptClientRequest.init(json:)),
-                let authTime = object["auth_time"]?.number
-            else { return nil }
-            self.init(clientID: clientID, redirectURI: redirectURI, request: request, authTime: Date(timeIntervalSince1970: authTime))
-        }
-    }
-
     init(_ verification: WebVerification, intent: SignInIntent) {
         let verified = verification.verified
         let identity = verified.identity

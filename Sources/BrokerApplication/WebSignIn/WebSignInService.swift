@@ -238,7 +238,7 @@ package struct WebSignInService: Sendable {
             intent: stored.intent, platform: "web", relyingParty: session,
             makeRefreshToken: { RefreshToken.derived(sessionID: $0, from: code, key: refreshKey) }, context: context, now: now)
         let grant = AuthorizationCodeGrant(
-            relyingParty: WebSignInGrant.RelyingParty(
+            relyingParty: AuthorizationCodeGrant.RelyingParty(
                 clientID: party.clientID, redirectURI: stored.returnURL, request: party.request, authTime: now),
             accountID: result.account.id, sessionID: result.sessionID, idp: verified.identity.provider.rawValue,
             claims: ScopedClaims(account: result.account, scopes: party.request.scopes))
