@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build, run and test the broker: the PostgreSQL server
-# and the C libraries the packages link (libssl, libpq, libcurl). Safe to run again; does nothing when all is there.
+# and the C libraries the packages link (libssl, libpq, libcurl); with --tests, PgBouncer too.
+# Safe to run again; does nothing when all is there.
 set -euo pipefail
 
 packages=(postgresql libssl-dev libpq-dev libcurl4-openssl-dev)
+# --tests: what only the tests use besides: Debian's PgBouncer, which PoolerTests put in front of
+# the test cluster (decision 0086).
+if [[ "${1:-}" == --tests ]]; then packages+=(pgbouncer); fi
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -4,7 +4,7 @@
 # decision records against their index and the code's formatting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 
 # The OpenAPI contract must validate with a stock validator.
 python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install -q openapi-spec-validator
@@ -65,6 +65,8 @@ run_pg "$bin_dir/psql" -h "$work/run" -U postgres -d postgres -qX -c "CREATE ROL
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-12}"
 export BROKER_TEST_DATABASE_URL="postgres:///postgres?host=$work/run&user=postgres"
 export BROKER_POSTGRES_BIN="$bin_dir"
+# Debian's PgBouncer, put in front of the cluster by PoolerTests (decision 0086).
+export BROKER_PGBOUNCER="${BROKER_PGBOUNCER:-/usr/sbin/pgbouncer}"
 
 swift build --build-tests
 export BROKER_BIN="$(swift build --show-bin-path)/broker"

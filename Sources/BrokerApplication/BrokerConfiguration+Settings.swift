@@ -56,9 +56,28 @@ extension BrokerConfiguration {
             Where each statement's tenant scope is set (the tenant wall, decision 0055). `connection`: on the \
             connection, when it serves another tenant than before (free while it serves one). `transaction`: \
             in a transaction around every statement, for a pooler in transaction mode such as PgBouncer's \
-            `pool_mode = transaction` (three more round trips for a statement on its own). Any other value is \
-            refused. See the operator guide's [The tenant \
+            `pool_mode = transaction` (three more round trips for a statement on its own; the statement \
+            timeout, `jit` and `plan_cache_mode` are then set in that transaction too, and no connection sends \
+            them at start). `broker serve` refuses `connection` behind a pooler in transaction mode (decision \
+            0086). Any other value is refused. See the operator guide's [The tenant \
             wall](operator-guide.md#the-tenant-wall-row-level-security).
+            """),
+        Setting(
+            "BROKER_DB_PREPARED_STATEMENTS", .database, default: "`named`",
+            """
+            How the broker's most frequent statements are sent (decision 0086). `named`: prepared once per \
+            connection and then only bound and run. `unnamed`: sent whole and parsed with every execution, \
+            for a pooler in transaction mode that cannot carry named prepared statements (PgBouncer before \
+            1.21, or `max_prepared_statements = 0`). `broker serve` refuses to start with `named` behind a \
+            pooler it finds cannot carry them. Any other value is refused.
+            """),
+        Setting(
+            "BROKER_DB_SESSION_URL", .database, default: "`DATABASE_URL`",
+            """
+            Where the work that holds a session connects: the cache invalidations' `LISTEN`, the migration \
+            lock, an import job's lock (decision 0086). Behind a pooler in transaction mode, PostgreSQL \
+            directly or a pool in session mode; `broker serve` refuses to start without it there, or with one \
+            that is itself in transaction mode. Needs `DATABASE_URL`.
             """),
         Setting(
             "BROKER_DB_SIGN_IN_BATCHES", .database, default: "`2`",

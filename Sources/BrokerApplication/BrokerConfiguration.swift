@@ -56,6 +56,13 @@ public struct BrokerConfiguration: Sendable {
     /// `BROKER_DB_TENANT_SCOPE=transaction`: the tenant scope set in a transaction around every
     /// statement (behind a pooler in transaction mode), not once per connection.
     public var databaseTenantScopePerTransaction: Bool
+    /// `BROKER_DB_PREPARED_STATEMENTS=unnamed`: the broker's hot statements are sent unnamed
+    /// (parsed with every execution) rather than prepared once per connection, for a pooler in
+    /// transaction mode that cannot carry named prepared statements (PgBouncer before 1.21).
+    public var databaseNamedStatements: Bool
+    /// `BROKER_DB_SESSION_URL`: where the work that holds a session connects (the cache
+    /// invalidations' LISTEN, the migration lock, an import job's lock); nil: `DATABASE_URL`.
+    public var databaseSessionURL: String?
     /// `BROKER_REQUEST_TIMEOUT`, `BROKER_HTTP_IDLE_TIMEOUT`, `BROKER_HTTP_MAX_CONNECTIONS`.
     public var httpLimits: HTTPLimits
     /// `BROKER_METRICS_PORT`: `/metrics` is served on its own listener (on `BROKER_HOST`) and
@@ -109,6 +116,18 @@ public struct BrokerConfiguration: Sendable {
             throw .invalidArgument(
                 "BROKER_DB_TENANT_SCOPE must be 'connection' (the default) or 'transaction' (behind a pooler in transaction mode), not '\(other)'."
             )
+        }
+        switch value("BROKER_DB_PREPARED_STATEMENTS") {
+        case nil, "named": databaseNamedStatements = true
+        case "unnamed": databaseNamedStatements = false
+        case let other?:
+            throw .invalidArgument(
+                "BROKER_DB_PREPARED_STATEMENTS must be 'named' (the default) or 'unnamed' (behind a pooler that cannot carry prepared statements, such as PgBouncer before 1.21), not '\(other)'."
+            )
+        }
+        databaseSessionURL = value("BROKER_DB_SESSION_URL")
+        if databaseSessionURL != nil, databaseURL == nil {
+            throw .invalidArgument("BROKER_DB_SESSION_URL needs DATABASE_URL: the embedded default has no pooler to go around.")
         }
         httpLimits = HTTPLimits(
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),

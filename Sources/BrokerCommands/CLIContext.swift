@@ -56,6 +56,17 @@ struct CLIContext {
             urlConfiguration.batchStatementsAtOnce = configuration.databaseSignInBatches
             urlConfiguration.tenantScopePerTransaction = configuration.databaseTenantScopePerTransaction
             urlConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
+            urlConfiguration.namedStatements = configuration.databaseNamedStatements
+            if let sessionURL = configuration.databaseSessionURL {
+                var session: DatabaseConfiguration
+                do { session = try DatabaseConfiguration(url: sessionURL) } catch {
+                    throw BrokerError.invalidArgument(
+                        "BROKER_DB_SESSION_URL must look like postgres://user:password@host:5432/database.",
+                        hint: "Point it at PostgreSQL directly, or at a pool of the pooler in session mode.")
+                }
+                session.connectTimeout = urlConfiguration.connectTimeout
+                urlConfiguration.sessionTarget = session
+            }
             databaseConfiguration = urlConfiguration
             lease = nil
         } else {
@@ -69,6 +80,7 @@ struct CLIContext {
             embeddedConfiguration.batchStatementsAtOnce = configuration.databaseSignInBatches
             embeddedConfiguration.tenantScopePerTransaction = configuration.databaseTenantScopePerTransaction
             embeddedConfiguration.connectTimeout = .seconds(configuration.databaseConnectTimeout)
+            embeddedConfiguration.namedStatements = configuration.databaseNamedStatements
             databaseConfiguration = embeddedConfiguration
         }
         defer { lease?.release() }
@@ -76,6 +88,8 @@ struct CLIContext {
         // that retries a database that is down, missing or refusing us.
         try await DatabaseConnectCheck.check(
             databaseConfiguration, timeout: .seconds(configuration.databaseConnectTimeout), logger: logger)
+        // Through a pooler in transaction mode, only as the broker is set up for one (decision 0086).
+        if lease == nil { try await PoolerRefusal.check(databaseConfiguration, logger: logger) }
         let database = try Database(configuration: databaseConfiguration, logger: logger)
         let isEmbedded = lease != nil
         return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in

@@ -41,6 +41,12 @@ struct DatabaseConnectExplanation {
             code = "database_unavailable"
             message = "PostgreSQL at \(endpoint) is not accepting connections: \(reason)"
             hint = "Wait until PostgreSQL has started (or finished its recovery), then run the command again."
+        case .startupParameterRefused(let endpoint, let parameter):
+            code = "database_pooler_refused_setting"
+            message =
+                "The pooler at \(endpoint) refused the setting '\(parameter)' the broker's connections start with (the statement timeout, jit and plan_cache_mode)."
+            hint =
+                "Behind a pooler in transaction mode set BROKER_DB_TENANT_SCOPE=transaction: each transaction then sets them itself. In session mode, set the pooler's ignore_startup_parameters = statement_timeout,jit,plan_cache_mode and put them on the role (docs/scaling.md, \"Connections and PgBouncer\")."
         case .other(let endpoint, let reason):
             code = "database_unavailable"
             message = "Could not connect to PostgreSQL at \(endpoint): \(reason)"

@@ -64,6 +64,11 @@ func runReporting(json: Bool, _ body: () async throws -> Void) async throws {
         throw ExitCode.failure
     } catch let error as ExitCode {
         throw error
+    } catch let error where DatabaseFailureSummary.explained(error) != nil {
+        report(
+            code: "database_error", message: DatabaseFailureSummary.explained(error) ?? "",
+            hint: "Run again with BROKER_LOG_LEVEL=debug for details; 'broker db status' checks the database.", json: json)
+        throw ExitCode.failure
     } catch {
         report(
             code: "error", message: String(describing: error),

@@ -236,7 +236,7 @@ import Testing
                 let all = try Migration.bundled()
                 let previous = all.filter { $0.version <= previousRelease }
                 #expect(previous.map(\.version) == Array(1...previousRelease))
-                try await Migrator(client: database.client, migrations: previous, logger: TestDatabase.logger).migrate()
+                try await database.migrator(migrations: previous).migrate()
                 try await seedPreviousReleaseData(database.client, appleKey: appleKey)
                 let applied = try await database.migrator().migrate()
                 #expect(applied.map(\.version) == all.filter { $0.version > previousRelease }.map(\.version))

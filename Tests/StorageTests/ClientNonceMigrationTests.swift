@@ -11,7 +11,7 @@ import Testing
     @Test func existingClientsStayOptionalAndNewOnesRequireANonce() async throws {
         try await TestDatabase.withFresh(migrated: false) { database, _ in
             let before = try Migration.bundled().filter { $0.version < 6 }
-            try await Migrator(client: database.client, migrations: before, logger: TestDatabase.logger).migrate()
+            try await database.migrator(migrations: before).migrate()
             // Raw rows: the repositories read columns of later migrations.
             let tenantID = UUID()
             try await database.client.query(

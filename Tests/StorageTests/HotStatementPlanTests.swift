@@ -260,8 +260,7 @@ import Testing
             let tenant = try await TestDatabase.createTenant("analyzed", in: database)
             try await SignInFixtures.loadUnanalyzed(database, tenant: tenant, accounts: 100)
             let next = Migration(version: 9_000, name: "test_next", sql: "COMMENT ON TABLE accounts IS 'test'")
-            let migrator = Migrator(
-                client: database.client, migrations: try Migration.bundled() + [next], logger: TestDatabase.logger)
+            let migrator = database.migrator(migrations: try Migration.bundled() + [next])
             #expect(try await migrator.migrate().map(\.version) == [9_000])
             #expect(try await Self.analyzed("accounts", database))
             #expect(try await Self.analyzed("sessions", database))

@@ -68,7 +68,7 @@ import Testing
                 // A release with a new migration: refused with what to do, nothing applied.
                 var migrations = try Migration.bundled()
                 migrations.append(Migration(version: 9_999, name: "next_release", sql: "CREATE TABLE next_release (id int)"))
-                let next = Migrator(client: serving.client, migrations: migrations, logger: TestDatabase.logger)
+                let next = serving.migrator(migrations: migrations)
                 let error = await #expect(throws: StorageError.self) { try await next.migrate() }
                 guard case .migrationNotPermitted(let message)? = error else { Issue.record("\(String(describing: error))"); return }
                 #expect(message.contains("9999_next_release is pending"))
@@ -82,7 +82,7 @@ import Testing
             var migrations = try Migration.bundled()
             let first = migrations[0]
             migrations[0] = Migration(version: first.version, name: first.name, sql: first.sql + "\n-- edited\n")
-            let edited = Migrator(client: database.client, migrations: migrations, logger: TestDatabase.logger)
+            let edited = database.migrator(migrations: migrations)
             await #expect(throws: StorageError.self) { try await edited.migrate() }
             #expect(try await edited.status().modified.map(\.version) == [first.version])
         }
@@ -91,8 +91,7 @@ import Testing
     @Test func aFailingMigrationRollsBackWhole() async throws {
         try await TestDatabase.withFresh { database, _ in
             let broken = Migration(version: 9_999, name: "broken", sql: "CREATE TABLE half_done (x int);\nSELECT nonsense;")
-            let migrator = Migrator(
-                client: database.client, migrations: try Migration.bundled() + [broken], logger: TestDatabase.logger)
+            let migrator = database.migrator(migrations: try Migration.bundled() + [broken])
             await #expect(throws: (any Error).self) { try await migrator.migrate() }
             let rows = try await database.client.query("SELECT to_regclass('half_done')::text")
             for try await table in rows.decode(String?.self) { #expect(table == nil) }

@@ -11,8 +11,7 @@ import Testing
     @Test func liveTokensMoveOntoTheirSessionsAndSpentOnesStay() async throws {
         try await TestDatabase.withFresh(migrated: false) { database, _ in
             let all = try Migration.bundled()
-            let before = Migrator(
-                client: database.client, migrations: all.filter { $0.version < 3 }, logger: TestDatabase.logger)
+            let before = database.migrator(migrations: all.filter { $0.version < 3 })
             try await before.migrate()
             // A raw row: the repositories read columns of later migrations.
             let tenantID = UUID()

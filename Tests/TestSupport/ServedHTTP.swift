@@ -13,12 +13,13 @@ public enum ServedHTTP {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
-    public static func send(_ method: HTTPMethod, _ url: String, key: String?, json: String? = nil) async -> (
-        status: Int, body: [String: Any]
-    ) {
+    public static func send(
+        _ method: HTTPMethod, _ url: String, key: String?, headers: [String: String] = [:], json: String? = nil
+    ) async -> (status: Int, body: [String: Any]) {
         var request = HTTPClientRequest(url: url)
         request.method = method
         if let key { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: json))

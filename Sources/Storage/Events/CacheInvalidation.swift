@@ -26,7 +26,9 @@ extension Database {
 
     /// Calls `handler` for every invalidation any broker process commits, until cancelled.
     /// Listens on a connection of its own, outside the request pool (a pool of one still
-    /// serves requests: decision 0015); reconnects after a failure, with backoff up to 5 s.
+    /// serves requests: decision 0015), opened where the work that holds a session connects
+    /// (`BROKER_DB_SESSION_URL`, decision 0086: through a pooler in transaction mode no
+    /// notification would arrive); reconnects after a failure, with backoff up to 5 s.
     /// `listening` is called each time it listens, after it dropped everything.
     public func listenForInvalidations(
         listening: @escaping @Sendable () -> Void = {}, _ handler: @escaping @Sendable (CacheTopic, UUID?) async -> Void
@@ -36,7 +38,7 @@ extension Database {
             var opened: PostgresConnection?
             do {
                 let connection = try await PostgresConnection.connect(
-                    configuration: try configuration.connectionConfiguration(), id: 0, logger: logger)
+                    configuration: try configuration.forSessionWork.connectionConfiguration(), id: 0, logger: logger)
                 opened = connection
                 delay = .milliseconds(250)
                 try await connection.listen(on: Self.invalidationChannel) { notifications in

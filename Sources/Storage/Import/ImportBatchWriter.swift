@@ -17,6 +17,9 @@ struct ImportBatchWriter: Sendable {
     /// hanging the import; the job then resumes after its last commit.
     let statementTimeout: Duration
     let logger: Logger
+    /// What each batch's transaction sets beside its tenant scope
+    /// (``DatabaseConfiguration/transactionSettings``).
+    var transactionSettings: [(String, String)] = []
     /// A dry run's memory of what its earlier batches would have written (nil otherwise).
     var dryRunMemory: ImportDryRunMemory? = nil
 
@@ -49,7 +52,10 @@ struct ImportBatchWriter: Sendable {
                     // The batch's scope for its own transaction too: through a pooler in
                     // transaction mode, the session's may be another connection's.
                     let logger = logger
-                    try await withDatabaseDeadline(statementTimeout) { try await connection.setTransactionTenantScope(logger: logger) }
+                    let settings = transactionSettings
+                    try await withDatabaseDeadline(statementTimeout) {
+                        try await connection.setTransactionTenantScope(settings: settings, logger: logger)
+                    }
                     let plan = try await writeBatch(rows, on: connection, beforeInserts: beforeInserts) { found in
                         // The key that was in the way is committed now: a try that finds no key
                         // the last one missed would meet the same violation again.

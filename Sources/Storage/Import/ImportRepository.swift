@@ -7,6 +7,7 @@ extension Database {
     public var imports: ImportRepository {
         ImportRepository(
             client: client, logger: logger, statementTimeout: configuration.statementTimeout + .seconds(1),
+            sessionTarget: configuration.forSessionWork, transactionSettings: configuration.transactionSettings,
             lanes: configuration.maxConnections >= 2 ? 2 : 1)
     }
 }
@@ -20,6 +21,10 @@ public struct ImportRepository: Sendable {
     /// How long each statement of a batch may take before the batch is given up (see
     /// ``ImportBatchWriter/statementTimeout``).
     let statementTimeout: Duration
+    /// Where a job's lock is taken (``withJob(_:_:)``).
+    let sessionTarget: DatabaseConfiguration
+    /// What each batch's transaction sets beside its tenant scope.
+    let transactionSettings: [(String, String)]
     /// The connections a job's batches take turns on: two, or one when the pool has no more
     /// (``ImportSession``).
     var lanes = 2
@@ -124,59 +129,67 @@ public struct ImportRepository: Sendable {
         return try rows.first.map(Self.decodeJob)
     }
 
-    /// Runs `body` with the job held: a connection with a session advisory lock on the job that
-    /// PostgreSQL drops when the connection ends (a killed import leaves no lock behind), and a
-    /// second one its batches take turns with (``ImportSession``).
-    /// Throws ``ImportJobBusy`` when another process holds it.
+    /// Runs `body` with the job held: a session advisory lock on the job, on a connection of its
+    /// own where the work that holds a session connects (``DatabaseConfiguration/forSessionWork``,
+    /// `BROKER_DB_SESSION_URL`; decision 0086), which PostgreSQL drops when the connection ends
+    /// (a killed import leaves no lock behind); and the pool's connections its batches take
+    /// turns on (``ImportSession``). Throws ``ImportJobBusy`` when another process holds it.
     public func withJob<T: Sendable>(
         _ job: Job, _ body: (ImportSession) async throws -> T
     ) async throws -> T {
-        try await client.withScopedConnection(logger: logger) { connection in
+        let key = "import_job:" + job.id.lowercasedString
+        let connection = try await withDatabaseDeadline(sessionTarget.connectTimeout + statementTimeout) { [logger, sessionTarget] in
+            try await PostgresConnection.connect(configuration: try sessionTarget.connectionConfiguration(), id: 0, logger: logger)
+        }
+        // Bounded: a connection an outage cut off may never answer again (the lock then goes
+        // with the connection, which is closed in any case).
+        let (logger, timeout) = (logger, statementTimeout)
+        let release = { @Sendable in
+            _ = try? await withDatabaseDeadline(timeout) {
+                try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(key), 0))", logger: logger)
+            }
+            try? await connection.close()
+        }
+        do {
             let locked =
-                try await connection.query(
-                    "SELECT pg_try_advisory_lock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger
-                ).collect().first?.decode(Bool.self) ?? false
+                try await withDatabaseDeadline(timeout) {
+                    try await connection.query("SELECT pg_try_advisory_lock(hashtextextended(\(key), 0))", logger: logger)
+                        .collect().first?.decode(Bool.self)
+                } ?? false
             guard locked else { throw ImportJobBusy() }
-            // Bounded: a connection an outage cut off may never answer again (the lock
-            // then goes with the connection).
-            let (logger, timeout) = (logger, statementTimeout)
-            let unlock = { @Sendable in
-                _ = try? await withDatabaseDeadline(timeout) {
-                    try await connection.query(
-                        "SELECT pg_advisory_unlock(hashtextextended(\("import_job:" + job.id.lowercasedString), 0))", logger: logger)
+            func run(_ lanes: [PostgresConnection]) async throws -> T {
+                let session = ImportSession(
+                    lanes: lanes, job: job, statementTimeout: timeout, transactionSettings: transactionSettings, logger: logger)
+                do {
+                    let result = try await body(session)
+                    await session.abandonAll()
+                    return result
+                } catch {
+                    await session.abandonAll()
+                    throw error
                 }
             }
-            do {
-                func run(_ lanes: [PostgresConnection]) async throws -> T {
-                    let session = ImportSession(lanes: lanes, job: job, statementTimeout: timeout, logger: logger)
-                    do {
-                        let result = try await body(session)
-                        await session.abandonAll()
-                        return result
-                    } catch {
-                        await session.abandonAll()
-                        throw error
-                    }
-                }
-                // A second connection for the batch after the one in flight (decision 0061),
-                // unless the pool has only one.
-                let result =
-                    lanes < 2
-                    ? try await run([connection])
-                    : try await client.withScopedConnection(logger: logger) { second in try await run([connection, second]) }
-                await unlock()
-                return result
-            } catch {
-                await unlock()
-                throw error
+            // A second connection for the batch after the one in flight (decision 0061),
+            // unless the pool has only one.
+            let result = try await client.withScopedConnection(logger: logger) { first in
+                lanes < 2
+                    ? try await run([first])
+                    : try await client.withScopedConnection(logger: logger) { second in try await run([first, second]) }
             }
+            await release()
+            return result
+        } catch {
+            await release()
+            throw error
         }
     }
 
     /// Writes `rows` in one transaction outside any job (`POST /v1/accounts/import`): the same
     /// rules as a job's batch, each record all or nothing; the rows carry no job id.
     public func write(_ rows: [ImportRow], tenantID: UUID) async throws -> [ImportOutcome] {
-        let writer = ImportBatchWriter(tenantID: tenantID, jobID: nil, dryRun: false, statementTimeout: statementTimeout, logger: logger)
+        let writer = ImportBatchWriter(
+            tenantID: tenantID, jobID: nil, dryRun: false, statementTimeout: statementTimeout, logger: logger,
+            transactionSettings: transactionSettings)
         return try await client.withScopedConnection(logger: logger) { connection in
             try await writer.write(rows, on: connection) { _, _, _ in () }.outcomes
         }
@@ -277,6 +290,9 @@ public struct ImportRepository: Sendable {
         try await client.withScopedConnection(logger: logger) { connection in
             try await connection.query("BEGIN", logger: logger)
             do {
+                // Its own scope for its transaction: through a pooler in transaction mode, the
+                // session's may be another connection's.
+                try await connection.setTransactionTenantScope(settings: transactionSettings, logger: logger)
                 let row = try await connection.query(
                     """
                     WITH kept AS MATERIALIZED (

@@ -24,6 +24,7 @@ public final class ImportSession: Sendable {
     public let job: ImportRepository.Job
     let statementTimeout: Duration
     let logger: Logger
+    let transactionSettings: [(String, String)]
     /// A dry run's memory of what its batches would have written (``ImportDryRunMemory``).
     let dryRunMemory: ImportDryRunMemory?
 
@@ -38,8 +39,12 @@ public final class ImportSession: Sendable {
 
     private let state: Mutex<State>
 
-    init(lanes: [PostgresConnection], job: ImportRepository.Job, statementTimeout: Duration, logger: Logger) {
+    init(
+        lanes: [PostgresConnection], job: ImportRepository.Job, statementTimeout: Duration,
+        transactionSettings: [(String, String)], logger: Logger
+    ) {
         self.lanes = lanes
+        self.transactionSettings = transactionSettings
         self.job = job
         self.statementTimeout = statementTimeout
         self.logger = logger
@@ -50,7 +55,7 @@ public final class ImportSession: Sendable {
     var writer: ImportBatchWriter {
         ImportBatchWriter(
             tenantID: job.tenantID, jobID: job.id, dryRun: job.dryRun, statementTimeout: statementTimeout, logger: logger,
-            dryRunMemory: dryRunMemory)
+            transactionSettings: transactionSettings, dryRunMemory: dryRunMemory)
     }
 
     /// Abandons every batch not yet committed and waits until all have ended: nothing runs on

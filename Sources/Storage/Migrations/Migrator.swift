@@ -4,6 +4,10 @@ import PostgresNIO
 
 /// Applies migrations in order, each in its own transaction, under a PostgreSQL advisory lock
 /// so that concurrent starters are safe: one applies, the others wait and find nothing to do.
+/// The lock is the session's, so the migrator works on a connection of its own opened where the
+/// work that holds a session connects (``DatabaseConfiguration/forSessionWork``,
+/// `BROKER_DB_SESSION_URL`): never through a pooler in transaction mode, which would leave the
+/// lock on a server connection other clients then use (decision 0086).
 public struct Migrator: Sendable {
     /// Arbitrary constant: the advisory lock key of "migrating the broker schema".
     static let lockKey: Int64 = 0x1d_b0_4e_11
@@ -24,14 +28,31 @@ public struct Migrator: Sendable {
         public let unknown: [AppliedMigration]
     }
 
-    let client: PostgresClient
+    /// Where the migrator connects: a database configuration's ``DatabaseConfiguration/forSessionWork``.
+    let target: DatabaseConfiguration
     let migrations: [Migration]
     let logger: Logger
 
-    public init(client: PostgresClient, migrations: [Migration], logger: Logger) {
-        self.client = client
+    init(target: DatabaseConfiguration, migrations: [Migration], logger: Logger) {
+        self.target = target
         self.migrations = migrations
         self.logger = logger
+    }
+
+    /// `body` on a connection of the migrator's own, scoped to every tenant (the migrator reads
+    /// every tenant's rows: the ANALYZE probe, the applied migrations), closed afterwards.
+    private func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = try await PostgresConnection.connect(
+            configuration: try target.connectionConfiguration(), id: 0, logger: logger)
+        do {
+            try await PostgresClient.enterTenantScope(on: connection, .allTenants, record: nil, logger: logger)
+            let result = try await body(connection)
+            try? await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
     }
 
     /// The role `broker serve` runs as (decision 0055): no superuser, no `BYPASSRLS`, no
@@ -40,8 +61,7 @@ public struct Migrator: Sendable {
     public static let serveRole = "broker_serve"
 
     public func status() async throws -> Status {
-        try await client.withConnection { connection in
-            try await client.enterTenantScope(on: connection, .allTenants, logger: logger)
+        try await withConnection { connection in
             try await ensureTable(connection)
             let applied = try await appliedMigrations(connection)
             return classify(applied)
@@ -54,9 +74,7 @@ public struct Migrator: Sendable {
     /// creates it, see the operator guide).
     @discardableResult
     public func migrate(creatingServeRole: Bool = false) async throws -> [Migration] {
-        try await client.withConnection { connection in
-            // The migrator works on every tenant's rows (the ANALYZE probe reads them).
-            try await client.enterTenantScope(on: connection, .allTenants, logger: logger)
+        try await withConnection { connection in
             // Migrations and the ANALYZE after them may run longer than a request's statement.
             try await connection.query("SET statement_timeout = 0", logger: logger)
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
@@ -66,11 +84,9 @@ public struct Migrator: Sendable {
                 if creatingServeRole { try await createServeRole(on: connection) }
                 try await grantServeRole(on: connection)
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
-                try await connection.query("RESET statement_timeout", logger: logger)
                 return applied
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
-                _ = try? await connection.query("RESET statement_timeout", logger: logger)
                 throw error
             }
         }

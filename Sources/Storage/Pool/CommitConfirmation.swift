@@ -27,10 +27,17 @@ extension PostgresConnection {
     /// (the INSERT fails with the commit's error) and `CommitConfirmationTests` pass without it.
     /// The guard on `isClosed` is the other hole (docs/upstream.md, "A statement on a closed
     /// connection"): it can go when `repro-closed-connection` exits 1.
-    func confirmCommitted(logger: Logger) async throws {
+    ///
+    /// `named`: the confirmation is a prepared statement (``CommitConfirmation``); false, sent
+    /// unnamed (`BROKER_DB_PREPARED_STATEMENTS=unnamed`).
+    func confirmCommitted(named: Bool = true, logger: Logger) async throws {
         guard !isClosed else { throw CommitUnconfirmed() }
         do {
-            for try await _ in try await execute(CommitConfirmation(), logger: logger) {}
+            if named {
+                for try await _ in try await execute(CommitConfirmation(), logger: logger) {}
+            } else {
+                _ = try await query(PostgresQuery(unsafeSQL: CommitConfirmation.sql), logger: logger).collect()
+            }
         } catch {
             logger.debug("commit unconfirmed", metadata: ["error": "\(String(reflecting: error))"])
             throw CommitUnconfirmed()
@@ -71,8 +78,10 @@ extension PostgresConnection {
 
     /// `statement`'s result, returned once it is committed: ``confirmCommitted(logger:)``
     /// written right behind it (``pipelined(_:then:)``).
-    func committed<Result: Sendable>(_ statement: @Sendable () async throws -> Result, logger: Logger) async throws -> Result {
-        try await pipelined(statement, then: { try await self.confirmCommitted(logger: logger) }).0
+    func committed<Result: Sendable>(
+        _ statement: @Sendable () async throws -> Result, named: Bool = true, logger: Logger
+    ) async throws -> Result {
+        try await pipelined(statement, then: { try await self.confirmCommitted(named: named, logger: logger) }).0
     }
 }
 

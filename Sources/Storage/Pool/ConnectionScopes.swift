@@ -21,14 +21,21 @@ final class ConnectionScopes: Sendable {
     /// statement, and nothing is recorded (behind a pooler in transaction mode, the next
     /// statement may run on another server connection).
     let perTransaction: Bool
+    /// What each transaction sets beside its scope (``DatabaseConfiguration/transactionSettings``).
+    let transactionSettings: [(String, String)]
+    /// `BROKER_DB_PREPARED_STATEMENTS=unnamed`: the pool's prepared statements are sent unnamed
+    /// (``PostgresClient/rows(_:logger:function:)``), and no connection prepares one.
+    let namedStatements: Bool
 
-    private init(_ client: PostgresClient, perTransaction: Bool) {
+    private init(_ client: PostgresClient, configuration: DatabaseConfiguration) {
         owner = Mutex(Owner(client: client))
-        self.perTransaction = perTransaction
+        self.perTransaction = configuration.tenantScopePerTransaction
+        self.transactionSettings = configuration.transactionSettings
+        self.namedStatements = configuration.namedStatements
     }
 
-    static func register(_ client: PostgresClient, perTransaction: Bool = false) {
-        pools.withLock { $0[ObjectIdentifier(client)] = ConnectionScopes(client, perTransaction: perTransaction) }
+    static func register(_ client: PostgresClient, configuration: DatabaseConfiguration) {
+        pools.withLock { $0[ObjectIdentifier(client)] = ConnectionScopes(client, configuration: configuration) }
     }
 
     static func unregister(_ client: PostgresClient) {
@@ -120,16 +127,17 @@ extension PostgresClient {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
                 guard writes else { return try await body(connection) }
                 if pipelining.applies(record: record, connection: connection) {
-                    return try await connection.committed({ try await body(connection) }, logger: logger)
+                    return try await connection.committed(
+                        { try await body(connection) }, named: record?.namedStatements ?? true, logger: logger)
                 }
                 let result = try await body(connection)
-                try await connection.confirmCommitted(logger: logger)
+                try await connection.confirmCommitted(named: record?.namedStatements ?? true, logger: logger)
                 if case .prepared(let statement) = pipelining { record?.notePrepared(statement, on: connection) }
                 return result
             }
             try await connection.query("BEGIN", logger: logger)
             do {
-                try await connection.setTransactionTenantScope(logger: logger)
+                try await connection.setTransactionTenantScope(settings: record?.transactionSettings ?? [], logger: logger)
                 let result = try await body(connection)
                 try await connection.query("COMMIT", logger: logger)
                 return result
@@ -142,9 +150,21 @@ extension PostgresClient {
 }
 
 extension PostgresConnection {
-    /// Sets the task's ``TenantScope`` for the transaction under way (`set_config(…, true)`).
-    func setTransactionTenantScope(_ scope: TenantScope? = TenantScope.current, logger: Logger) async throws {
-        _ = try await query("SELECT set_config('broker.tenant_id', \(TenantScope.setting(scope)), true)", logger: logger).collect()
+    /// Sets the task's ``TenantScope`` for the transaction under way (`set_config(…, true)`),
+    /// and `settings` with it in the same statement (``DatabaseConfiguration/transactionSettings``:
+    /// the statement timeout and the planner's settings, when no connection started with them).
+    func setTransactionTenantScope(
+        _ scope: TenantScope? = TenantScope.current, settings: [(String, String)] = [], logger: Logger
+    ) async throws {
+        var query: PostgresQuery = "SELECT set_config('broker.tenant_id', \(TenantScope.setting(scope)), true)"
+        for (name, value) in settings {
+            var binds = query.binds
+            binds.append(name, context: .default)
+            binds.append(value, context: .default)
+            let count = binds.count
+            query = PostgresQuery(unsafeSQL: query.sql + ", set_config($\(count - 1), $\(count), true)", binds: binds)
+        }
+        _ = try await self.query(query, logger: logger).collect()
     }
 }
 

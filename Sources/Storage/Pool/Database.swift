@@ -88,7 +88,12 @@ public struct Database: Sendable {
     public var webSignIns: WebSignInRepository { WebSignInRepository(client: client, logger: logger) }
 
     public func migrator() throws -> Migrator {
-        Migrator(client: client, migrations: try Migration.bundled(), logger: logger)
+        migrator(migrations: try Migration.bundled())
+    }
+
+    /// A migrator of `migrations` (a test's earlier or later set) for this database.
+    public func migrator(migrations: [Migration]) -> Migrator {
+        Migrator(target: configuration.forSessionWork, migrations: migrations, logger: logger)
     }
 
     /// `SELECT 1`: is the database reachable? False when it does not answer within `timeout`
@@ -127,5 +132,13 @@ public enum DatabaseFailureSummary {
         guard let failure = error.postgresError else { return nil }
         if let state = failure.sqlState { return "the database answered SQLSTATE \(state)" }
         return "the database could not be reached or the connection failed"
+    }
+
+    /// ``of(_:)`` with the server's own message (its primary line, without the detail that may
+    /// quote a row's values), for an operator at the CLI; nil when `error` is not the database's.
+    public static func explained(_ error: any Error) -> String? {
+        guard let summary = of(error) else { return nil }
+        guard let message = error.postgresError?.serverInfo?[.message] else { return summary }
+        return summary + ": " + message.prefix(300)
     }
 }

@@ -39,18 +39,64 @@ public struct DatabaseConfiguration: Sendable, CustomStringConvertible {
     /// transaction around every statement (`set_config(…, true)`), for a pooler in transaction
     /// mode, at two more statements and three more round trips for a statement on its own.
     public var tenantScopePerTransaction = false
+    /// Whether the statements that are ``PostgresPreparedStatement``s are prepared once per
+    /// connection (`BROKER_DB_PREPARED_STATEMENTS=named`, the default) or sent unnamed, parsed
+    /// with every execution (`unnamed`: behind a pooler in transaction mode that cannot carry
+    /// named prepared statements, such as PgBouncer before 1.21; decision 0086).
+    public var namedStatements = true
+    /// Where the work that holds a session connects (`BROKER_DB_SESSION_URL`, decision 0086):
+    /// the cache invalidations' LISTEN, the migration lock and an import job's lock. Nil: here.
+    public var sessionTarget: DatabaseConfiguration? {
+        get { sessionBox?.configuration }
+        set { sessionBox = newValue.map(SessionBox.init) }
+    }
+    private var sessionBox: SessionBox?
+    private final class SessionBox: Sendable {
+        let configuration: DatabaseConfiguration
+        init(_ configuration: DatabaseConfiguration) { self.configuration = configuration }
+    }
 
-    /// Session settings every connection starts with: the statement timeout, no JIT
+    /// Where the work that holds a session connects: ``sessionTarget``, or this configuration.
+    /// Its connections send no startup parameters (``sessionSettings``): they listen, lock and
+    /// migrate (which sets its own statement timeout), and a pooler in session mode in front
+    /// of them would refuse them (PgBouncer: "unsupported startup parameter").
+    public var forSessionWork: DatabaseConfiguration {
+        var session = sessionTarget ?? self
+        session.sessionBox = nil
+        session.startsWithSettings = false
+        return session
+    }
+
+    /// Whether connections send ``sessionSettings`` as startup parameters. Per transaction
+    /// (``tenantScopePerTransaction``) they do not: each transaction sets them with its scope
+    /// (``transactionSettings``), since a pooler in transaction mode refuses startup parameters
+    /// it does not know and would not carry them to the server connection a statement runs on.
+    private var startsWithSettings = true
+
+    /// Session settings the broker's statements run under: the statement timeout, no JIT
     /// compilation (decision 0072: the broker's statements run in a millisecond, and a
     /// statement whose estimated cost passes `jit_above_cost` spent seconds compiling), and
     /// generic plans always (decision 0075: every statement reaches its rows through keys bound
     /// to values, decision 0014, and PostgreSQL's own choice, `auto`, took to planning the
     /// sign-in statements again on every execution after an `ANALYZE`).
-    var startupParameters: [(String, String)] {
+    var sessionSettings: [(String, String)] {
         let milliseconds =
             statementTimeout.components.seconds * 1_000
             + statementTimeout.components.attoseconds / 1_000_000_000_000_000
         return [("statement_timeout", "\(milliseconds)"), ("jit", "off"), ("plan_cache_mode", "force_generic_plan")]
+    }
+
+    /// The settings each connection starts with: ``sessionSettings`` on a connection that keeps
+    /// its scope, none otherwise.
+    var startupParameters: [(String, String)] {
+        startsWithSettings && !tenantScopePerTransaction ? sessionSettings : []
+    }
+
+    /// The settings a transaction sets beside its tenant scope (decision 0086):
+    /// ``sessionSettings`` when the scope is set per transaction, none when the connection
+    /// started with them.
+    var transactionSettings: [(String, String)] {
+        tenantScopePerTransaction ? sessionSettings : []
     }
 
     public init(

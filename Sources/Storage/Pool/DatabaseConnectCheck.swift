@@ -22,6 +22,9 @@ public enum DatabaseConnectFailure: Error, Sendable, Equatable {
     case timedOut(endpoint: String, seconds: Int)
     /// PostgreSQL is starting up, shutting down or in recovery (SQLSTATE 57P0x): its message.
     case notAccepting(endpoint: String, reason: String)
+    /// A pooler in front of PostgreSQL refused a setting the broker's connections start with
+    /// (PgBouncer: "unsupported startup parameter: statement_timeout").
+    case startupParameterRefused(endpoint: String, parameter: String)
     /// PostgreSQL refused for another reason (its message), or the connection failed otherwise.
     case other(endpoint: String, reason: String)
 }
@@ -73,6 +76,9 @@ public enum DatabaseConnectCheck {
             case "3D000": return .noSuchDatabase(name: configuration.database, endpoint: endpoint)
             case let state where state.hasPrefix("57P"): return .notAccepting(endpoint: endpoint, reason: String(message.prefix(200)))
             case "28P01": return .authenticationFailed(user: configuration.username, endpoint: endpoint)
+            case "08P01" where message.hasPrefix("unsupported startup parameter: "):
+                return .startupParameterRefused(
+                    endpoint: endpoint, parameter: String(message.dropFirst("unsupported startup parameter: ".count).prefix(64)))
             case "28000":
                 // pg_hba.conf: "no pg_hba.conf entry for host …, no encryption" when only
                 // hostssl lines match the client.
@@ -117,7 +123,7 @@ extension DatabaseConnectFailure {
     public var isOutage: Bool {
         switch self {
         case .refused, .hostNotFound, .timedOut, .notAccepting: true
-        case .noSuchDatabase, .authenticationFailed, .tlsRequired, .tlsUnsupported, .other: false
+        case .noSuchDatabase, .authenticationFailed, .tlsRequired, .tlsUnsupported, .startupParameterRefused, .other: false
         }
     }
 }

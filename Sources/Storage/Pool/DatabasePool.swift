@@ -33,7 +33,7 @@ final class DatabasePool: Sendable {
                 configuration: clientConfiguration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                 backgroundLogger: backgroundLogger)
             // The record of its connections' tenant scopes, dropped when its run ends.
-            ConnectionScopes.register(client, perTransaction: configuration.tenantScopePerTransaction)
+            ConnectionScopes.register(client, configuration: configuration)
             return client
         }
         self.current = Mutex(try makeClient())

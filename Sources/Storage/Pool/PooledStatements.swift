@@ -28,11 +28,22 @@ extension PostgresClient {
         }
     }
 
-    /// The rows of the prepared `statement` (prepared once per connection), read in full.
+    /// The rows of the prepared `statement` (prepared once per connection), read in full; sent
+    /// unnamed instead when the pool's connections prepare nothing
+    /// (`BROKER_DB_PREPARED_STATEMENTS=unnamed`, decision 0086).
     func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws
         -> [Statement.Row]
     where Statement.Row: Sendable {
-        try await StatementSpan.around(sql: Statement.sql, function: function) {
+        if ConnectionScopes.of(self)?.namedStatements == false {
+            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+            return try await StatementSpan.around(sql: Statement.sql, function: function) {
+                try await withScopedStatement(writes: StatementEffect.mayWrite(Statement.self), pipelining: .unnamed, logger: logger) {
+                    connection in
+                    try await connection.query(query, logger: logger).collect().map(statement.decodeRow)
+                }
+            }
+        }
+        return try await StatementSpan.around(sql: Statement.sql, function: function) {
             try await withScopedStatement(
                 writes: StatementEffect.mayWrite(Statement.self), pipelining: .prepared(ObjectIdentifier(Statement.self)), logger: logger
             ) { connection in
@@ -41,14 +52,19 @@ extension PostgresClient {
         }
     }
 
-    /// `withConnection`, the connection given the task's ``TenantScope`` for its session first
-    /// (whatever the pool's mode: for work that holds a session, which runs on a connection of
-    /// its own, never through a pooler in transaction mode: an import job and its lock).
+    /// `withConnection`, the connection given the task's ``TenantScope`` for its session first,
+    /// for a body of transactions (an import's batches). When the scope is set per transaction
+    /// (``ConnectionScopes/perTransaction``) it is not: through a pooler in transaction mode the
+    /// session is a server connection other clients share, and each transaction of the body
+    /// sets its own (``PostgresConnection/setTransactionTenantScope(_:settings:logger:)``).
     func withScopedConnection<Result: Sendable>(
         logger: Logger, isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withOpenConnection(isolation: isolation) { connection in
-            try await enterTenantScope(on: connection, logger: logger)
+        let record = ConnectionScopes.of(self)
+        return try await withOpenConnection(isolation: isolation) { connection in
+            if record?.perTransaction != true {
+                try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
+            }
             return try await body(connection)
         }
     }

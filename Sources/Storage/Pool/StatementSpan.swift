@@ -78,7 +78,7 @@ extension PostgresClient {
                 }
             }
             return try await connection.withTransaction(logger: logger, isolation: isolation) { connection in
-                try await connection.setTransactionTenantScope(logger: logger)
+                try await connection.setTransactionTenantScope(settings: record?.transactionSettings ?? [], logger: logger)
                 return try await body(connection)
             }
         }
