@@ -131,6 +131,47 @@ if [ "$target" = tcp ]; then
         export DATABASE_URL="postgres://broker_serve@127.0.0.1:$pg_port/postgres?sslmode=disable"
     fi
 fi
+# POOLER=transaction|session (TARGET=tcp): the broker serves through Debian's PgBouncer in that
+# mode, as docs/scaling.md ("Connections and PgBouncer") sets it up, with as many server
+# connections as the broker's pool (BROKER_DB_POOL_SIZE, default 3 per core). In transaction
+# mode: the scope per transaction, unnamed statements, the session work on PostgreSQL directly
+# (decision 0086). In session mode: the startup settings ignored by PgBouncer and put on the role.
+if [ -n "${POOLER:-}" ]; then
+    [ "$target" = tcp ] || { echo "POOLER works with TARGET=tcp only" >&2; exit 2; }
+    command -v pgbouncer >/dev/null || export PATH=$PATH:/usr/sbin
+    command -v pgbouncer >/dev/null || scripts/setup.sh --tests
+    bouncer_port=$(free_port)
+    mkdir -p "$work/pgbouncer"
+    printf '"postgres" ""\n"broker_serve" ""\n' >"$work/pgbouncer/users.txt"
+    cat >"$work/pgbouncer/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$pg_port
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bouncer_port
+unix_socket_dir =
+auth_type = trust
+auth_file = $work/pgbouncer/users.txt
+pool_mode = $POOLER
+default_pool_size = ${POOL:-$(( 3 * $(nproc) ))}
+max_client_conn = 1000
+logfile = $work/pgbouncer/pgbouncer.log
+$([ "$POOLER" = session ] && echo "ignore_startup_parameters = statement_timeout,jit,plan_cache_mode")
+INI
+    [[ $(id -u) -eq 0 ]] && chown -R postgres "$work/pgbouncer"
+    run_pg pgbouncer "$work/pgbouncer/pgbouncer.ini" >"$work/pgbouncer/out.txt" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do psql -h 127.0.0.1 -p "$bouncer_port" -U postgres -qAtc "SELECT 1" postgres >/dev/null 2>&1 && break; sleep 0.1; done
+    direct_url=$DATABASE_URL
+    export DATABASE_URL="postgres://broker_serve@127.0.0.1:$bouncer_port/postgres?sslmode=disable"
+    if [ "$POOLER" = transaction ]; then
+        export BROKER_DB_TENANT_SCOPE=transaction BROKER_DB_PREPARED_STATEMENTS=unnamed BROKER_DB_SESSION_URL=$direct_url
+    else
+        psql_db "ALTER ROLE broker_serve SET statement_timeout = '5s'; ALTER ROLE broker_serve SET jit = off;
+            ALTER ROLE broker_serve SET plan_cache_mode = force_generic_plan" >/dev/null
+    fi
+    echo "   (serving through PgBouncer $(pgbouncer --version | head -1 | awk '{print $2}') in $POOLER mode on 127.0.0.1:$bouncer_port)" >&2
+fi
 # TRACES=1: the broker exports every trace (OTLP/HTTP, protobuf) to a receiver on loopback that
 # counts the exports and keeps nothing (otlp-sink.py): what traces cost the broker.
 if [ -n "${TRACES:-}" ]; then
@@ -231,8 +272,8 @@ cpu_ticks() {
     echo "$ticks"
 }
 # cpu_start; <phase>; cpu_report REQUESTS: the broker's and PostgreSQL's CPU during the phase,
-# in all and per request, to tell which side a phase's cost is on.
-cpu_start() { broker_ticks=$(cpu_ticks broker) pg_ticks=$(cpu_ticks postgres) cpu_wall=$(date +%s.%N); }
+# in all and per request, to tell which side a phase's cost is on (and PgBouncer's, with POOLER).
+cpu_start() { broker_ticks=$(cpu_ticks broker) pg_ticks=$(cpu_ticks postgres) bouncer_ticks=$(cpu_ticks pgbouncer) cpu_wall=$(date +%s.%N); }
 cpu_report() {
     local hz broker pg
     hz=$(getconf CLK_TCK)
@@ -244,4 +285,8 @@ cpu_report() {
         return
     fi
     echo "   (CPU during the phase: broker $(( broker / hz )).$(( broker % hz * 100 / hz ))s, PostgreSQL $(( pg / hz )).$(( pg % hz * 100 / hz ))s, wall $(echo "$(date +%s.%N) - $cpu_wall" | bc)s; per request: broker $(( broker * 1000000 / hz / $1 )) µs, PostgreSQL $(( pg * 1000000 / hz / $1 )) µs)"
+    if [ -n "${POOLER:-}" ]; then
+        local bouncer=$(( $(cpu_ticks pgbouncer) - bouncer_ticks ))
+        echo "   (PgBouncer during the phase: $(( bouncer / hz )).$(( bouncer % hz * 100 / hz ))s, $(( bouncer * 1000000 / hz / $1 )) µs per request)"
+    fi
 }

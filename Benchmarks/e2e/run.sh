@@ -8,7 +8,7 @@
 #   after restart   the people the first run created, each once, through a new broker process on
 #                   the same database (as after a deploy: the process has signed none of them in)
 # Prints one RESULT line per scenario, the accounts made and the broker's peak RSS.
-# Usage: [TARGET=embedded|tcp] [POOL=N] [TRACES=1] [WALL=off] Benchmarks/e2e/run.sh [duration_seconds]
+# Usage: [TARGET=embedded|tcp] [POOL=N] [TRACES=1] [WALL=off] [POOLER=transaction|session] Benchmarks/e2e/run.sh [duration_seconds]
 duration=${1:-20}
 source "$(dirname "$0")/lib.sh"
 new_tokens=${NEW_TOKENS:-60000}
