@@ -72,7 +72,7 @@ extension BrokerConfiguration {
             pooler it finds cannot carry them. Any other value is refused.
             """),
         Setting(
-            "BROKER_DB_SESSION_URL", .database, default: "`DATABASE_URL`",
+            "BROKER_DB_SESSION_URL", .database, default: "as `DATABASE_URL`",
             """
             Where the work that holds a session connects: the cache invalidations' `LISTEN`, the migration \
             lock, an import job's lock (decision 0086). Behind a pooler in transaction mode, PostgreSQL \
@@ -150,6 +150,16 @@ extension BrokerConfiguration {
             request whose client sent part of its body and stopped gets 408 `request_body_timeout` and its \
             connection is closed, logged at debug and counted once a minute at notice (`clients did not send \
             the whole request body ...`), like dropped connections.
+            """),
+        Setting(
+            "BROKER_DRAIN_SECONDS", .listening, default: "`0`",
+            """
+            Seconds `broker serve` keeps serving after SIGTERM or SIGINT before it stops accepting (0–60): \
+            meanwhile `/readyz` answers 503 `shutting_down`, so a load balancer takes the instance out, and \
+            every answer carries `Connection: close`, so a client's next request goes to another instance. \
+            Then it stops accepting and finishes what is in flight, as with `0`. Set it above the load \
+            balancer's time to notice (HAProxy: `inter` × `fall`); under Kubernetes, a `preStop` sleep does \
+            the same (`deploy/kubernetes`).
             """),
         Setting(
             "BROKER_HTTP_IDLE_TIMEOUT", .listening, default: "`60`",

@@ -65,6 +65,8 @@ public struct BrokerConfiguration: Sendable {
     public var databaseSessionURL: String?
     /// `BROKER_REQUEST_TIMEOUT`, `BROKER_HTTP_IDLE_TIMEOUT`, `BROKER_HTTP_MAX_CONNECTIONS`.
     public var httpLimits: HTTPLimits
+    /// `BROKER_DRAIN_SECONDS`: how long `serve` keeps serving, out of rotation, after SIGTERM.
+    public var drainSeconds: Int
     /// `BROKER_METRICS_PORT`: `/metrics` is served on its own listener (on `BROKER_HOST`) and
     /// answers 404 on the API's; nil: on the API's port.
     public var metricsPort: Int?
@@ -129,6 +131,7 @@ public struct BrokerConfiguration: Sendable {
         if databaseSessionURL != nil, databaseURL == nil {
             throw .invalidArgument("BROKER_DB_SESSION_URL needs DATABASE_URL: the embedded default has no pooler to go around.")
         }
+        drainSeconds = try integer("BROKER_DRAIN_SECONDS", default: 0, range: 0...60)
         httpLimits = HTTPLimits(
             requestTimeout: .seconds(try integer("BROKER_REQUEST_TIMEOUT", default: 10, range: 1...600)),
             idleTimeout: .seconds(try integer("BROKER_HTTP_IDLE_TIMEOUT", default: 60, range: 1...3_600)),

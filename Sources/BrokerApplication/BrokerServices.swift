@@ -70,6 +70,8 @@ public struct BrokerServices: Sendable {
     /// Set once the cache-invalidation listener first listens, after it dropped every cache:
     /// from then on a read is cached unless a change notice overtakes it (decision 0062).
     package let invalidationsListening = OneShot<Void>()
+    /// Whether this instance is stopping (``Drain``).
+    public let drain = Drain()
     /// The credential-check worker's settings; nil: `broker serve` did not ask for it (tests).
     package let credentialChecks: AppleCredentialChecks?
     /// `BROKER_WEBHOOK_ALLOW_INSECURE`: webhooks may be http:// to loopback or private addresses.

@@ -70,14 +70,36 @@ struct ServeCommand: AsyncParsableCommand {
                         "serving as a database role that bypasses row-level security: the tenant wall does not apply",
                         metadata: ["hint": "connect broker serve as the role broker_serve (operator guide, 'The tenant wall')"])
                 }
-                ShutdownDeadline.arm(seconds: 14, logger: logger)
                 do {
-                    try await app.runService()
+                    try await Self.serve(app, drain: services.drain, seconds: configuration.drainSeconds, logger: logger)
                 } catch {
                     throw ListenFailure.explain(
                         error, address: "\(configuration.host):\(configuration.port)", setting: "BROKER_PORT (or BROKER_HOST)")
                 }
             }
         }
+    }
+
+    /// Runs `app` until SIGTERM or SIGINT, and ends the process 14 s after the signal if it has not
+    /// stopped by then (``ShutdownDeadline``). With a drain (`BROKER_DRAIN_SECONDS`), the signal
+    /// starts it (``Drain``: `/readyz` 503, `Connection: close`), and the graceful shutdown
+    /// follows `seconds` later, the deadline as much later; without, the shutdown starts at the
+    /// signal.
+    static func serve(_ app: some ApplicationProtocol, drain: Drain, seconds: Int, logger: Logger) async throws {
+        guard seconds > 0 else {
+            ShutdownDeadline.arm(seconds: 14, logger: logger)
+            return try await app.runService()
+        }
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        ShutdownDeadline.arm(seconds: 14 + seconds, logger: logger) {
+            guard !drain.isDraining else { return }
+            drain.begin()
+            logger.notice("draining: /readyz answers 503 until the stop", metadata: ["seconds": "\(seconds)"])
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                await group.triggerGracefulShutdown()
+            }
+        }
+        try await group.run()
     }
 }

@@ -24,7 +24,7 @@ public func buildRouter(services: BrokerServices, metricsElsewhere: Bool = false
         router.add(middleware: TracingMiddleware(redactingQueryParameters: TraceSpans.redactedQueryParameters))
     }
     router.add(middleware: TenantScopeMiddleware())
-    router.add(middleware: EdgeHeadersMiddleware(https: services.publicURL.lowercased().hasPrefix("https://")))
+    router.add(middleware: EdgeHeadersMiddleware(https: services.publicURL.lowercased().hasPrefix("https://"), drain: services.drain))
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: ProblemMiddleware(database: services.database))
     if metricsElsewhere { router.add(middleware: MetricsElsewhereMiddleware()) }

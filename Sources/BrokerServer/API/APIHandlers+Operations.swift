@@ -12,6 +12,14 @@ extension APIHandlers {
     }
 
     func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
+        // Stopping: out of rotation for the drain, while requests are still served.
+        guard !services.drain.isDraining else {
+            var problem = Problem(
+                status: .serviceUnavailable, code: "shutting_down", title: "Shutting down",
+                detail: "This instance is stopping; it still answers requests for BROKER_DRAIN_SECONDS, then stops.")
+            problem.requestID = RequestInfo.current?.requestID
+            return .serviceUnavailable(.init(body: .applicationProblemJson(problem.schema)))
+        }
         guard await services.database.ping() else {
             var problem = Problem(
                 status: .serviceUnavailable, code: "database_unavailable", title: "Database unavailable",

@@ -1,3 +1,4 @@
+import BrokerApplication
 import HTTPTypes
 import Hummingbird
 
@@ -5,17 +6,20 @@ import Hummingbird
 /// `Referrer-Policy: no-referrer`, `Strict-Transport-Security` when the broker's public URL is
 /// https, and `Access-Control-Allow-Origin: *` on the discovery document and JWKS only (a
 /// browser may read those; no other route answers a cross-origin page). The callback pages set
-/// their own stricter policy (``WebSignInRoute``), which is kept.
+/// their own stricter policy (``WebSignInRoute``), which is kept. While the instance drains
+/// (``Drain``), `Connection: close`: the client's next request goes to another instance.
 struct EdgeHeadersMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
     /// Whether `BROKER_PUBLIC_URL` is https.
     let https: Bool
+    let drain: Drain
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         var response = try await next(request, context)
         Self.decorate(&response.headers, path: request.uri.path, https: https)
+        if drain.isDraining { response.headers[.connection] = "close" }
         return response
     }
 
