@@ -133,7 +133,8 @@ if [ "$target" = tcp ]; then
 fi
 # POOLER=transaction|session (TARGET=tcp): the broker serves through Debian's PgBouncer in that
 # mode, as docs/scaling.md ("Connections and PgBouncer") sets it up, with as many server
-# connections as the broker's pool (BROKER_DB_POOL_SIZE, default 3 per core). In transaction
+# connections as the broker's pool (BROKER_DB_POOL_SIZE, default 3 per core), and in session
+# mode one more for the LISTEN connection, which holds one there. In transaction
 # mode: the scope per transaction, unnamed statements, the session work on PostgreSQL directly
 # (decision 0086). In session mode: the startup settings ignored by PgBouncer and put on the role.
 if [ -n "${POOLER:-}" ]; then
@@ -153,15 +154,18 @@ unix_socket_dir =
 auth_type = trust
 auth_file = $work/pgbouncer/users.txt
 pool_mode = $POOLER
-default_pool_size = ${POOL:-$(( 3 * $(nproc) ))}
+default_pool_size = $(( ${POOL:-$(( 3 * $(nproc) ))} + $([ "$POOLER" = session ] && echo 1 || echo 0) ))
 max_client_conn = 1000
 logfile = $work/pgbouncer/pgbouncer.log
+pidfile = $work/pgbouncer/pgbouncer.pid
 $([ "$POOLER" = session ] && echo "ignore_startup_parameters = statement_timeout,jit,plan_cache_mode")
 INI
     [[ $(id -u) -eq 0 ]] && chown -R postgres "$work/pgbouncer"
     run_pg pgbouncer "$work/pgbouncer/pgbouncer.ini" >"$work/pgbouncer/out.txt" 2>&1 &
     pids+=($!)
     for _ in $(seq 100); do psql -h 127.0.0.1 -p "$bouncer_port" -U postgres -qAtc "SELECT 1" postgres >/dev/null 2>&1 && break; sleep 0.1; done
+    # PgBouncer's own pid (as root, $! is runuser's, which leaves it running when killed).
+    pids+=("$(cat "$work/pgbouncer/pgbouncer.pid")")
     direct_url=$DATABASE_URL
     export DATABASE_URL="postgres://broker_serve@127.0.0.1:$bouncer_port/postgres?sslmode=disable"
     if [ "$POOLER" = transaction ]; then
