@@ -134,35 +134,17 @@ import TestSupport
         #expect(imported.status == 0, "\(imported.output)")
         #expect(try await scalar(database, "SELECT count(*)::int FROM accounts WHERE external_id LIKE 'ext-%'") == 300)
 
-        // Three instances through the pooler, as the role that serves.
-        var servers: [ProcessRunner.Running] = []
-        defer {
-            for server in servers {
-                server.signal(SIGKILL)
-                _ = try? ProcessRunner.wait(server)
-            }
-        }
-        var bases: [String] = []
-        var readinesses: [ReadinessSocket] = []
-        // One public URL for the three, as behind a load balancer: the tokens one issues are the
-        // tokens of the others (their issuer).
-        let ports = (0..<3).map { _ in TestPorts.next() }
-        for port in ports {
-            let instance = BrokerCLI(
+        // Three instances through the pooler, as the role that serves, with one public URL, as
+        // behind a load balancer: the tokens one issues are the tokens of the others (their issuer).
+        let publicPort = TestPorts.next()
+        let instances = try await ThreeInstances(
+            BrokerCLI(
                 databaseURL: bouncer.url(database: name, user: Migrator.serveRole),
                 extra: environment.merging(behindPooler(session: TestDatabase.servingURL(url))) { $1 }.merging([
-                    "BROKER_PORT": "\(port)", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "512",
-                    "BROKER_PUBLIC_URL": "http://127.0.0.1:\(ports[0])",
-                ]) { $1 })
-            let readiness = try ReadinessSocket.open()
-            readinesses.append(readiness)
-            servers.append(try readiness.notifying(instance).spawn(["serve"]))
-            bases.append("http://127.0.0.1:\(port)")
-        }
-        for (index, base) in bases.enumerated() {
-            try await readinesses[index].awaitReady(servers[index], base: base)
-        }
-        let bases3 = bases
+                    "BROKER_PUBLIC_URL": "http://127.0.0.1:\(publicPort)"
+                ]) { $1 }))
+        defer { instances.stop() }
+        let bases3 = instances.bases
         let keys2 = keys
 
         // 300 sign-ins at once over the three and both tenants: 50 people signing in three
@@ -248,20 +230,7 @@ import TestSupport
                 #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "refresh.person", audience: "com.acme.app")))"}"#
         )
         let refresh = try #require((session.body["session"] as? [String: Any])?["refresh_token"] as? String)
-        let successors = await withTaskGroup(of: (Int, String?, String?).self) { group in
-            for index in 0..<6 {
-                group.addTask {
-                    let answer = await ServedHTTP.send(
-                        .POST, "\(bases3[index % 3])/v1/sessions/refresh", key: keys2["acme"], json: #"{"refresh_token":"\#(refresh)"}"#)
-                    return (answer.status, answer.body["refresh_token"] as? String, answer.body["access_token"] as? String)
-                }
-            }
-            var answers: [(Int, String?, String?)] = []
-            for await answer in group { answers.append(answer) }
-            return answers
-        }
-        #expect(successors.allSatisfy { $0.0 == 200 }, "\(successors.map(\.0))")
-        #expect(Set(successors.compactMap(\.1)).count == 1, "the same successor for every caller")
+        let successors = await instances.raceRefresh(refresh, key: keys["acme"])
 
         // Linking: a second Apple identity linked to the refresh person's account, with the access
         // token of the session's rotation.
@@ -283,33 +252,15 @@ import TestSupport
 
         // A key revoked through the CLI is refused by all three within a second: the cache
         // invalidations arrive over the session URL's LISTEN.
-        let second = try await cli.run("api-key", "create", "--tenant", "acme", "--json").object()
-        let secondKey = try #require(second["key"] as? String)
-        let secondID = try #require(second["id"] as? String)
-        for base in bases3 {
-            #expect(await ServedHTTP.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 200, "cached on each")
-        }
-        #expect(try await cli.run("api-key", "revoke", "--tenant", "acme", secondID).status == 0)
-        let revokedAt = ContinuousClock.now
-        for (index, base) in bases3.enumerated() {
-            let refused = try await ServedHTTP.within(.seconds(5)) {
-                await ServedHTTP.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401
-            }
-            #expect(refused != nil, "instance \(index) still takes the revoked key")
-        }
-        #expect(ContinuousClock.now - revokedAt < .seconds(1), "refused everywhere within a second of the revocation")
+        try await instances.expectRevokedKeyRefusedEverywhere(cli, tenant: "acme")
 
         // The workers: every event of acme reaches the webhook once, whichever instance took it.
         let events = try await scalar(
             database, "SELECT count(*)::int FROM events_outbox WHERE tenant_id = (SELECT id FROM tenants WHERE slug = 'acme')")
         #expect(events >= 52, "account.created for 50 people and more")
-        let delivered = try await ServedHTTP.within(.seconds(60)) { sink.deliveries.count >= events }
-        #expect(delivered != nil, "\(sink.deliveries.count) of \(events) events delivered")
-        let ids = sink.deliveries.map(\.id)
-        #expect(Set(ids).count == ids.count, "no event delivered twice")
-        #expect(ids.count == events)
+        try await instances.expectEveryEventDeliveredOnce(events, to: sink)
         // Nothing in the instances' logs of a failed statement.
-        for (index, server) in servers.enumerated() {
+        for (index, server) in instances.servers.enumerated() {
             #expect(!server.output.contains("internal_error"), "instance \(index): \(server.output.suffix(2000))")
         }
     }

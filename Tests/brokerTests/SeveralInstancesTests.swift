@@ -48,29 +48,9 @@ import TestSupport
                     #expect(try await cli.run("webhook", "set", "--tenant", "acme", "--url", sink.url).status == 0)
 
                     // Three instances; connections per address raised for the 200 at once below.
-                    var servers: [ProcessRunner.Running] = []
-                    defer {
-                        for server in servers {
-                            server.signal(SIGKILL)
-                            _ = try? ProcessRunner.wait(server)
-                        }
-                    }
-                    var bases: [String] = []
-                    var readinesses: [ReadinessSocket] = []
-                    for _ in 0..<3 {
-                        let port = TestPorts.next()
-                        let instance = BrokerCLI(
-                            databaseURL: url,
-                            extra: environment.merging(["BROKER_PORT": "\(port)", "BROKER_HTTP_MAX_CONNECTIONS_PER_IP": "512"]) { $1 })
-                        let readiness = try ReadinessSocket.open()
-                        readinesses.append(readiness)
-                        servers.append(try readiness.notifying(instance).spawn(["serve"]))
-                        bases.append("http://127.0.0.1:\(port)")
-                    }
-                    for (index, base) in bases.enumerated() {
-                        try await readinesses[index].awaitReady(servers[index], base: base)
-                    }
-                    let bases3 = bases
+                    let instances = try await ThreeInstances(BrokerCLI(databaseURL: url, extra: environment))
+                    defer { instances.stop() }
+                    let bases3 = instances.bases
 
                     // 200 first sign-ins of one person at once, spread over the three: one account.
                     // Each sign-in brings its own token (a token is accepted once per tenant).
@@ -100,44 +80,14 @@ import TestSupport
                             #"{"client_id":"com.acme.app","identity_token":"\#(try apple.mint(apple.claims(subject: "refresh.person", audience: "com.acme.app")))"}"#
                     )
                     let refresh = try #require((session.body["session"] as? [String: Any])?["refresh_token"] as? String)
-                    let successors = await withTaskGroup(of: (Int, String?).self) { group in
-                        for index in 0..<6 {
-                            group.addTask {
-                                let answer = await ServedHTTP.send(
-                                    .POST, "\(bases3[index % 3])/v1/sessions/refresh", key: key, json: #"{"refresh_token":"\#(refresh)"}"#)
-                                return (answer.status, answer.body["refresh_token"] as? String)
-                            }
-                        }
-                        var answers: [(Int, String?)] = []
-                        for await answer in group { answers.append(answer) }
-                        return answers
-                    }
-                    #expect(successors.allSatisfy { $0.0 == 200 }, "\(successors.map(\.0))")
-                    #expect(Set(successors.compactMap(\.1)).count == 1, "the same successor for every caller")
+                    let successors = await instances.raceRefresh(refresh, key: key)
                     let successor = try #require(successors.first?.1)
                     let next = await ServedHTTP.send(
                         .POST, "\(bases3[2])/v1/sessions/refresh", key: key, json: #"{"refresh_token":"\#(successor)"}"#)
                     #expect(next.status == 200, "the family is intact")
 
                     // A key revoked through the CLI is refused by all three within a second.
-                    let second = try await cli.run("api-key", "create", "--tenant", "acme", "--json").object()
-                    let secondKey = try #require(second["key"] as? String)
-                    let secondID = try #require(second["id"] as? String)
-                    for base in bases3 {
-                        #expect(await ServedHTTP.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 200, "cached on each")
-                    }
-                    #expect(try await cli.run("api-key", "revoke", "--tenant", "acme", secondID).status == 0)
-                    let revokedAt = ContinuousClock.now
-                    for (index, base) in bases3.enumerated() {
-                        let refused = try await ServedHTTP.within(.seconds(5)) {
-                            await ServedHTTP.send(.GET, "\(base)/v1/tenant", key: secondKey).status == 401
-                        }
-                        #expect(refused != nil, "instance \(index) still takes the revoked key")
-                        print(
-                            "FIGURE instances: instance \(index) refused the revoked key \(ContinuousClock.now - revokedAt) after the revocation"
-                        )
-                    }
-                    #expect(ContinuousClock.now - revokedAt < .seconds(1), "refused everywhere within a second of the revocation")
+                    try await instances.expectRevokedKeyRefusedEverywhere(cli, tenant: "acme")
 
                     // A rotated signing key is published by all three within 5 s.
                     let rotated = try await cli.run("keys", "rotate", "--tenant", "acme", "--json").object()
@@ -178,16 +128,7 @@ import TestSupport
                     // Every event reaches the webhook once, whichever instance's worker took it.
                     let events = try await Self.scalar(database, "SELECT count(*)::int FROM events_outbox")
                     #expect(events >= 4, "account.created (3) and account.deleted")
-                    let delivered = try await ServedHTTP.within(.seconds(60)) { sink.deliveries.count >= events }
-                    // What the instances said of their deliveries, should one be missing.
-                    let said = servers.enumerated().flatMap { index, server in
-                        server.output.split(separator: "\n").filter { $0.contains("webhook") }.map { "instance \(index): \($0)" }
-                    }
-                    #expect(
-                        delivered != nil, "\(sink.deliveries.count) of \(events) events delivered\n\(said.joined(separator: "\n"))")
-                    let ids = sink.deliveries.map(\.id)
-                    #expect(Set(ids).count == ids.count, "no event delivered twice")
-                    #expect(ids.count == events)
+                    try await instances.expectEveryEventDeliveredOnce(events, to: sink)
                 }
             }
         }
