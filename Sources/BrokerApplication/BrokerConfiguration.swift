@@ -95,6 +95,15 @@ public struct BrokerConfiguration: Sendable {
             }
             return number
         }
+        /// A two-way setting: false for `off` (also when unset), true for `on`; anything else is
+        /// refused with `refusal` of it.
+        func either(_ name: String, off: String, on: String, refusal: (String) -> String) throws(BrokerError) -> Bool {
+            switch value(name) {
+            case nil, off?: return false
+            case on?: return true
+            case let other?: throw .invalidArgument(refusal(other))
+            }
+        }
         databaseURL = value("DATABASE_URL")
         dataDirectory = URL(fileURLWithPath: value("BROKER_DATA_DIR") ?? ".broker").standardizedFileURL
         masterKey = value("BROKER_MASTER_KEY")
@@ -111,21 +120,11 @@ public struct BrokerConfiguration: Sendable {
         databaseStatementTimeout = try integer("BROKER_DB_STATEMENT_TIMEOUT", default: 5, range: 1...600)
         databaseConnectTimeout = try integer("BROKER_DB_CONNECT_TIMEOUT", default: 10, range: 1...600)
         databaseSignInBatches = try integer("BROKER_DB_SIGN_IN_BATCHES", default: 2, range: 0...64)
-        switch value("BROKER_DB_TENANT_SCOPE") {
-        case nil, "connection": databaseTenantScopePerTransaction = false
-        case "transaction": databaseTenantScopePerTransaction = true
-        case let other?:
-            throw .invalidArgument(
-                "BROKER_DB_TENANT_SCOPE must be 'connection' (the default) or 'transaction' (behind a pooler in transaction mode), not '\(other)'."
-            )
+        databaseTenantScopePerTransaction = try either("BROKER_DB_TENANT_SCOPE", off: "connection", on: "transaction") {
+            "BROKER_DB_TENANT_SCOPE must be 'connection' (the default) or 'transaction' (behind a pooler in transaction mode), not '\($0)'."
         }
-        switch value("BROKER_DB_PREPARED_STATEMENTS") {
-        case nil, "named": databaseNamedStatements = true
-        case "unnamed": databaseNamedStatements = false
-        case let other?:
-            throw .invalidArgument(
-                "BROKER_DB_PREPARED_STATEMENTS must be 'named' (the default) or 'unnamed' (behind a pooler that cannot carry prepared statements, such as PgBouncer before 1.21), not '\(other)'."
-            )
+        databaseNamedStatements = try !either("BROKER_DB_PREPARED_STATEMENTS", off: "named", on: "unnamed") {
+            "BROKER_DB_PREPARED_STATEMENTS must be 'named' (the default) or 'unnamed' (behind a pooler that cannot carry prepared statements, such as PgBouncer before 1.21), not '\($0)'."
         }
         databaseSessionURL = value("BROKER_DB_SESSION_URL")
         if databaseSessionURL != nil, databaseURL == nil {
@@ -187,10 +186,8 @@ public struct BrokerConfiguration: Sendable {
             googleDiscoveryURL: try url("BROKER_GOOGLE_DISCOVERY_URL", default: Google.defaultDiscoveryURL), publicURL: self.publicURL)
         refreshReuseInterval = TimeInterval(
             try integer("BROKER_REFRESH_REUSE_INTERVAL", default: Int(Self.defaultRefreshReuseInterval), range: 0...300))
-        switch value("BROKER_WEBHOOK_ALLOW_INSECURE") {
-        case nil, "0": webhookAllowInsecure = false
-        case "1": webhookAllowInsecure = true
-        default: throw .invalidArgument("BROKER_WEBHOOK_ALLOW_INSECURE must be 1 (tests and demos) or 0.")
+        webhookAllowInsecure = try either("BROKER_WEBHOOK_ALLOW_INSECURE", off: "0", on: "1") { _ in
+            "BROKER_WEBHOOK_ALLOW_INSECURE must be 1 (tests and demos) or 0."
         }
         appleRelayDomains = []
         for entry in (value("BROKER_APPLE_RELAY_DOMAINS")?.split(separator: ",", omittingEmptySubsequences: false) ?? []) {

@@ -121,8 +121,16 @@ extension PostgresClient {
         writes: Bool, pipelining: Pipelining = .no, logger: Logger, isolation: isolated (any Actor)? = #isolation,
         _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        let record = ConnectionScopes.of(self)
-        return try await withOpenConnection(isolation: isolation) { connection in
+        try await withScopedStatement(
+            record: ConnectionScopes.of(self), writes: writes, pipelining: pipelining, logger: logger, isolation: isolation, body)
+    }
+
+    /// The same with the pool's record looked up already (once per statement on the hot path).
+    func withScopedStatement<Result: Sendable>(
+        record: ConnectionScopes?, writes: Bool, pipelining: Pipelining = .no, logger: Logger,
+        isolation: isolated (any Actor)? = #isolation, _ body: @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withOpenConnection(isolation: isolation) { connection in
             guard record?.perTransaction == true else {
                 try await Self.enterTenantScope(on: connection, TenantScope.current, record: record, logger: logger)
                 guard writes else { return try await body(connection) }

@@ -34,20 +34,16 @@ extension PostgresClient {
     func rows<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger, function: String = #function) async throws
         -> [Statement.Row]
     where Statement.Row: Sendable {
-        if ConnectionScopes.of(self)?.namedStatements == false {
-            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
-            return try await StatementSpan.around(sql: Statement.sql, function: function) {
-                try await withScopedStatement(writes: StatementEffect.mayWrite(Statement.self), pipelining: .unnamed, logger: logger) {
-                    connection in
-                    try await connection.query(query, logger: logger).collect().map(statement.decodeRow)
-                }
-            }
-        }
+        let record = ConnectionScopes.of(self)
+        let unnamed =
+            record?.namedStatements == false ? PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings()) : nil
         return try await StatementSpan.around(sql: Statement.sql, function: function) {
             try await withScopedStatement(
-                writes: StatementEffect.mayWrite(Statement.self), pipelining: .prepared(ObjectIdentifier(Statement.self)), logger: logger
+                record: record, writes: StatementEffect.mayWrite(Statement.self),
+                pipelining: unnamed == nil ? .prepared(ObjectIdentifier(Statement.self)) : .unnamed, logger: logger
             ) { connection in
-                try await connection.collect(statement, logger: logger)
+                guard let unnamed else { return try await connection.collect(statement, logger: logger) }
+                return try await connection.query(unnamed, logger: logger).collect().map(statement.decodeRow)
             }
         }
     }
