@@ -10,7 +10,7 @@ import TestSupport
 /// connection prepares anything.
 @Suite struct TransactionSettingsTests {
     static func withServing<T: Sendable>(
-        perTransaction: Bool, named: Bool, _ body: @Sendable (Database) async throws -> T
+        perTransaction: Bool, named: Bool, _ body: @Sendable (_ serving: Database, _ admin: Database) async throws -> T
     ) async throws -> T {
         let (_, _, configuration) = try await TestDatabase.create()
         let admin = try Database(configuration: configuration, logger: TestDatabase.logger)
@@ -27,7 +27,7 @@ import TestSupport
             group.addTask { await database.run() }
             defer { group.cancelAll() }
             try await admin.migrator().migrate()
-            return try await body(database)
+            return try await body(database, admin)
         }
     }
 
@@ -39,22 +39,28 @@ import TestSupport
     }
 
     @Test(arguments: [true, false]) func eachStatementRunsUnderTheSessionSettings(perTransaction: Bool) async throws {
-        try await Self.withServing(perTransaction: perTransaction, named: true) { (database: Database) async throws -> Void in
+        try await Self.withServing(perTransaction: perTransaction, named: true) {
+            (database: Database, admin: Database) async throws -> Void in
             #expect(try await Self.setting("statement_timeout", database) == "1500ms")
             #expect(try await Self.setting("jit", database) == "off")
             #expect(try await Self.setting("plan_cache_mode", database) == "force_generic_plan")
-            // And the timeout holds: a statement past it is cancelled (SQLSTATE 57014).
-            let error = await #expect(throws: PSQLError.self) {
-                try await TenantScope.acrossTenants(because: "a test sleeps") {
-                    _ = try await database.client.rows("SELECT pg_sleep(3)", logger: TestDatabase.logger)
+            // And the timeout holds: a statement waiting on a lock the test holds is cancelled
+            // (SQLSTATE 57014) once it has waited that long.
+            try await admin.client.withConnection { holder in
+                _ = try await holder.query("SELECT pg_advisory_lock(4242)", logger: TestDatabase.logger)
+                let error = await #expect(throws: PSQLError.self) {
+                    try await TenantScope.acrossTenants(because: "a test waits on a lock") {
+                        _ = try await database.client.rows("SELECT pg_advisory_lock(4242)", logger: TestDatabase.logger)
+                    }
                 }
+                #expect(error?.serverInfo?[.sqlState] == "57014")
+                _ = try await holder.query("SELECT pg_advisory_unlock(4242)", logger: TestDatabase.logger)
             }
-            #expect(error?.serverInfo?[.sqlState] == "57014")
         }
     }
 
     @Test func perTransactionNoConnectionStartsWithThem() async throws {
-        try await Self.withServing(perTransaction: true, named: true) { database in
+        try await Self.withServing(perTransaction: true, named: true) { database, _ in
             // A connection of the pool outside any transaction: PostgreSQL's defaults.
             let outside = try await database.client.withConnection { connection in
                 try await connection.query("SELECT current_setting('statement_timeout')", logger: TestDatabase.logger)
@@ -65,7 +71,7 @@ import TestSupport
     }
 
     @Test(arguments: [true, false]) func unnamedStatementsPrepareNothing(named: Bool) async throws {
-        try await Self.withServing(perTransaction: true, named: named) { database in
+        try await Self.withServing(perTransaction: true, named: named) { database, _ in
             let prepared = try await TenantScope.acrossTenants(because: "a test counts prepared statements") {
                 _ = try await database.client.rows(BackendPIDStatement(), logger: TestDatabase.logger)
                 return try await database.client.rows(
