@@ -58,7 +58,11 @@ run_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@";
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    if [ "$target" = tcp ]; then run_pg "$pg_bin/pg_ctl" -D "$work/pg" -m fast -w stop >/dev/null 2>&1 || true; fi
+    if [ "$target" = tcp ]; then
+        for dir in "$work/pg" "$work/standby"; do
+            [ -f "$dir/postmaster.pid" ] && { run_pg "$pg_bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true; }
+        done
+    fi
     if [ -z "${KEEP:-}" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -77,6 +81,8 @@ tcp)
     run_pg "$pg_bin/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 >/dev/null
     run_pg "$pg_bin/pg_ctl" -D "$work/pg" -l "$work/pg/server.log" -w -s \
         -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $work/pg ${PG_EXTRA_OPTS:-}" start
+    # STANDBY=1: a synchronous standby and HAProxy in front (failover.sh); $pg_port is HAProxy's.
+    if [ -n "${STANDBY:-}" ]; then source Benchmarks/e2e/standby.sh; fi
     export DATABASE_URL="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
     # The role broker serve connects as (operator guide, "The tenant wall"), made before the
     # migration that grants it its privileges.

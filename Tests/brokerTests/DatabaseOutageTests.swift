@@ -110,6 +110,43 @@ import TestSupport
         }
     }
 
+    /// A database that refuses writes under load, as a standby does between a primary's death
+    /// and its own promotion (failover.sh meets one behind HAProxy; decision 0088): every
+    /// write refused as read-only (25006) is 503 `database_unavailable` with Retry-After, never
+    /// 500, and the broker serves again as soon as the database accepts writes, with no
+    /// restart. Made read-only here by `default_transaction_read_only`, which a reload applies
+    /// to the broker's open connections: the same SQLSTATE a hot standby answers.
+    @Test func aDatabaseThatRefusesWritesUnderLoad() async throws {
+        let cluster = try await OwnCluster.create()
+        defer { cluster.destroy() }
+        try await cluster.start()
+        try await Outage.withBroker(cluster, extra: ["BROKER_REQUEST_TIMEOUT": "3"]) { broker, _ in
+            let recorder = Outage.Recorder()
+            async let loading: Void = Outage.load(broker, workers: 4, recorder)
+            defer { recorder.stop() }  // also when a wait below throws: the load ends with the test
+            try await recorder.wait(for: 20) { $0.status == 200 }
+            try await Outage.withClient(cluster) { admin in
+                // This session stays writable whatever the reload says.
+                _ = try await admin.query("SET default_transaction_read_only = off", logger: TestDatabase.logger).collect()
+                _ = try await admin.query("ALTER SYSTEM SET default_transaction_read_only = on", logger: TestDatabase.logger).collect()
+                _ = try await admin.query("SELECT pg_reload_conf()", logger: TestDatabase.logger).collect()
+                let readOnly = ContinuousClock.now
+                // Twelve refusals (checkAnswers says which status they had).
+                try await recorder.wait(for: 12) { $0.status != 200 && $0.at > readOnly }
+                _ = try await admin.query("ALTER SYSTEM RESET default_transaction_read_only", logger: TestDatabase.logger).collect()
+                _ = try await admin.query("SELECT pg_reload_conf()", logger: TestDatabase.logger).collect()
+            }
+            let writable = ContinuousClock.now
+            try await recorder.wait(for: 20) { $0.status == 200 && $0.at > writable }
+            recorder.stop()
+            await loading
+            let all = recorder.answers
+            print("read-only database: \(all.count) sign-ins, statuses \(Dictionary(grouping: all, by: \.status).mapValues(\.count))")
+            Outage.checkAnswers(all, bound: Outage.answerBound)
+            try await Outage.checkDatabase(cluster, succeeded: Set(all.filter { $0.status == 200 }.map(\.subject)))
+        }
+    }
+
     /// Linking an identity while PostgreSQL is down: 503 `database_unavailable` with Retry-After
     /// in bounded time, nothing written; the same request links once PostgreSQL is back, and a
     /// client's retry of it is a no-op (200).

@@ -17,9 +17,12 @@ extension Error {
         switch error.code {
         case .server:
             // 57014 query_canceled (statement_timeout), 57P01–57P05 shutdown and restarts,
-            // class 08 connection exceptions, 53 insufficient resources (too many connections).
+            // class 08 connection exceptions, 53 insufficient resources (too many connections),
+            // 25006 read_only_sql_transaction: the broker never asks for a read-only
+            // transaction, so a write refused as read-only met a standby not yet promoted (a
+            // failover in progress, decision 0088) or a database an operator made read-only.
             guard let state = error.sqlState else { return false }
-            return state == "57014" || state.hasPrefix("57P") || state.hasPrefix("08") || state.hasPrefix("53")
+            return state == "57014" || state.hasPrefix("57P") || state.hasPrefix("08") || state.hasPrefix("53") || state == "25006"
         case .queryCancelled, .clientClosedConnection, .serverClosedConnection, .connectionError, .uncleanShutdown,
             .poolClosed, .sslUnsupported, .failedToAddSSLHandler:
             return true
