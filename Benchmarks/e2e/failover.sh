@@ -28,9 +28,22 @@ BASE=$base TOKENS=$work/tokens.txt DURATION=$duration WEBHOOK_PORT=$webhook_port
     PSQL="psql -h 127.0.0.1 -p $pg_port -U postgres -d postgres" \
     KILL_CMD=$kill_cmd PROMOTE_CMD=$promote_cmd REQUEST_TIMEOUT=${BROKER_REQUEST_TIMEOUT:-10} \
     python3 Benchmarks/e2e/failover.py && status=0 || status=$?
+# The cache invalidations' LISTEN follows the switch too: a key the broker has cached, revoked
+# on the new primary, is refused within seconds (the listener reconnects by itself).
+created=$("$bin/broker" api-key create --tenant bench --name after-failover --json)
+late_key=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["key"])' <<<"$created")
+late_id=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])' <<<"$created")
+key_status() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $late_key" "$base/v1/events?limit=1"; }
+echo "== a new API key: $(key_status) before its revocation"
+"$bin/broker" api-key revoke --tenant bench "$late_id" >/dev/null
+revoked=$(date +%s.%N)
+while [ "$(key_status)" = 200 ] && (( $(echo "$(date +%s.%N) - $revoked < 10" | bc) )); do sleep 0.05; done
+refused_after=$(echo "$(date +%s.%N) - $revoked" | bc)
+echo "   revoked on the new primary: answered $(key_status) after ${refused_after} s"
+if [ "$(key_status)" = 200 ]; then echo "FAILED: the revoked key still works (the LISTEN connection did not come back)"; status=1; fi
 echo "== answers per second after the kill (status: count):"
 cat "$work/failover-timeline.txt"
 echo "== the broker's log (warnings and errors, by message):"
-sed -E 's/^[^ ]+ +//' "$work/broker.log" | cut -c1-160 | sort | uniq -c | sort -rn | head -15
+sed -E 's/^[^ ]+ +//; s/hb.request.id=[^ ]+ //' "$work/broker.log" | cut -c1-160 | sort | uniq -c | sort -rn | awk 'NR <= 15'
 echo "== HAProxy: $(grep -c 'is DOWN' "$work/haproxy-pg.log" || true) server(s) marked down"
 exit "$status"
