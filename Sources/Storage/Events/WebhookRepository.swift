@@ -231,7 +231,25 @@ public struct WebhookRepository: Sendable {
     }
 
     private func take(now: Date, leaseUntil: Date, excluding busy: [UUID]) async throws -> [PostgresRow] {
-        try await client.rows(
+        let (plan, statement) = Self.take(now: now, leaseUntil: leaseUntil, excluding: busy)
+        return try await client.transaction(logger: logger) { connection in
+            _ = try await connection.query(plan, logger: logger).collect()
+            return try await connection.query(statement, logger: logger).collect()
+        }
+    }
+
+    /// The take, in its transaction after `plan`. It must walk the due deliveries in
+    /// `next_attempt_at` order and stop at the first it may send. Left to itself the planner
+    /// reads every due delivery, checks each, and sorts them all to keep one: always with the
+    /// generic plan the broker's connections use (decision 0075), and with a plan made for the
+    /// values too while the table has no statistics. That was 128 ms a take with 10,000
+    /// pending, so that a backlog drained at 44 deliveries a second while it took most of
+    /// PostgreSQL's CPU (the soak of issue 43; decision 0089). With sorts off for this
+    /// transaction, and a plan made for its values, the only plan left reads the due index
+    /// from its start.
+    static func take(now: Date, leaseUntil: Date, excluding busy: [UUID]) -> (plan: PostgresQuery, statement: PostgresQuery) {
+        (
+            "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', 'off', true)",
             """
             UPDATE webhook_deliveries d SET next_attempt_at = \(leaseUntil), updated_at = now()
             FROM webhooks w, events_outbox e
@@ -248,7 +266,8 @@ public struct WebhookRepository: Sendable {
               AND w.tenant_id = d.tenant_id AND e.id = d.event_id AND e.tenant_id = d.tenant_id
             RETURNING d.event_id, d.tenant_id, d.attempts, w.url, w.secret_sealed,
                 e.tx::text, e.event_type, e.account_id, e.created_at, e.payload::text
-            """, logger: logger)
+            """
+        )
     }
 
     private func process(_ rows: [PostgresRow], _ send: @Sendable (Due) async -> Result) async throws -> Bool {
