@@ -24,6 +24,36 @@ import Testing
         #expect(attempts.withLock { $0 } == 3)
     }
 
+    /// An attempt that never answers (a statement on a connection that died mid-failover
+    /// without telling the client) is cut off at its timeout and the write tried again, where
+    /// it used to hold its worker's round for good (issue 43's failover).
+    @Test func anAttemptThatNeverAnswersIsCutOffAndTriedAgain() async throws {
+        let attempts = Mutex(0)
+        let cancelled = Mutex(false)
+        let written = try await OutcomeWrite.retrying(
+            lease: 60, what: "test outcome", logger: Self.logger, attemptTimeout: .milliseconds(200)
+        ) { () async throws -> String in
+            let attempt = attempts.withLock {
+                $0 += 1; return $0
+            }
+            if attempt == 1 {
+                // Waits until cancelled: nothing else ends it.
+                let (never, ending) = AsyncStream.makeStream(of: Void.self)
+                await withTaskCancellationHandler {
+                    for await _ in never {}
+                } onCancel: {
+                    cancelled.withLock { $0 = true }
+                    ending.finish()
+                }
+                throw CancellationError()
+            }
+            return "written"
+        }
+        #expect(written == "written")
+        #expect(attempts.withLock { $0 } == 2)
+        #expect(cancelled.withLock { $0 }, "the attempt that never answered was cancelled")
+    }
+
     @Test func anotherFailureIsNotTriedAgain() async {
         struct Refused: Error {}
         let attempts = Mutex(0)

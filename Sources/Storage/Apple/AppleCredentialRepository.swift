@@ -78,17 +78,20 @@ public struct AppleCredentialRepository: Sendable {
     /// asked), calls `check`, and records the verdict (a revocation is applied as
     /// `consent-revoked` in one transaction); nil when none was due.
     public func checkNext(tenantID: UUID? = nil, dueBy: Date, _ check: @Sendable (Due) async -> Verdict) async throws -> Verdict? {
-        let rows = try await client.rows(
-            """
-            UPDATE identities i SET credential_check_due_at = now() + make_interval(secs => \(Self.lease))
-            WHERE i.id = (
-                SELECT d.id FROM identities d
-                WHERE d.provider = 'apple' AND d.provider_refresh_token_sealed IS NOT NULL AND d.credential_check_due_at <= \(dueBy)
-                    AND d.apple_transfer_sub IS NULL
-                    AND (\(tenantID)::uuid IS NULL OR d.tenant_id = \(tenantID))
-                ORDER BY d.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-            RETURNING i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
-            """, logger: logger)
+        // Bounded like the verdict's write (``OutcomeWrite/attemptTimeout``).
+        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+            try await client.rows(
+                """
+                UPDATE identities i SET credential_check_due_at = now() + make_interval(secs => \(Self.lease))
+                WHERE i.id = (
+                    SELECT d.id FROM identities d
+                    WHERE d.provider = 'apple' AND d.provider_refresh_token_sealed IS NOT NULL AND d.credential_check_due_at <= \(dueBy)
+                        AND d.apple_transfer_sub IS NULL
+                        AND (\(tenantID)::uuid IS NULL OR d.tenant_id = \(tenantID))
+                    ORDER BY d.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+                RETURNING i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
+                """, logger: logger)
+        }
         guard let row = rows.first else { return nil }
         let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
         let verdict = await check(

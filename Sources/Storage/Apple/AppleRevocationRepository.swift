@@ -91,15 +91,19 @@ public struct AppleRevocationRepository: Sendable {
     /// time one lease ahead (a short transaction: no lock is held while Apple answers), calls
     /// `work` with it, and records the result; false when none was due.
     public func processNext(now: Date, _ work: @Sendable (Due) async -> Result) async throws -> Bool {
-        let rows = try await client.rows(
-            """
-            UPDATE apple_revocations r SET next_attempt_at = \(now.addingTimeInterval(Self.lease)), updated_at = now()
-            WHERE r.id = (
-                SELECT d.id FROM apple_revocations d
-                WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
-                ORDER BY d.next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-            RETURNING \(unescaped: qualified(Self.columns, alias: "r")), r.token_sealed
-            """, logger: logger)
+        // Bounded like the outcome's write (``OutcomeWrite/attemptTimeout``): a take on a
+        // connection that died without telling the client must not hold the worker for good.
+        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+            try await client.rows(
+                """
+                UPDATE apple_revocations r SET next_attempt_at = \(now.addingTimeInterval(Self.lease)), updated_at = now()
+                WHERE r.id = (
+                    SELECT d.id FROM apple_revocations d
+                    WHERE d.status = 'pending' AND d.next_attempt_at <= \(now)
+                    ORDER BY d.next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+                RETURNING \(unescaped: qualified(Self.columns, alias: "r")), r.token_sealed
+                """, logger: logger)
+        }
         guard let row = rows.first else { return false }
         var reader = RowReader(row)
         let revocation = try Self.decode(&reader)

@@ -159,31 +159,33 @@ public struct WebhookRepository: Sendable {
     /// Returns how many events were read.
     @discardableResult
     public func dispatch(limit: Int = 500) async throws -> Int {
-        let rows = try await client.rows(
-            """
-            WITH hooks AS (
-                SELECT tenant_id, event_types, cursor_tx, cursor_id FROM webhooks WHERE enabled FOR UPDATE SKIP LOCKED
-            ), batch AS (
-                SELECT h.tenant_id, h.event_types, e.id, e.tx, e.account_id, e.event_type FROM hooks h
-                CROSS JOIN LATERAL (
-                    SELECT o.id, o.tx, o.account_id, o.event_type FROM events_outbox o
-                    WHERE o.tenant_id = h.tenant_id AND (o.tx, o.id) > (h.cursor_tx, h.cursor_id)
-                        AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
-                    ORDER BY o.tx, o.id LIMIT \(limit)) e
-            ), written AS (
-                INSERT INTO webhook_deliveries (event_id, tenant_id, account_id, event_tx, next_attempt_at)
-                SELECT b.id, b.tenant_id, b.account_id, b.tx, GREATEST(now(), (
-                    SELECT max(q.next_attempt_at) FROM webhook_deliveries q
-                    WHERE q.tenant_id = b.tenant_id AND q.account_id = b.account_id AND q.status = 'pending'))
-                FROM batch b WHERE b.event_types IS NULL OR b.event_type = ANY (b.event_types)
-                ON CONFLICT (event_id) DO NOTHING
-            ), last AS (
-                SELECT DISTINCT ON (tenant_id) tenant_id, tx, id FROM batch ORDER BY tenant_id, tx DESC, id DESC
-            ), moved AS (
-                UPDATE webhooks w SET cursor_tx = last.tx, cursor_id = last.id FROM last WHERE w.tenant_id = last.tenant_id
-            )
-            SELECT count(*) FROM batch
-            """, logger: logger)
+        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+            try await client.rows(
+                """
+                WITH hooks AS (
+                    SELECT tenant_id, event_types, cursor_tx, cursor_id FROM webhooks WHERE enabled FOR UPDATE SKIP LOCKED
+                ), batch AS (
+                    SELECT h.tenant_id, h.event_types, e.id, e.tx, e.account_id, e.event_type FROM hooks h
+                    CROSS JOIN LATERAL (
+                        SELECT o.id, o.tx, o.account_id, o.event_type FROM events_outbox o
+                        WHERE o.tenant_id = h.tenant_id AND (o.tx, o.id) > (h.cursor_tx, h.cursor_id)
+                            AND o.tx < pg_snapshot_xmin(pg_current_snapshot())
+                        ORDER BY o.tx, o.id LIMIT \(limit)) e
+                ), written AS (
+                    INSERT INTO webhook_deliveries (event_id, tenant_id, account_id, event_tx, next_attempt_at)
+                    SELECT b.id, b.tenant_id, b.account_id, b.tx, GREATEST(now(), (
+                        SELECT max(q.next_attempt_at) FROM webhook_deliveries q
+                        WHERE q.tenant_id = b.tenant_id AND q.account_id = b.account_id AND q.status = 'pending'))
+                    FROM batch b WHERE b.event_types IS NULL OR b.event_type = ANY (b.event_types)
+                    ON CONFLICT (event_id) DO NOTHING
+                ), last AS (
+                    SELECT DISTINCT ON (tenant_id) tenant_id, tx, id FROM batch ORDER BY tenant_id, tx DESC, id DESC
+                ), moved AS (
+                    UPDATE webhooks w SET cursor_tx = last.tx, cursor_id = last.id FROM last WHERE w.tenant_id = last.tenant_id
+                )
+                SELECT count(*) FROM batch
+                """, logger: logger)
+        }
         return try rows.first?.decode(Int.self) ?? 0
     }
 
@@ -218,23 +220,29 @@ public struct WebhookRepository: Sendable {
     @discardableResult
     public func releaseLeases(_ leases: [Date]) async throws -> Int {
         guard !leases.isEmpty else { return 0 }
-        let rows = try await client.rows(
-            """
-            WITH released AS (
-                UPDATE webhook_deliveries SET next_attempt_at = now(), updated_at = now()
-                WHERE status = 'pending' AND next_attempt_at = ANY (\(leases)::timestamptz[])
-                RETURNING 1
-            )
-            SELECT count(*)::int8 FROM released
-            """, logger: logger)
+        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+            try await client.rows(
+                """
+                WITH released AS (
+                    UPDATE webhook_deliveries SET next_attempt_at = now(), updated_at = now()
+                    WHERE status = 'pending' AND next_attempt_at = ANY (\(leases)::timestamptz[])
+                    RETURNING 1
+                )
+                SELECT count(*)::int8 FROM released
+                """, logger: logger)
+        }
         return try rows.first?.decode(Int.self) ?? 0
     }
 
     private func take(now: Date, leaseUntil: Date, excluding busy: [UUID]) async throws -> [PostgresRow] {
         let (plan, statement) = Self.take(now: now, leaseUntil: leaseUntil, excluding: busy)
-        return try await client.transaction(logger: logger) { connection in
-            _ = try await connection.query(plan, logger: logger).collect()
-            return try await connection.query(statement, logger: logger).collect()
+        // Bounded like an outcome's write (``OutcomeWrite/attemptTimeout``): past it the take
+        // is interrupted, and its lease given back once the database answers.
+        return try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+            try await client.transaction(logger: logger) { connection in
+                _ = try await connection.query(plan, logger: logger).collect()
+                return try await connection.query(statement, logger: logger).collect()
+            }
         }
     }
 

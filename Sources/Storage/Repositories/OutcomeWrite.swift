@@ -18,21 +18,31 @@ enum OutcomeWrite {
     /// D11): a stop that comes once the call is done still has its outcome written (the
     /// process's shutdown deadline bounds it).
     static func retrying<T: Sendable>(
-        lease: TimeInterval, what: @autoclosure () -> String, logger: Logger, _ write: @escaping @Sendable () async throws -> T
+        lease: TimeInterval, what: @autoclosure () -> String, logger: Logger, attemptTimeout: Duration = attemptTimeout,
+        _ write: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let what = what()
-        return try await Task { try await retryingNow(lease: lease, what: what, logger: logger, write) }.value
+        return try await Task {
+            try await retryingNow(lease: lease, what: what, logger: logger, attemptTimeout: attemptTimeout, write)
+        }.value
     }
 
+    /// The longest one attempt may take. An attempt that meets the database mid-failover can
+    /// wait for an answer that never comes (issue 43: three webhook outcomes done while the
+    /// standby refused writes were never written, and their worker's round never ended): past
+    /// this it is cancelled and counted as the database being unavailable, and the next
+    /// attempt starts on another connection.
+    static let attemptTimeout: Duration = .seconds(10)
+
     private static func retryingNow<T: Sendable>(
-        lease: TimeInterval, what: String, logger: Logger, _ write: @Sendable () async throws -> T
+        lease: TimeInterval, what: String, logger: Logger, attemptTimeout: Duration, _ write: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = ContinuousClock.now + .milliseconds(Int64(lease * leaseShare * 1_000))
         var wait = Duration.milliseconds(200)
         var waited = false
         while true {
             do {
-                let written = try await write()
+                let written = try await withDatabaseDeadline(attemptTimeout, write)
                 if waited { logger.notice("\(what): written now that the database is back") }
                 return written
             } catch  where error.isDatabaseUnavailable {
