@@ -6,7 +6,10 @@
 # all its processes, as a machine that dies); PROMOTE_AFTER (2 s) later the standby is promoted
 # (`pg_ctl promote`); HAProxy moves by itself; the broker is not restarted. failover.py prints
 # what was answered when, checks the rows on the new primary, the feed and the webhooks, and
-# exits non-zero when a requirement is not met.
+# exits non-zero when a requirement is not met. Then a new API key, revoked on the new primary,
+# must be refused by the running broker (its LISTEN connection came back). On a failure the
+# script prints the new primary's webhook state and keeps the broker's log in
+# /tmp/failover-broker.log (BROKER_LOG_LEVEL=debug for more).
 # Usage: [BIN=DIR] [DURATION=40] [KILL_AT=10] [PROMOTE_AFTER=2] [SIGNIN_RATE=200] Benchmarks/e2e/failover.sh
 set -euo pipefail
 export TARGET=tcp STANDBY=1 BROKER_WEBHOOK_ALLOW_INSECURE=1
@@ -28,6 +31,19 @@ BASE=$base TOKENS=$work/tokens.txt DURATION=$duration WEBHOOK_PORT=$webhook_port
     PSQL="psql -h 127.0.0.1 -p $pg_port -U postgres -d postgres" \
     KILL_CMD=$kill_cmd PROMOTE_CMD=$promote_cmd REQUEST_TIMEOUT=${BROKER_REQUEST_TIMEOUT:-10} \
     python3 Benchmarks/e2e/failover.py && status=0 || status=$?
+if [ "$status" != 0 ]; then
+    echo "== on the new primary, for the diagnosis:"
+    psql_db "SELECT 'deliveries ' || status || ': ' || count(*) || ', due ' || min(next_attempt_at) || ' to ' || max(next_attempt_at)
+            FROM webhook_deliveries GROUP BY status" || true
+    psql_db "SELECT 'webhook cursor ' || cursor_tx || '.' || cursor_id || ' enabled ' || enabled FROM webhooks" || true
+    psql_db "SELECT 'events to ' || max(tx) || '.' || max(id) || ', snapshot xmin ' || pg_snapshot_xmin(pg_current_snapshot()) FROM events_outbox" || true
+    psql_db "SELECT 'backend ' || pid || ' ' || coalesce(state, '') || ' since ' || coalesce(xact_start::text, '-') || ' ' ||
+            coalesce(wait_event, '') || ' ' || left(regexp_replace(query, '\s+', ' ', 'g'), 100)
+            FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" || true
+    echo "== the broker's log about webhooks (last 20):"
+    grep -i "webhook" "$work/broker.log" | tail -20 || true
+    cp "$work/broker.log" /tmp/failover-broker.log
+fi
 # The cache invalidations' LISTEN follows the switch too: a key the broker has cached, revoked
 # on the new primary, is refused within seconds (the listener reconnects by itself).
 created=$("$bin/broker" api-key create --tenant bench --name after-failover --json)

@@ -36,7 +36,7 @@ else
     work=$(mktemp -d /tmp/identitybroker-bench.XXXXXX) fresh=1
 fi
 chmod 711 "$work"
-export BROKER_LOG_LEVEL=warning BROKER_LOG_FORMAT=text
+export BROKER_LOG_LEVEL=${BROKER_LOG_LEVEL:-warning} BROKER_LOG_FORMAT=text
 # wrk sends thousands of requests a second from one address with one API key: the abuse limits
 # (200/s per key, 50/s per address on the public routes, decision 0048) are raised, as an
 # operator raises them for a trusted caller. Every request still takes a token from its bucket:
