@@ -93,7 +93,7 @@ for i in $(seq "$minutes"); do
         echo "   minute $import_at: broker import users ($import_accounts people) starts" >&2
         ( started=$(date +%s.%N)
           "$bin/broker" import users --tenant bench --from jsonl --file "$work/import.jsonl" --json >"$work/import.json" 2>"$work/import.err"
-          echo "   the import ended after $(echo "$(date +%s.%N) - $started" | bc | cut -d. -f1) s: $(tr -d ' \n' <"$work/import.json" | head -c 200)" >&2 ) &
+          echo "   the import ended after $(printf %.0f "$(echo "$(date +%s.%N) - $started" | bc)") s: $(tr -d ' \n' <"$work/import.json" | head -c 200)" >&2 ) &
         import_pid=$!
     fi
     mint_notifications "$work/round-$i.txt" "$per_round"
