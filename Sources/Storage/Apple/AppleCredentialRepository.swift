@@ -78,8 +78,7 @@ public struct AppleCredentialRepository: Sendable {
     /// asked), calls `check`, and records the verdict (a revocation is applied as
     /// `consent-revoked` in one transaction); nil when none was due.
     public func checkNext(tenantID: UUID? = nil, dueBy: Date, _ check: @Sendable (Due) async -> Verdict) async throws -> Verdict? {
-        // Bounded like the verdict's write (``OutcomeWrite/attemptTimeout``).
-        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+        let rows = try await WorkerCall.bounded { [client, logger] in
             try await client.rows(
                 """
                 UPDATE identities i SET credential_check_due_at = now() + make_interval(secs => \(Self.lease))

@@ -91,9 +91,7 @@ public struct AppleRevocationRepository: Sendable {
     /// time one lease ahead (a short transaction: no lock is held while Apple answers), calls
     /// `work` with it, and records the result; false when none was due.
     public func processNext(now: Date, _ work: @Sendable (Due) async -> Result) async throws -> Bool {
-        // Bounded like the outcome's write (``OutcomeWrite/attemptTimeout``): a take on a
-        // connection that died without telling the client must not hold the worker for good.
-        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+        let rows = try await WorkerCall.bounded { [client, logger] in
             try await client.rows(
                 """
                 UPDATE apple_revocations r SET next_attempt_at = \(now.addingTimeInterval(Self.lease)), updated_at = now()

@@ -159,7 +159,7 @@ public struct WebhookRepository: Sendable {
     /// Returns how many events were read.
     @discardableResult
     public func dispatch(limit: Int = 500) async throws -> Int {
-        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+        let rows = try await WorkerCall.bounded { [client, logger] in
             try await client.rows(
                 """
                 WITH hooks AS (
@@ -220,7 +220,7 @@ public struct WebhookRepository: Sendable {
     @discardableResult
     public func releaseLeases(_ leases: [Date]) async throws -> Int {
         guard !leases.isEmpty else { return 0 }
-        let rows = try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+        let rows = try await WorkerCall.bounded { [client, logger] in
             try await client.rows(
                 """
                 WITH released AS (
@@ -236,9 +236,7 @@ public struct WebhookRepository: Sendable {
 
     private func take(now: Date, leaseUntil: Date, excluding busy: [UUID]) async throws -> [PostgresRow] {
         let (plan, statement) = Self.take(now: now, leaseUntil: leaseUntil, excluding: busy)
-        // Bounded like an outcome's write (``OutcomeWrite/attemptTimeout``): past it the take
-        // is interrupted, and its lease given back once the database answers.
-        return try await withDatabaseDeadline(OutcomeWrite.attemptTimeout) { [client, logger] in
+        return try await WorkerCall.bounded { [client, logger] in
             try await client.transaction(logger: logger) { connection in
                 _ = try await connection.query(plan, logger: logger).collect()
                 return try await connection.query(statement, logger: logger).collect()

@@ -16,9 +16,10 @@ enum OutcomeWrite {
     /// ``leaseShare``) from now have passed; any other failure, or the database still down
     /// then, is thrown. The write is not cancelled with the worker that asks for it (issue 39
     /// D11): a stop that comes once the call is done still has its outcome written (the
-    /// process's shutdown deadline bounds it).
+    /// process's shutdown deadline bounds it). Each attempt is bounded by `attemptTimeout`
+    /// (``WorkerCall/timeout`` unless a test says otherwise; decision 0090).
     static func retrying<T: Sendable>(
-        lease: TimeInterval, what: @autoclosure () -> String, logger: Logger, attemptTimeout: Duration = attemptTimeout,
+        lease: TimeInterval, what: @autoclosure () -> String, logger: Logger, attemptTimeout: Duration = WorkerCall.timeout,
         _ write: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let what = what()
@@ -26,13 +27,6 @@ enum OutcomeWrite {
             try await retryingNow(lease: lease, what: what, logger: logger, attemptTimeout: attemptTimeout, write)
         }.value
     }
-
-    /// The longest one attempt may take. An attempt that meets the database mid-failover can
-    /// wait for an answer that never comes (issue 43: three webhook outcomes done while the
-    /// standby refused writes were never written, and their worker's round never ended): past
-    /// this it is cancelled and counted as the database being unavailable, and the next
-    /// attempt starts on another connection.
-    static let attemptTimeout: Duration = .seconds(10)
 
     private static func retryingNow<T: Sendable>(
         lease: TimeInterval, what: String, logger: Logger, attemptTimeout: Duration, _ write: @escaping @Sendable () async throws -> T
