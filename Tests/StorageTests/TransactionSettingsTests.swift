@@ -75,7 +75,7 @@ import TestSupport
             let prepared = try await TenantScope.acrossTenants(because: "a test counts prepared statements") {
                 _ = try await database.client.rows(BackendPIDStatement(), logger: TestDatabase.logger)
                 return try await database.client.rows(
-                    "SELECT count(*)::int FROM pg_prepared_statements WHERE name = 'ib_pooler_check'", logger: TestDatabase.logger
+                    "SELECT count(*)::int FROM pg_prepared_statements WHERE name = 'ib_test_backend_pid'", logger: TestDatabase.logger
                 ).first?.decode(Int.self)
             }
             #expect(prepared == (named ? 1 : 0))
@@ -85,4 +85,13 @@ import TestSupport
             #expect(answer.count == 1 && answer[0] > 0, "the rows are decoded as the prepared statement's")
         }
     }
+}
+
+/// A named prepared statement for the tests above: the backend's pid.
+private struct BackendPIDStatement: PostgresPreparedStatement {
+    static let name = "ib_test_backend_pid"
+    static let sql = "SELECT pg_backend_pid()"
+    typealias Row = Int32
+    func makeBindings() -> PostgresBindings { PostgresBindings() }
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int32.self) }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import MockIdP
 import NIOHTTP1
 import PostgresNIO
@@ -82,6 +83,37 @@ import TestSupport
                 let pooled = bouncer.url(database: TestDatabase.name(of: url), user: "postgres")
                 let plain = try await BrokerCLI(databaseURL: pooled).run("tenant", "list")
                 #expect(plain.status == 0, "\(plain.output)")
+            }
+        }
+    }
+
+    /// Instances that start together check the pooler together, and each check's prepared
+    /// statement may then move to another backend between its preparation and its run
+    /// (SQLSTATE 26000: one of three instances refused to start in CI on 2026-12-04). Many
+    /// checks at once behind a barrier, several times: each finds the pooler, none fails.
+    @Test func checksAtTheSameMomentEachFindThePooler() async throws {
+        try await TestDatabase.withFresh { _, url in
+            try await PgBouncer.with(mode: "transaction") { bouncer in
+                var configuration = try DatabaseConfiguration(url: bouncer.url(database: TestDatabase.name(of: url), user: "postgres"))
+                configuration.tenantScopePerTransaction = true
+                let pooled = configuration
+                for _ in 0..<8 {
+                    let barrier = Barrier(count: 6)
+                    let findings = try await withThrowingTaskGroup(of: PoolerFinding.self) { group in
+                        for _ in 0..<6 {
+                            group.addTask {
+                                await barrier.arrive()
+                                return try await PoolerCheck.check(pooled, logger: Logger(label: "test"))
+                            }
+                        }
+                        return try await group.reduce(into: []) { $0.append($1) }
+                    }
+                    #expect(findings.count == 6)
+                    for finding in findings {
+                        #expect(finding.sharesServerConnections, "\(finding)")
+                        #expect(finding.carriesNamedStatements != true, "\(finding)")
+                    }
+                }
             }
         }
     }

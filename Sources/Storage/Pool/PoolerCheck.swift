@@ -27,15 +27,17 @@ public struct PoolerFinding: Sendable, Equatable {
 /// sessions. PostgreSQL itself (or a pooler in session mode) gives each client connection one
 /// backend for its life. A pooler in transaction mode gives a client a backend per transaction:
 ///
-/// 1. the first connection asks its backend's pid (a named prepared statement);
+/// 1. the first connection asks its backend's pid, with a named prepared statement whose name
+///    is new each round (PostgresNIO's `prepare(query:)`: `nio-postgres-` and a UUID), so that
+///    no other client's statement (another instance checking at the same moment, or one left on
+///    a server connection) can answer for it; when the pooler moved the connection between
+///    preparing and running it, SQLSTATE 26000 already shows the pooler;
 /// 2. the second opens a transaction and asks its own: that pins a backend to it, the first's
 ///    when the pooler reuses the backend freed last (PgBouncer's default, `server_round_robin
 ///    = 0`), and then the pids are equal;
 /// 3. the first asks again: a pooler gives it another backend (another pid), or, with no other
 ///    to give, keeps it waiting until the second's transaction ends. The named statement of
 ///    step 1 either runs there (the pooler carries it) or does not exist (SQLSTATE 26000);
-///    a backend that already has it though this connection never prepared it there (42P05,
-///    an earlier check's left on a server connection) shows the same;
 /// 4. the second rolls back.
 ///
 /// A round that shows nothing is tried again (another pooler may pick backends otherwise), three
@@ -81,11 +83,16 @@ public enum PoolerCheck {
         -> PoolerFinding
     {
         let before: Int32
+        let pidStatement: PreparedQuery
         do {
-            before = try await backendPID(first, logger: logger)
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P05" {
-            // The backend had the statement already, though this connection never prepared it:
-            // another client's (an earlier check's) left on a server connection they share.
+            pidStatement = try await first.prepare(query: "SELECT pg_backend_pid()::text").get()
+            before = try await backendPID(pidStatement)
+        } catch let error where Self.statementMissing(error) {
+            // PostgresNIO prepares a statement and runs it in two exchanges, each ended by its
+            // own `Sync`, and a pooler in transaction mode that has other clients (another
+            // instance starting at the same moment) may hand the second to another backend,
+            // where the statement does not exist (26000). 42P05 (the name exists already) cannot
+            // come of a name new each round, and would show a shared backend too.
             return PoolerFinding(sharesServerConnections: true, carriesNamedStatements: false)
         }
         try await second.query("BEGIN", logger: logger)
@@ -94,8 +101,8 @@ public enum PoolerCheck {
             let answer = try await withThrowingTaskGroup(of: Answer.self) { group in
                 group.addTask {
                     do {
-                        return .pid(try await backendPID(first, logger: logger))
-                    } catch let error as PSQLError where ["26000", "42P05"].contains(error.serverInfo?[.sqlState]) {
+                        return .pid(try await backendPID(pidStatement))
+                    } catch let error where Self.statementMissing(error) {
                         return .namedStatementMissing
                     }
                 }
@@ -129,18 +136,19 @@ public enum PoolerCheck {
         }
     }
 
-    private static func backendPID(_ connection: PostgresConnection, logger: Logger) async throws -> Int32 {
-        var pid: Int32 = 0
-        for try await value in try await connection.execute(BackendPIDStatement(), logger: logger) { pid = value }
-        return pid
+    /// Whether PostgreSQL answered that the named statement does not exist (26000) or exists
+    /// already (42P05). `PostgresDatabase.prepare(query:)`, PostgresNIO's one way to prepare under
+    /// a name of its own making, answers with the older `PostgresError` (1.33.2).
+    private static func statementMissing(_ error: any Error) -> Bool {
+        let state: String? =
+            if case .server(let answer) = error as? PostgresError { answer.fields[.sqlState] } else {
+                (error as? PSQLError)?.serverInfo?[.sqlState]
+            }
+        return state == "26000" || state == "42P05"
     }
-}
 
-/// The backend's pid, as a named prepared statement (``PoolerCheck``).
-struct BackendPIDStatement: PostgresPreparedStatement {
-    static let name = "ib_pooler_check"
-    static let sql = "SELECT pg_backend_pid()"
-    typealias Row = Int32
-    func makeBindings() -> PostgresBindings { PostgresBindings() }
-    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int32.self) }
+    private static func backendPID(_ statement: PreparedQuery) async throws -> Int32 {
+        // As text: the older API's rows come in text format, which `Int32`'s decoding refuses.
+        try await statement.execute().get().first.flatMap { Int32(try $0.decode(String.self)) } ?? 0
+    }
 }
