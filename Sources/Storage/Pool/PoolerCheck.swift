@@ -142,7 +142,7 @@ public enum PoolerCheck {
     private static func statementMissing(_ error: any Error) -> Bool {
         let state: String? =
             if case .server(let answer) = error as? PostgresError { answer.fields[.sqlState] } else {
-                (error as? PSQLError)?.serverInfo?[.sqlState]
+                (error as? PSQLError)?.sqlState
             }
         return state == "26000" || state == "42P05"
     }
