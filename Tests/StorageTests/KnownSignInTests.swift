@@ -181,8 +181,8 @@ import Testing
     }
 
     /// Through the repository, by a process that has not seen the person: the first statement
-    /// says `known`, the lean one signs in; a replay, a disabled account and a posted provider
-    /// refresh token get the full statement's answers.
+    /// says `known`, the lean one signs in, a posted provider refresh token too (decision 0091);
+    /// a replay and a disabled account get the full statement's answers.
     @Test func throughTheRepositoryAFreshProcessSignsAStoredIdentityIn() async throws {
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("known-repo", in: database)

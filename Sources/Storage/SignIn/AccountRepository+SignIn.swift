@@ -17,8 +17,9 @@ extension AccountRepository {
     /// gets the lean ``FirstSignInBatchStatement`` (decision 0059): it opens the session of a
     /// quiet sign-in as the quiet statement would, creates the account when nothing but a new
     /// account could come of the sign-in, and otherwise writes nothing. A stored identity that
-    /// was not quiet then gets the lean ``KnownSignInBatchStatement`` (decision 0063) unless a
-    /// provider refresh token is posted; the full statement follows whatever did not apply.
+    /// was not quiet then gets the lean ``KnownSignInBatchStatement`` (decision 0063), a posted
+    /// provider refresh token included (decision 0091); the full statement follows whatever
+    /// did not apply.
     /// A deletion, an account-delete or consent-revoked notification or another sign-in of the
     /// account that aborts the statement (a deadlock, or a row it references gone) runs it again
     /// (``RaceRetry``): the next attempt sees what the other committed.
@@ -50,8 +51,9 @@ extension AccountRepository {
             case .replayed: throw IdentityTokenReplayed()
             }
         }
-        // A stored identity the sign-in brings something new for (decision 0063).
-        if stored, request.sealedProviderRefreshToken == nil, let result = try await signInKnown(request) {
+        // A stored identity the sign-in brings something new for (decision 0063), such as the
+        // provider refresh token an Apple code sign-in keeps (decision 0091).
+        if stored, let result = try await signInKnown(request) {
             recentSignIns.record(key)
             return result
         }

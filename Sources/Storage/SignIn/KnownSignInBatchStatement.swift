@@ -23,8 +23,9 @@ extension AccountRepository {
     /// the first element of each account in the batch (two elements of one account in one
     /// statement would each update it from a row the other's update does not see). Any other
     /// element returns no row and writes nothing, and the caller runs the full statement for
-    /// it, which decides as before. The caller never posts an element with a provider refresh
-    /// token. A taken session id fails the statement, as it fails the full one; the batch then
+    /// it, which decides as before. A posted provider refresh token (an Apple code sign-in's) is
+    /// one more brought column (``SignInColumns``): it makes the sign-in not quiet, and the
+    /// identity's `SET` list stores it (decision 0091). A taken session id fails the statement, as it fails the full one; the batch then
     /// runs element by element and only that element fails (a replay, nothing written).
     /// Identities and accounts are reached per element through their keys: LATERAL lookups
     /// with `LIMIT 1`, the identity updated through its unique key, the account through
