@@ -50,6 +50,7 @@ public struct BrokerServices: Sendable {
     /// Rate limits and the buckets that enforce them (decision 0048).
     public let limiter: RequestLimiter
     package let appleClients = ExpiringCache<String, ResolvedAppleClient>(ttl: .seconds(5))
+    package let appleServiceClients = ExpiringCache<UUID, [AppleClient]>(ttl: .seconds(5))
     package let providerConfigurations = ExpiringCache<String, ProviderConfiguration?>(ttl: .seconds(5))
     /// Security events no other row records: replays, refused API keys (decision 0020).
     package let securityEvents: SecurityEventRecorder
@@ -133,7 +134,9 @@ public struct BrokerServices: Sendable {
     package var sessionTokens: SessionTokens { SessionTokens(keys: signingKeys, publicURL: publicURL) }
 
     package var providerSettings: ProviderSettingsStore {
-        ProviderSettingsStore(database: database, appleClients: appleClients, configurations: providerConfigurations)
+        ProviderSettingsStore(
+            database: database, appleClients: appleClients, appleServiceClients: appleServiceClients,
+            configurations: providerConfigurations)
     }
 
     package var signIn: SignInService {
@@ -321,6 +324,7 @@ public struct BrokerServices: Sendable {
             if let tenantID { callers.removeAll { _, caller in caller.tenant.id == tenantID } } else { callers.removeAll() }
         case .appleClients:
             if let tenantID { appleClients.removeAll { _, client in client.client.tenantID == tenantID } } else { appleClients.removeAll() }
+            if let tenantID { appleServiceClients.removeAll { key, _ in key == tenantID } } else { appleServiceClients.removeAll() }
             appleNotificationRoutes.removeAll()
         case .providerConfigs:
             if let tenantID {

@@ -102,4 +102,49 @@ import Testing
             #expect(seen == Array(repeating: "oauth_clients:\(bravo.lowercasedString)", count: 2))
         }
     }
+
+    /// A tenant's Services IDs (the web flow's candidates when a start or an OpenID Provider
+    /// authorization request names none, read on each such request): cached, so a change in the
+    /// table alone is not seen, and read again once an Apple client change's notice dropped
+    /// them. The store is given caches of its own, which no notice of the app's listener
+    /// clears behind the test's back; the app's own cache is dropped by the notice's topic.
+    @Test func anAppleClientChangeDropsThatTenantsServicesIDs() async throws {
+        try await TestApp.run { app, _ in
+            let acme = try await app.createTenant("acme").id
+            let admin = AppleAdmin(database: app.database, actor: "test")
+            _ = try await admin.setTeam(
+                tenant: "acme", teamID: "TEAM000001", keyID: "KEY0000001", p8PEM: ProviderTestSetup.p8PEM, secrets: app.secrets)
+            _ = try await admin.addGroup(tenant: "acme", primaryAppID: "com.acme.app")
+            _ = try await admin.addClient(
+                tenant: "acme", group: "com.acme.app", clientID: "com.acme.web", kind: .service, nonceMode: .sha256,
+                redirectURIs: ["https://acme.example.com/apple/callback"], returnURLs: ["https://acme.example.com/done"])
+            let cache = ExpiringCache<UUID, [AppleClient]>(ttl: .seconds(3_600))
+            let store = ProviderSettingsStore(
+                database: app.services.database, appleClients: ExpiringCache(ttl: .seconds(3_600)), appleServiceClients: cache,
+                configurations: ExpiringCache(ttl: .seconds(3_600)))
+            // Each Services ID with its return URLs.
+            func services() async throws -> [String] {
+                try await TenantScope.tenant(acme) {
+                    try await store.appleServiceClients(tenantID: acme).map { ([$0.clientID] + $0.returnURLs).joined(separator: " ") }
+                }
+            }
+            #expect(try await services() == ["com.acme.web https://acme.example.com/done"], "the App ID is not one")
+            _ = try await app.database.client.query(
+                "UPDATE apple_clients SET return_urls = '{https://acme.example.com/other}' WHERE client_id = 'com.acme.web'")
+            #expect(try await services() == ["com.acme.web https://acme.example.com/done"], "cached until a change notice")
+            cache.removeAll()
+            #expect(try await services() == ["com.acme.web https://acme.example.com/other"], "read again once dropped")
+
+            // The app's cache, as its listener hands a notice over.
+            let served = app.services
+            let other = UUID()
+            served.appleServiceClients.set([], for: acme)
+            served.appleServiceClients.set([], for: other)
+            await served.invalidate(.appleClients, tenantID: acme)
+            #expect(served.appleServiceClients.value(for: acme) == nil, "that tenant's dropped")
+            #expect(served.appleServiceClients.value(for: other) != nil, "another tenant's kept")
+            await served.invalidate(.appleClients, tenantID: nil)
+            #expect(served.appleServiceClients.value(for: other) == nil, "a change without a tenant drops all")
+        }
+    }
 }

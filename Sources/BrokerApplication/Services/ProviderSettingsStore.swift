@@ -9,8 +9,20 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
     package let database: Database
     /// (tenant, client id) → client, group and team.
     package let appleClients: ExpiringCache<String, ResolvedAppleClient>
+    /// tenant → its Services IDs (the web flow's candidates when the request names none).
+    package let appleServiceClients: ExpiringCache<UUID, [AppleClient]>
     /// (tenant, provider) → settings; a cached miss is `.some(nil)`.
     package let configurations: ExpiringCache<String, ProviderConfiguration?>
+
+    package init(
+        database: Database, appleClients: ExpiringCache<String, ResolvedAppleClient>,
+        appleServiceClients: ExpiringCache<UUID, [AppleClient]>, configurations: ExpiringCache<String, ProviderConfiguration?>
+    ) {
+        self.database = database
+        self.appleClients = appleClients
+        self.appleServiceClients = appleServiceClients
+        self.configurations = configurations
+    }
 
     /// The key of `name` (a client id or a provider id) of a tenant in either cache. Invalidation
     /// drops every key that starts with `cacheKeyPrefix(tenantID)`, so both are built here.
@@ -27,8 +39,14 @@ package struct ProviderSettingsStore: ProviderConfigurationStore {
         return resolved
     }
 
+    /// Read on every web sign-in's start that names no Services ID (every OpenID Provider
+    /// authorization request sent to Apple), so cached like ``appleClient(tenantID:clientID:)``.
     package func appleServiceClients(tenantID: UUID) async throws -> [AppleClient] {
-        try await database.apple.clients(tenantID: tenantID).filter { $0.kind == .service }
+        if let cached = appleServiceClients.value(for: tenantID) { return cached }
+        let generation = appleServiceClients.generation
+        let services = try await database.apple.clients(tenantID: tenantID).filter { $0.kind == .service }
+        appleServiceClients.set(services, for: tenantID, unlessClearedSince: generation)
+        return services
     }
 
     package func configuration(tenantID: UUID, provider: ProviderID) async throws -> ProviderConfiguration? {
