@@ -17,9 +17,12 @@
 #              and checked (PKCE), the access and ID tokens signed, the refresh token derived
 # Each phase sends every request once and is timed from its first to its last answer; "whole
 # flow" is the people signed in over the three broker phases' time together.
-# STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each callback and token phase printed
+# STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each broker phase printed
 # (not in measured runs: tracking costs PostgreSQL time).
-# Usage: [BIN=DIR] [FLOWS=N] [STATEMENTS=1] Benchmarks/e2e/code-flow.sh
+# PROFILE=FILE: `perf record -a` samples the whole machine (broker, PostgreSQL, MockIdP, wrk)
+# during each callback phase into FILE.<provider>.<who> (not in measured runs: sampling costs CPU);
+# `perf report -i FILE.apple.new --sort comm` splits it by process.
+# Usage: [BIN=DIR] [FLOWS=N] [STATEMENTS=1] [PROFILE=FILE] Benchmarks/e2e/code-flow.sh
 export TARGET=tcp
 # MockIdP's people: the first round of each provider signs FLOWS new people in, the second the
 # same people again.
@@ -64,22 +67,25 @@ flow() {
     seq "$count" | awk -v p="$provider" -v c="$client" -v r="$encoded_redirect" -v ch="$challenge" -v w="$who" \
         '{ printf "GET /t/bench/authorize?response_type=code&client_id=%s&redirect_uri=%s&scope=openid%%20email%%20profile%%20offline_access&state=%s%d&nonce=n%d&code_challenge=%s&code_challenge_method=S256&provider=%s\n", c, r, w, $1, $1, ch, p }' \
         >"$work/authorize.txt"
+    reset_statements
     cpu_start
     phase authorize "$base" "$work/authorize.txt" "$work/upstream.txt" EXTRACT=location | tee "$work/authorize.out"
     cpu_report "$count"
-    if [ "$provider" = apple ]; then
-        phase upstream "$idp" "$work/upstream.txt" "$work/callback.txt" EXTRACT=apple_form >/dev/null
-        reset_statements
-        cpu_start
-        phase callback "$base" "$work/callback.txt" "$work/token.txt" CONTENT_TYPE=application/x-www-form-urlencoded \
-            EXTRACT=oauth_code EXCHANGE_PATH=/t/bench/token TOKEN_FORM="$token_form" | tee "$work/callback.out"
-    else
-        phase upstream "$idp" "$work/upstream.txt" "$work/callback.txt" EXTRACT=location >/dev/null
-        reset_statements
-        cpu_start
-        phase callback "$base" "$work/callback.txt" "$work/token.txt" \
-            EXTRACT=oauth_code EXCHANGE_PATH=/t/bench/token TOKEN_FORM="$token_form" | tee "$work/callback.out"
+    statements
+    local form=() extract=location
+    # Apple posts its answer to the callback (form_post); line redirects to it.
+    if [ "$provider" = apple ]; then form=(CONTENT_TYPE=application/x-www-form-urlencoded) extract=apple_form; fi
+    phase upstream "$idp" "$work/upstream.txt" "$work/callback.txt" EXTRACT=$extract >/dev/null
+    reset_statements
+    local perf_pid=
+    if [ -n "${PROFILE:-}" ]; then
+        perf record -a -e cpu-clock -F 499 -g -o "$PROFILE.$provider.$who" >/dev/null 2>&1 &
+        perf_pid=$!
     fi
+    cpu_start
+    phase callback "$base" "$work/callback.txt" "$work/token.txt" "${form[@]}" \
+        EXTRACT=oauth_code EXCHANGE_PATH=/t/bench/token TOKEN_FORM="$token_form" | tee "$work/callback.out"
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
     cpu_report "$(wc -l <"$work/token.txt")"
     statements
     reset_statements

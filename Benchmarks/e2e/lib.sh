@@ -283,7 +283,14 @@ cpu_ticks() {
 }
 # cpu_start; <phase>; cpu_report REQUESTS: the broker's and PostgreSQL's CPU during the phase,
 # in all and per request, to tell which side a phase's cost is on (and PgBouncer's, with POOLER).
-cpu_start() { broker_ticks=$(cpu_ticks broker) pg_ticks=$(cpu_ticks postgres) bouncer_ticks=$(cpu_ticks pgbouncer) cpu_wall=$(date +%s.%N); }
+# machine_busy_ticks: the CPU the whole machine spent outside idle and iowait since boot (from
+# /proc/stat), so that a phase's "other" (MockIdP, wrk and its script, the rest) is what the
+# machine spent besides the broker and PostgreSQL; wrk's own process ends with its phase.
+machine_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+cpu_start() {
+    broker_ticks=$(cpu_ticks broker) pg_ticks=$(cpu_ticks postgres) bouncer_ticks=$(cpu_ticks pgbouncer)
+    mockidp_ticks=$(cpu_ticks mock-idp) machine_ticks=$(machine_busy_ticks) cpu_wall=$(date +%s.%N)
+}
 cpu_report() {
     local hz broker pg
     hz=$(getconf CLK_TCK)
@@ -295,6 +302,10 @@ cpu_report() {
         return
     fi
     echo "   (CPU during the phase: broker $(( broker / hz )).$(( broker % hz * 100 / hz ))s, PostgreSQL $(( pg / hz )).$(( pg % hz * 100 / hz ))s, wall $(echo "$(date +%s.%N) - $cpu_wall" | bc)s; per request: broker $(( broker * 1000000 / hz / $1 )) µs, PostgreSQL $(( pg * 1000000 / hz / $1 )) µs)"
+    local mockidp=$(( $(cpu_ticks mock-idp) - mockidp_ticks )) machine=$(( $(machine_busy_ticks) - machine_ticks ))
+    local other=$(( machine - broker - pg - mockidp ))
+    (( other < 0 )) && other=0
+    echo "   (the rest of the machine per request: MockIdP $(( mockidp * 1000000 / hz / $1 )) µs, everything else (wrk, the kernel's own threads) $(( other * 1000000 / hz / $1 )) µs)"
     if [ -n "${POOLER:-}" ]; then
         local bouncer=$(( $(cpu_ticks pgbouncer) - bouncer_ticks ))
         echo "   (PgBouncer during the phase: $(( bouncer / hz )).$(( bouncer % hz * 100 / hz ))s, $(( bouncer * 1000000 / hz / $1 )) µs per request)"
