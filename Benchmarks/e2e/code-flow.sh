@@ -104,4 +104,8 @@ for provider in apple line; do
     flow "$provider" returning
 done
 echo "   (sessions of the relying party: $(psql_db "SELECT count(*) FROM sessions WHERE oauth_client_id IS NOT NULL"))"
+# Updates that stayed on their page without touching an index (HOT) of the tables each flow
+# updates: the states (claimed, then taken) and the codes (redeemed).
+echo "   (updates, of them HOT: $(psql_db "SELECT string_agg(relname || ' ' || n_tup_upd || ', ' || n_tup_hot_upd, '; ' ORDER BY relname)
+    FROM pg_stat_user_tables WHERE relname IN ('web_sign_in_states', 'web_sign_in_codes', 'identities', 'accounts')"))"
 echo "== broker peak RSS: $(peak_rss)"
