@@ -33,8 +33,9 @@ import Testing
         let sessions = database.sessions
         for round in 0..<rounds {
             // A first sign-in (the first batch), then a quiet one (the quiet batch), then one
-            // with a new email (the known batch), then a posted provider refresh token (the full
-            // statement), then a refresh of the first session.
+            // with a new email and one with a provider refresh token (the known batch, decision
+            // 0091), then a sign-in-only intent of a person never seen (the full statement, which
+            // finds nothing and writes nothing), then a refresh of the first session.
             let subject = "\(prefix).\(round)"
             var first = quiet.request(tenantID: tenantID, subject: subject)
             let token = RefreshToken.generate(sessionID: first.session.id)
@@ -43,9 +44,12 @@ import Testing
             _ = try #require(try await database.accounts.signIn(quiet.request(tenantID: tenantID, subject: subject)))
             _ = try #require(
                 try await database.accounts.signIn(quiet.request(tenantID: tenantID, subject: subject, email: "new.\(round)@example.com")))
-            var full = quiet.request(tenantID: tenantID, subject: subject)
-            full.sealedProviderRefreshToken = Data([1, 2, 3])
-            _ = try #require(try await database.accounts.signIn(full))
+            var withToken = quiet.request(tenantID: tenantID, subject: subject)
+            withToken.sealedProviderRefreshToken = Data([1, 2, 3])
+            _ = try #require(try await database.accounts.signIn(withToken))
+            var stranger = quiet.request(tenantID: tenantID, subject: "\(subject).never-seen")
+            stranger.intent = .signIn
+            #expect(try await database.accounts.signIn(stranger) == nil)
             let outcome = try await sessions.refresh(
                 tenantID: tenantID, tokenHash: Data(token.hash), sessionID: opened.sessionID,
                 successorHash: Data(RefreshToken.generate(sessionID: opened.sessionID).hash), idleLifetime: 600, reuseInterval: 10)
