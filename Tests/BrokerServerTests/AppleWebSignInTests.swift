@@ -216,8 +216,10 @@ import Testing
             let state = try #require(stuckForm.fields.first { $0.0 == "state" }?.1)
             let service = setup.app.services.webSignIn
             let claimed = try await setup.app.database.webSignIns.claimState(
-                hash: WebSignInService.hash(state), now: Date(), claimUntil: Date().addingTimeInterval(3), subject: nil)
+                hash: WebSignInService.hash(state), tenantID: WebSignInStateToken.tenant(of: state), now: Date(),
+                claimUntil: Date().addingTimeInterval(3), subject: nil)
             #expect(claimed != nil)
+            #expect(claimed?.state.tenantID == WebSignInStateToken.tenant(of: state), "the state names its tenant (decision 0092)")
             let fields = Dictionary(stuckForm.fields, uniquingKeysWith: { $1 })
             let response = AuthorizationResponse(code: fields["code"], idToken: fields["id_token"], user: fields["user"])
             let waited = await RequestBudget.$deadline.withValue(.now + .seconds(1)) {

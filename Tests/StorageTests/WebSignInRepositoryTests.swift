@@ -23,7 +23,7 @@ import Testing
     func read(_ byte: UInt8, _ database: Database, now: Date, subject: String? = nil) async throws
         -> (state: WebSignInState, account: SubjectAccountStatus?)?
     {
-        try await database.webSignIns.claimState(hash: hash(byte), now: now, claimUntil: now, subject: subject)
+        try await database.webSignIns.claimState(hash: hash(byte), tenantID: nil, now: now, claimUntil: now, subject: subject)
     }
 
     @Test func aStateIsTakenOnceWithItsGrantAndAnExpiredOneIsUnknown() async throws {
@@ -38,21 +38,21 @@ import Testing
             #expect(found?.intent == .auto)
             #expect(try await read(2, database, now: now) == nil, "expired")
             #expect(try await read(3, database, now: now) == nil, "unknown")
-            #expect(try await database.webSignIns.repeatOf(hash: hash(2), now: now, codeHash: hash(9)) == nil, "expired")
-            #expect(try await database.webSignIns.repeatOf(hash: hash(3), now: now, codeHash: hash(9)) == nil, "unknown")
+            #expect(try await database.webSignIns.repeatOf(hash: hash(2), tenantID: nil, now: now, codeHash: hash(9)) == nil, "expired")
+            #expect(try await database.webSignIns.repeatOf(hash: hash(3), tenantID: nil, now: now, codeHash: hash(9)) == nil, "unknown")
 
             let expiry = now.addingTimeInterval(60)
             #expect(
                 try await database.webSignIns.takeState(
-                    hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: expiry, now: now))
+                    hash: hash(1), tenantID: tenant.id, keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: expiry, now: now))
             #expect(try await read(1, database, now: now) == nil, "taken")
             // A second callback with the state keeps nothing.
             #expect(
                 try await !database.webSignIns.takeState(
-                    hash: hash(1), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: expiry, now: now))
+                    hash: hash(1), tenantID: tenant.id, keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: expiry, now: now))
             #expect(
                 try await !database.webSignIns.takeState(
-                    hash: hash(2), keepingGrant: Data([8]), codeHash: hash(11), codeExpiresAt: expiry, now: now))
+                    hash: hash(2), tenantID: tenant.id, keepingGrant: Data([8]), codeHash: hash(11), codeExpiresAt: expiry, now: now))
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(10), tenantID: tenant.id, provider: "apple", now: now) == nil)
             #expect(
                 try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
@@ -69,13 +69,14 @@ import Testing
                 try await database.webSignIns.createState(state(byte, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
             }
             let repeatOf = { (byte: UInt8, at: Date) in
-                try await database.webSignIns.repeatOf(hash: self.hash(byte), now: at, codeHash: self.hash(9))
+                try await database.webSignIns.repeatOf(hash: self.hash(byte), tenantID: tenant.id, now: at, codeHash: self.hash(9))
             }
             let claimed = try await database.webSignIns.claimState(
-                hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
+                hash: hash(1), tenantID: tenant.id, now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
             #expect(claimed?.state.tenantID == tenant.id)
             #expect(
-                try await database.webSignIns.claimState(hash: hash(1), now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
+                try await database.webSignIns.claimState(
+                    hash: hash(1), tenantID: tenant.id, now: now, claimUntil: now.addingTimeInterval(10), subject: nil)
                     == nil)
             let inFlight = try #require(try await repeatOf(1, now))
             #expect(inFlight.answer == .inFlight)
@@ -85,14 +86,18 @@ import Testing
             #expect(try await repeatOf(1, now.addingTimeInterval(10))?.answer == .unclaimed)
             #expect(
                 try await database.webSignIns.claimState(
-                    hash: hash(1), now: now.addingTimeInterval(10), claimUntil: now.addingTimeInterval(20), subject: nil) != nil)
+                    hash: hash(1), tenantID: tenant.id, now: now.addingTimeInterval(10), claimUntil: now.addingTimeInterval(20),
+                    subject: nil) != nil)
 
             // Answered with a code: the same code while unexchanged, spent once exchanged.
             #expect(
                 try await database.webSignIns.takeState(
-                    hash: hash(1), keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: now.addingTimeInterval(60), now: now))
+                    hash: hash(1), tenantID: tenant.id, keepingGrant: Data([7]), codeHash: hash(9),
+                    codeExpiresAt: now.addingTimeInterval(60), now: now))
             #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: true))
-            #expect(try await database.webSignIns.repeatOf(hash: hash(1), now: now, codeHash: hash(8))?.answer == .code(unexchanged: false))
+            #expect(
+                try await database.webSignIns.repeatOf(hash: hash(1), tenantID: tenant.id, now: now, codeHash: hash(8))?.answer
+                    == .code(unexchanged: false))
             #expect(
                 try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: tenant.id, provider: "apple", now: now) == Data([7]))
             #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: false))
@@ -100,13 +105,14 @@ import Testing
 
             // Answered with an error: once; an answered state keeps its first answer.
             _ = try await read(2, database, now: now)
-            try await database.webSignIns.answerState(hash: hash(2), error: "provider_refused")
-            try await database.webSignIns.answerState(hash: hash(2), error: "server_error")
+            try await database.webSignIns.answerState(hash: hash(2), tenantID: tenant.id, error: "provider_refused")
+            try await database.webSignIns.answerState(hash: hash(2), tenantID: tenant.id, error: "server_error")
             #expect(try await repeatOf(2, now)?.answer == .error("provider_refused"))
             #expect(
                 try await !database.webSignIns.takeState(
-                    hash: hash(2), keepingGrant: Data([8]), codeHash: hash(10), codeExpiresAt: now.addingTimeInterval(60), now: now))
-            try await database.webSignIns.answerState(hash: hash(1), error: "server_error")
+                    hash: hash(2), tenantID: tenant.id, keepingGrant: Data([8]), codeHash: hash(10),
+                    codeExpiresAt: now.addingTimeInterval(60), now: now))
+            try await database.webSignIns.answerState(hash: hash(1), tenantID: tenant.id, error: "server_error")
             #expect(try await repeatOf(1, now)?.answer == .code(unexchanged: false), "a code's state keeps its answer")
         }
     }
@@ -119,7 +125,8 @@ import Testing
             try await database.webSignIns.createState(state(1, tenantID: acme.id, expiresAt: now.addingTimeInterval(600)))
             #expect(
                 try await database.webSignIns.takeState(
-                    hash: hash(1), keepingGrant: Data([1, 2, 3]), codeHash: hash(9), codeExpiresAt: now.addingTimeInterval(60), now: now))
+                    hash: hash(1), tenantID: acme.id, keepingGrant: Data([1, 2, 3]), codeHash: hash(9),
+                    codeExpiresAt: now.addingTimeInterval(60), now: now))
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: bravo.id, provider: "apple", now: now) == nil)
             #expect(try await database.webSignIns.takeGrant(codeHash: hash(9), tenantID: acme.id, provider: "line", now: now) == nil)
             #expect(
@@ -139,7 +146,8 @@ import Testing
             try await database.webSignIns.createState(state(3, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
             #expect(
                 try await database.webSignIns.takeState(
-                    hash: hash(3), keepingGrant: Data([0]), codeHash: hash(4), codeExpiresAt: now.addingTimeInterval(-1), now: now))
+                    hash: hash(3), tenantID: tenant.id, keepingGrant: Data([0]), codeHash: hash(4),
+                    codeExpiresAt: now.addingTimeInterval(-1), now: now))
             #expect(try await database.webSignIns.deleteExpired(before: now) == 2)
             #expect(try await read(2, database, now: now) != nil, "a live state stays")
         }
@@ -194,6 +202,42 @@ import Testing
                 tables.append(name)
             }
             #expect(tables == ["web_sign_in_codes", "web_sign_in_states"])
+        }
+    }
+
+    /// Decision 0092: a state that names its tenant is read and written in that tenant's scope,
+    /// behind the tenant wall. In another tenant's scope it is unknown (nothing claimed, no
+    /// repeat, nothing kept), in its own it is claimed and taken; a state of the older form
+    /// (no tenant named) is still found across tenants.
+    @Test func aStateIsReadInItsTenantsScopeBehindTheWall() async throws {
+        try await TestDatabase.withFreshServing { admin, serving, _ in
+            let acme = try await TestDatabase.createTenant("acme", in: admin)
+            let bravo = try await TestDatabase.createTenant("bravo", in: admin)
+            let now = Date()
+            try await TenantScope.tenant(acme.id) {
+                for byte: UInt8 in 1...2 {
+                    try await serving.webSignIns.createState(state(byte, tenantID: acme.id, expiresAt: now.addingTimeInterval(600)))
+                }
+            }
+            let until = now.addingTimeInterval(10)
+            let states = serving.webSignIns
+            #expect(try await states.claimState(hash: hash(1), tenantID: bravo.id, now: now, claimUntil: until, subject: nil) == nil)
+            #expect(try await states.repeatOf(hash: hash(1), tenantID: bravo.id, now: now, codeHash: hash(9)) == nil)
+            #expect(
+                try await !states.takeState(
+                    hash: hash(1), tenantID: bravo.id, keepingGrant: Data([1]), codeHash: hash(9), codeExpiresAt: until, now: now))
+            try await states.answerState(hash: hash(1), tenantID: bravo.id, error: "server_error")
+
+            let claimed = try await states.claimState(hash: hash(1), tenantID: acme.id, now: now, claimUntil: until, subject: nil)
+            #expect(claimed?.state.tenantID == acme.id, "unclaimed and unanswered by the other tenant's calls")
+            #expect(
+                try await states.takeState(
+                    hash: hash(1), tenantID: acme.id, keepingGrant: Data([7]), codeHash: hash(9), codeExpiresAt: until, now: now))
+            #expect(
+                try await states.repeatOf(hash: hash(1), tenantID: acme.id, now: now, codeHash: hash(9))?.answer == .code(unexchanged: true)
+            )
+            let older = try await states.claimState(hash: hash(2), tenantID: nil, now: now, claimUntil: until, subject: nil)
+            #expect(older?.state.tenantID == acme.id, "a state of the older form, across tenants")
         }
     }
 }

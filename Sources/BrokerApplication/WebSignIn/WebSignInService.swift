@@ -124,7 +124,8 @@ package struct WebSignInService: Sendable {
             guard relyingParty != nil || client.returnURLs.contains(returnURL) else {
                 throw WebSignInFailure.returnURLNotRegistered(provider, clientID: client.clientID)
             }
-            let state = Self.randomToken()
+            // The state names its tenant: its callback keeps to that tenant's scope (decision 0092).
+            let state = WebSignInStateToken.make(tenantID: tenant.id)
             let expiresAt = now.addingTimeInterval(Self.stateLifetime)
             try await database.webSignIns.createState(
                 WebSignInState(
@@ -149,7 +150,10 @@ package struct WebSignInService: Sendable {
         let code = Self.derive(state, keys.code)
         let stored: WebSignInState
         let account: SubjectAccountStatus?
-        switch await claim(state: stateHash, code: code, route: route, idToken: response.idToken, context: context, now: now) {
+        switch await claim(
+            state: stateHash, tenant: WebSignInStateToken.tenant(of: state), code: code, route: route, idToken: response.idToken,
+            context: context, now: now)
+        {
         case .claimed(let found):
             (stored, account) = found
             // The state says whose sign-in this is: the rest of the callback is that tenant's.
@@ -162,7 +166,7 @@ package struct WebSignInService: Sendable {
         // A callback that ends in an error answers its state with it, for a repeat (best effort:
         // the claim lapses anyway).
         let fail = { [database] (error: String) -> CallbackOutcome in
-            _ = try? await database.webSignIns.answerState(hash: stateHash, error: error)
+            _ = try? await database.webSignIns.answerState(hash: stateHash, tenantID: stored.tenantID, error: error)
             return Self.sendBack(to: stored.returnURL, callerState: stored.callerState, relyingParty: relyingParty, .error(error))
         }
         if let providerError { return await fail(Self.shownError(providerError)) }
@@ -193,7 +197,7 @@ package struct WebSignInService: Sendable {
                     WebSignInGrant(verification, intent: stored.intent).json,
                     context: WebSignInGrant.sealingContext(tenantID: stored.tenantID, provider: provider))
                 kept = try await database.webSignIns.takeState(
-                    hash: stateHash, keepingGrant: sealed, codeHash: Self.hash(code),
+                    hash: stateHash, tenantID: stored.tenantID, keepingGrant: sealed, codeHash: Self.hash(code),
                     codeExpiresAt: now.addingTimeInterval(Self.codeLifetime),
                     now: now)
             } catch {
@@ -246,7 +250,7 @@ package struct WebSignInService: Sendable {
         do {
             let sealed = try secrets.seal(grant.json, context: AuthorizationCodeGrant.sealingContext(tenantID: tenant.id))
             kept = try await database.webSignIns.takeState(
-                hash: stored.stateHash, keepingGrant: sealed, codeHash: Self.hash(code),
+                hash: stored.stateHash, tenantID: tenant.id, keepingGrant: sealed, codeHash: Self.hash(code),
                 codeExpiresAt: now.addingTimeInterval(Self.codeLifetime), sessionID: result.sessionID, now: now)
         } catch {
             await endUnanswered(result.sessionID, tenantID: tenant.id, context: context)
@@ -289,9 +293,11 @@ package struct WebSignInService: Sendable {
     /// repeats was answered: the same broker code while it waits for its exchange, the same
     /// error; a repeat of a callback still in flight waits for its answer, within the request's
     /// deadline. A claim lasts until the request's deadline; one that lapsed unanswered (its
-    /// process stopped) is claimed again.
+    /// process stopped) is claimed again. `stateTenant`: the tenant the state's text names, in
+    /// whose scope it is read (nil: a state of the older form, read across tenants).
     private func claim(
-        state stateHash: Data, code: String, route: CallbackRoute, idToken: String?, context: OperationContext, now: Date
+        state stateHash: Data, tenant stateTenant: UUID?, code: String, route: CallbackRoute, idToken: String?,
+        context: OperationContext, now: Date
     ) async -> Claim {
         // With the state, the status of the account of the posted id token's subject (Apple),
         // read ahead of the token's verification and used only once it verified (decision 0039).
@@ -303,11 +309,14 @@ package struct WebSignInService: Sendable {
                 let at = now.addingTimeInterval(Double((ContinuousClock.now - started) / .milliseconds(1)) / 1_000)
                 let lifetime = RequestBudget.bound(Self.claimLifetime) + RequestBudget.reserve
                 let claimUntil = at.addingTimeInterval(Double(lifetime / .milliseconds(1)) / 1_000)
-                if let found = try await database.webSignIns.claimState(hash: stateHash, now: at, claimUntil: claimUntil, subject: subject)
+                if let found = try await database.webSignIns.claimState(
+                    hash: stateHash, tenantID: stateTenant, now: at, claimUntil: claimUntil, subject: subject)
                 {
                     return .claimed(found)
                 }
-                guard let repeated = try await database.webSignIns.repeatOf(hash: stateHash, now: at, codeHash: Self.hash(code)),
+                guard
+                    let repeated = try await database.webSignIns.repeatOf(
+                        hash: stateHash, tenantID: stateTenant, now: at, codeHash: Self.hash(code)),
                     let provider = ProviderID(rawValue: repeated.provider), (provider == .apple) == (route == .apple)
                 else { return .answered(.invalidState) }
                 let back = { (answer: Answer) in
@@ -565,7 +574,6 @@ package struct WebSignInService: Sendable {
     }
 
     /// 256 random bits, base64url (43 characters).
-    static func randomToken() -> String { Base64URL.encode(SecureRandom.bytes(32)) }
 
     package static func hash(_ value: String) -> Data { Data(SHA256.hash(data: Data(value.utf8))) }
 

@@ -113,20 +113,30 @@ public struct WebSignInRepository: Sendable {
     /// 0069): ``repeatOf(hash:now:codeHash:)`` tells which. The subject may come from a token
     /// not yet verified: the status is for the caller to use once the token verified and names
     /// this subject.
-    public func claimState(hash: Data, now: Date, claimUntil: Date, subject: String?) async throws
+    ///
+    /// `tenantID`: the tenant the state's text names (``WebSignInStateToken``), in whose scope the
+    /// state is read; nil for a state of the older form, read across tenants.
+    public func claimState(hash: Data, tenantID: UUID?, now: Date, claimUntil: Date, subject: String?) async throws
         -> (state: WebSignInState, account: SubjectAccountStatus?)?
     {
-        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
-            // The state is the only key the callback has: it says which tenant the sign-in is for.
+        try await Self.inScope(of: tenantID) {
             try await client.rows(ClaimStateStatement(hash: hash, now: now, claimUntil: claimUntil, subject: subject), logger: logger).first
         }
+    }
+
+    /// Runs `body` in the scope of the state's tenant (decision 0092) or, for a state of the
+    /// older form that names none, across tenants: the state is the only key such a callback
+    /// has, and it says which tenant the sign-in is for.
+    private static func inScope<T>(of tenantID: UUID?, _ body: () async throws -> T) async throws -> T {
+        if let tenantID { return try await TenantScope.tenant(tenantID, body) }
+        return try await TenantScope.acrossTenants(because: "a callback's state of the older form names its tenant once read", body)
     }
 
     /// What became of a state a callback could not claim (decision 0069); nil when it is unknown
     /// or expired. `codeHash`: the hash of the broker code derived from the state, to tell
     /// whether it still waits for its exchange.
-    public func repeatOf(hash: Data, now: Date, codeHash: Data) async throws -> WebSignInRepeat? {
-        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+    public func repeatOf(hash: Data, tenantID: UUID?, now: Date, codeHash: Data) async throws -> WebSignInRepeat? {
+        try await Self.inScope(of: tenantID) {
             let rows = try await client.query(
                 """
                 SELECT s.provider, s.return_url, s.caller_state, s.code_issued, s.error, COALESCE(s.claimed_until > \(now), false),
@@ -153,8 +163,8 @@ public struct WebSignInRepository: Sendable {
 
     /// Records the error a callback sent the person back with, and ends its claim: a repeat is
     /// sent back with the same error (decision 0069). A state already answered is left alone.
-    public func answerState(hash: Data, error: String) async throws {
-        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+    public func answerState(hash: Data, tenantID: UUID, error: String) async throws {
+        try await TenantScope.tenant(tenantID) {
             _ = try await client.rows(
                 """
                 UPDATE web_sign_in_states SET error = \(error), claimed_until = NULL
@@ -167,9 +177,9 @@ public struct WebSignInRepository: Sendable {
     /// code, in one statement and one commit; false when the state was answered (or expired)
     /// meanwhile, and then nothing is kept. The code belongs to the state's tenant and provider.
     public func takeState(
-        hash: Data, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, sessionID: UUID? = nil, now: Date
+        hash: Data, tenantID: UUID, keepingGrant sealed: Data, codeHash: Data, codeExpiresAt: Date, sessionID: UUID? = nil, now: Date
     ) async throws -> Bool {
-        try await TenantScope.acrossTenants(because: "a callback's state names its tenant before the tenant is known") {
+        try await TenantScope.tenant(tenantID) {
             let statement = TakeStateStatement(
                 hash: hash, codeHash: codeHash, sealed: sealed, codeExpiresAt: codeExpiresAt, now: now, sessionID: sessionID)
             return try await !client.rows(statement, logger: logger).isEmpty
