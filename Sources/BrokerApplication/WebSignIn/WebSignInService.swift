@@ -573,8 +573,6 @@ package struct WebSignInService: Sendable {
         Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(state.utf8), using: key)))
     }
 
-    /// 256 random bits, base64url (43 characters).
-
     package static func hash(_ value: String) -> Data { Data(SHA256.hash(data: Data(value.utf8))) }
 
     /// How a callback ends: with the broker code, or with an error.

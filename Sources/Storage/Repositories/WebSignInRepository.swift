@@ -110,7 +110,7 @@ public struct WebSignInRepository: Sendable {
     /// read in the same statement when `subject` is given and the state knows its provider
     /// scope, the status of the account of that subject's identity. Nil when the state is
     /// unknown, expired, answered, or claimed by another callback still in flight (decision
-    /// 0069): ``repeatOf(hash:now:codeHash:)`` tells which. The subject may come from a token
+    /// 0069): ``repeatOf(hash:tenantID:now:codeHash:)`` tells which. The subject may come from a token
     /// not yet verified: the status is for the caller to use once the token verified and names
     /// this subject.
     ///
