@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -81,9 +82,18 @@ public enum RawHTTP {
 /// A TCP port on 127.0.0.1 held until `close()`: listening, a port some other process uses
 /// (connections wait in its backlog, unanswered); not listening, a port that refuses
 /// connections and that no one else can take meanwhile.
+///
+/// Its socket is closed once, by `close()` or at `deinit`, whichever comes first. Closed twice,
+/// the second `close` shut whatever socket had been given the same number meanwhile: a test
+/// that called `close()` in a `defer` closed, at `deinit`, a socket SwiftNIO had just opened in a
+/// test running beside it, and SwiftNIO's debug build stopped the whole test process on its
+/// selector's assertion that a new socket's number is not registered already (CI on 358fa58,
+/// `NIOPosix/SelectorGeneric.swift:320`, in the provider timeout tests' phase).
 public final class HeldPort: @unchecked Sendable {
     public let port: Int
-    private let fd: Int32
+    /// The socket's number (for the test that it is closed once).
+    public let fd: Int32
+    private let closed = Mutex(false)
 
     public init(listening: Bool = true) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -103,7 +113,16 @@ public final class HeldPort: @unchecked Sendable {
         port = Int(UInt16(bigEndian: address.sin_port))
     }
 
-    public func close() { _ = Glibc.close(fd) }
+    public func close() {
+        let first = closed.withLock { closed in
+            let first = !closed
+            closed = true
+            return first
+        }
+        guard first else { return }
+        _ = Glibc.close(fd)
+    }
+
     deinit { close() }
 }
 
