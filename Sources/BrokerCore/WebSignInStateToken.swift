@@ -17,16 +17,7 @@ public enum WebSignInStateToken {
 
     /// A new state of `tenantID`.
     public static func make(tenantID: UUID) -> String {
-        make(tenantID: tenantID, random: SecureRandom.bytes(32))
-    }
-
-    /// The state of `tenantID` with these 32 random bytes.
-    static func make(tenantID: UUID, random: [UInt8]) -> String {
-        let id = tenantID.uuid
-        let bytes = [
-            id.0, id.1, id.2, id.3, id.4, id.5, id.6, id.7, id.8, id.9, id.10, id.11, id.12, id.13, id.14, id.15,
-        ]
-        return Base64URL.encode(bytes) + Base64URL.encode(random)
+        Base64URL.encode(tenantID.bytes) + Base64URL.encode(SecureRandom.bytes(32))
     }
 
     /// The tenant a state of this form names; nil for any other text (a state of the older form,
@@ -36,7 +27,6 @@ public enum WebSignInStateToken {
         guard text.count == length, let decoded = Base64URL.decode(bytes: text[0..<tenantLength]), decoded.count == 16,
             Base64URL.encode(decoded) == String(decoding: text[0..<tenantLength], as: UTF8.self)
         else { return nil }
-        let b = Array(decoded)
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return UUID(bytes: decoded)
     }
 }
