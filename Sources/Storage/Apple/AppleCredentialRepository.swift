@@ -40,18 +40,24 @@ public struct AppleCredentialRepository: Sendable {
     /// at a random point within `interval` from now, so that checks spread over the interval.
     @discardableResult
     public func schedule(tenantID: UUID? = nil, interval: TimeInterval, limit: Int = 1_000) async throws -> Int {
-        try await client.rows(
-            """
-            UPDATE identities SET credential_check_due_at = now() + random() * make_interval(secs => \(interval))
-            WHERE id IN (
-                SELECT i.id FROM identities i
-                WHERE i.provider = 'apple' AND i.provider_refresh_token_sealed IS NOT NULL AND i.credential_check_due_at IS NULL
-                    AND i.apple_transfer_sub IS NULL
-                    AND (\(tenantID)::uuid IS NULL OR i.tenant_id = \(tenantID))
-                LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-            RETURNING id
-            """, logger: logger
-        ).count
+        try await client.rows(Self.scheduling(tenantID: tenantID, interval: interval, limit: limit), logger: logger).count
+    }
+
+    /// The statement of ``schedule(tenantID:interval:limit:)``. It and ``taking(tenantID:dueBy:)``
+    /// read `identities_credential_check_idx`, whose predicate names
+    /// `holds_provider_refresh_token`, not the token: a sign-in that replaces the token then
+    /// updates the identity in place (decision 0093; their plans: `AppleCredentialPlanTests`).
+    static func scheduling(tenantID: UUID?, interval: TimeInterval, limit: Int) -> PostgresQuery {
+        """
+        UPDATE identities SET credential_check_due_at = now() + random() * make_interval(secs => \(interval))
+        WHERE id IN (
+            SELECT i.id FROM identities i
+            WHERE i.provider = 'apple' AND i.holds_provider_refresh_token AND i.credential_check_due_at IS NULL
+                AND i.apple_transfer_sub IS NULL
+                AND (\(tenantID)::uuid IS NULL OR i.tenant_id = \(tenantID))
+            LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+        RETURNING id
+        """
     }
 
     /// Makes every token of the tenant due now (`broker apple check-credentials --now`).
@@ -59,7 +65,7 @@ public struct AppleCredentialRepository: Sendable {
         try await client.rows(
             """
             UPDATE identities SET credential_check_due_at = \(now)
-            WHERE tenant_id = \(tenantID) AND provider = 'apple' AND provider_refresh_token_sealed IS NOT NULL AND apple_transfer_sub IS NULL
+            WHERE tenant_id = \(tenantID) AND provider = 'apple' AND holds_provider_refresh_token AND apple_transfer_sub IS NULL
             RETURNING id
             """, logger: logger
         ).count
@@ -79,17 +85,7 @@ public struct AppleCredentialRepository: Sendable {
     /// `consent-revoked` in one transaction); nil when none was due.
     public func checkNext(tenantID: UUID? = nil, dueBy: Date, _ check: @Sendable (Due) async -> Verdict) async throws -> Verdict? {
         let rows = try await WorkerCall.bounded { [client, logger] in
-            try await client.rows(
-                """
-                UPDATE identities i SET credential_check_due_at = now() + make_interval(secs => \(Self.lease))
-                WHERE i.id = (
-                    SELECT d.id FROM identities d
-                    WHERE d.provider = 'apple' AND d.provider_refresh_token_sealed IS NOT NULL AND d.credential_check_due_at <= \(dueBy)
-                        AND d.apple_transfer_sub IS NULL
-                        AND (\(tenantID)::uuid IS NULL OR d.tenant_id = \(tenantID))
-                    ORDER BY d.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-                RETURNING i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
-                """, logger: logger)
+            try await client.rows(Self.taking(tenantID: tenantID, dueBy: dueBy), logger: logger)
         }
         guard let row = rows.first else { return nil }
         let (id, tenant, team, subject, clientID, sealed) = try row.decode((UUID, UUID, String, String, String?, Data).self)
@@ -100,6 +96,20 @@ public struct AppleCredentialRepository: Sendable {
         ) {
             try await record(verdict, identityID: id, tenantID: tenant, teamID: team, subject: subject, sealed: sealed)
         }
+    }
+
+    /// The statement of ``checkNext(tenantID:dueBy:_:)``: the most overdue token, its lease taken.
+    static func taking(tenantID: UUID?, dueBy: Date) -> PostgresQuery {
+        """
+        UPDATE identities i SET credential_check_due_at = now() + make_interval(secs => \(Self.lease))
+        WHERE i.id = (
+            SELECT d.id FROM identities d
+            WHERE d.provider = 'apple' AND d.holds_provider_refresh_token AND d.credential_check_due_at <= \(dueBy)
+                AND d.apple_transfer_sub IS NULL
+                AND (\(tenantID)::uuid IS NULL OR d.tenant_id = \(tenantID))
+            ORDER BY d.credential_check_due_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING i.id, i.tenant_id, i.provider_scope, i.subject, i.provider_token_client_id, i.provider_refresh_token_sealed
+        """
     }
 
     /// Writes what Apple answered about the token `sealed`, if the identity still holds it.
