@@ -42,7 +42,9 @@ extension WebSignInRepository {
     /// A code's redemption, the one statement of a code exchange: prepared once per connection,
     /// so that PostgreSQL only binds and runs it. The grant is read before the update empties it
     /// (PostgreSQL 15 has no `RETURNING old`): a concurrent redemption waits on the row lock and
-    /// then finds it redeemed.
+    /// then finds it redeemed. The updated row is named by the code's hash itself, not only
+    /// through the join: a plan made on empty tables read the table whole to join it
+    /// (`HotStatementPlanTests`, decision 0014).
     struct RedeemCodeStatement: PostgresPreparedStatement {
         typealias Row = (sealed: Data, provider: String, sessionID: UUID?)
 
@@ -51,7 +53,8 @@ extension WebSignInRepository {
             UPDATE web_sign_in_codes c SET redeemed_at = $4::timestamptz, grant_sealed = '\\x'::bytea
             FROM (SELECT code_hash, grant_sealed FROM web_sign_in_codes
                 WHERE code_hash = $1::bytea AND tenant_id = $2::uuid AND oauth_client_id = $3::text FOR UPDATE) o
-            WHERE c.code_hash = o.code_hash AND c.tenant_id = $2::uuid AND c.redeemed_at IS NULL AND c.expires_at > $4::timestamptz
+            WHERE c.code_hash = $1::bytea AND c.code_hash = o.code_hash AND c.tenant_id = $2::uuid AND c.redeemed_at IS NULL
+                AND c.expires_at > $4::timestamptz
             RETURNING o.grant_sealed, c.provider, c.session_id
             """
 

@@ -12,7 +12,9 @@ extension WebSignInRepository {
 
         static let name = "ib_web_claim_state"
         // The account status: identity by its unique key, account by (tenant_id, id), both
-        // bound (decision 0014); only when a subject was given and the state has a scope. An
+        // bound in any plan (decision 0014): the account's id is the scalar subquery's value, not
+        // a join column, which a plan made on empty tables left unbound and read every account
+        // of the tenant through; only when a subject was given and the state has a scope. An
         // identity a consent revocation unlinked answers for the account its sign-in links to
         // again (`active` when the revocation disabled it), as the native check does.
         // The claim: a live state nobody answered, unclaimed or whose claim lapsed.
@@ -28,14 +30,17 @@ extension WebSignInRepository {
                 s.provider_scope, s.oauth_client_id, s.oauth_request,
                 ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
                 COALESCE(
-                    (SELECT a.status FROM identities i
-                        JOIN accounts a ON a.tenant_id = i.tenant_id AND a.id = i.account_id
-                        WHERE i.tenant_id = s.tenant_id AND i.provider = s.provider AND i.provider_scope = s.provider_scope
-                            AND i.subject = $3::text),
+                    (SELECT a.status FROM accounts a
+                        WHERE a.tenant_id = s.tenant_id AND a.id = (
+                            SELECT i.account_id FROM identities i
+                            WHERE i.tenant_id = s.tenant_id AND i.provider = s.provider AND i.provider_scope = s.provider_scope
+                                AND i.subject = $3::text)),
                     (SELECT CASE WHEN a.status = 'disabled' AND a.disabled_reason = 'consent_revoked' THEN 'active' ELSE a.status END
-                        FROM consent_revocations c JOIN accounts a ON a.tenant_id = c.tenant_id AND a.id = c.account_id
-                        WHERE c.tenant_id = s.tenant_id AND c.provider = s.provider AND c.provider_scope = s.provider_scope
-                            AND c.subject = $3::text)) AS account_status
+                        FROM accounts a
+                        WHERE a.tenant_id = s.tenant_id AND a.id = (
+                            SELECT c.account_id FROM consent_revocations c
+                            WHERE c.tenant_id = s.tenant_id AND c.provider = s.provider AND c.provider_scope = s.provider_scope
+                                AND c.subject = $3::text))) AS account_status
             FROM s
             """
 

@@ -109,8 +109,7 @@ public struct SessionRepository: Sendable {
                 SELECT rt.session_id FROM refresh_tokens rt
                 WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)
                     AND rt.used_at > now() - make_interval(secs => \(reuseInterval)))
-            AND EXISTS (
-                SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+            AND \(unescaped: sessionAccountIsActive)
         """
     }
 
@@ -152,11 +151,20 @@ public struct SessionRepository: Sendable {
             expiresAt: try reader.next(), createdAt: try reader.next(), oauthClientID: try reader.next(), oauthScope: try reader.next())
     }
 
+    /// Whether the account of session `s` is active, for a statement that reads one session: a
+    /// scalar subquery, which PostgreSQL runs per session row with both of the account's keys
+    /// bound. Written as `EXISTS`, it became a semi-join in which the tenant, equal to a
+    /// parameter, was bound without the join and the account's id only through it, and a plan
+    /// made on near-empty tables read every account of the tenant through `(tenant_id, id)`
+    /// with only the tenant bound (`HotStatementPlanTests`, decision 0014).
+    static let sessionAccountIsActive =
+        "(SELECT a.status FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id) = 'active'"
+
     /// The statement of `introspectRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func introspectRefreshTokenQuery(tenantID: UUID, tokenHash: Data, sessionID: UUID?) throws -> PostgresQuery {
         let live = """
             s.refresh_token_expires_at > now() AND s.revoked_at IS NULL AND s.expires_at > now()
-                AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+                AND \(sessionAccountIsActive)
             """
         guard let sessionID else {
             return try """
@@ -192,7 +200,7 @@ public struct SessionRepository: Sendable {
         SELECT \(unescaped: sessionColumns)
         FROM sessions s
         WHERE s.tenant_id = \(tenantID) AND s.id = \(sessionID) AND s.revoked_at IS NULL AND s.expires_at > now()
-            AND EXISTS (SELECT 1 FROM accounts a WHERE a.tenant_id = s.tenant_id AND a.id = s.account_id AND a.status = 'active')
+            AND \(unescaped: sessionAccountIsActive)
         """
     }
 
@@ -216,15 +224,18 @@ public struct SessionRepository: Sendable {
 
     /// The statement of `revokeByRefreshToken` (its plan is asserted by HotStatementPlanTests, decision 0014).
     static func revokeByRefreshTokenQuery(tenantID: UUID, tokenHash: Data, sessionID: UUID?, reason: String) throws -> PostgresQuery {
+        // The session's id is one scalar subquery, so one parameter: behind the tenant wall a
+        // condition the planner cannot prove leaks nothing (`coalesce` of two subqueries) is
+        // not used before the wall's own, and the session was read by a sequential scan.
         guard let sessionID else {
             return try """
             UPDATE sessions s SET revoked_at = now(), revoke_reason = \(reason)
             WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
-                AND s.id = coalesce(
+                AND s.id = (SELECT coalesce(
                     (SELECT live.id FROM sessions live
                         WHERE live.refresh_token_hash = \(tokenHash) AND live.refresh_token_legacy AND live.tenant_id = \(tenantID)),
                     (SELECT rt.session_id FROM refresh_tokens rt
-                        WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID)))
+                        WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID))))
             RETURNING s.id
             """
         }

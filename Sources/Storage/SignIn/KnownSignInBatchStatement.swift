@@ -29,7 +29,12 @@ extension AccountRepository {
     /// runs element by element and only that element fails (a replay, nothing written).
     /// Identities and accounts are reached per element through their keys: LATERAL lookups
     /// with `LIMIT 1`, the identity updated through its unique key, the account through
-    /// `= ANY` of the ids the lookups found (decision 0014).
+    /// `= ANY` of the ids the lookups found (decision 0014). The account's two keys are joined
+    /// from one row (`stored`): when the tenant came from `posted` and the id from `upserted`,
+    /// a plan made on near-empty tables read the account through `(tenant_id, id)` with only the
+    /// tenant bound (a path that needs fewer joined rows wins a tie of costs), so every
+    /// returning sign-in that stored a provider refresh token read every account of its
+    /// tenant (`HotStatementPlanTests`).
     struct KnownSignInBatchStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
 
@@ -41,7 +46,7 @@ extension AccountRepository {
         static let sql = """
             WITH \(PostedSignIns.cte),
             stored AS MATERIALIZED (
-                SELECT DISTINCT ON (i.account_id) p.n, i.account_id
+                SELECT DISTINCT ON (i.account_id) p.n, i.account_id, p.tenant_id
                 FROM posted p
                 CROSS JOIN LATERAL (
                     SELECT i.account_id FROM identities i
@@ -65,9 +70,9 @@ extension AccountRepository {
             account AS (
                 UPDATE accounts a SET
                     \(SignInRules.accountUpdate)
-                FROM upserted u JOIN posted p ON p.n = u.n
-                WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.id = u.account_id AND a.tenant_id = p.tenant_id
-                    AND a.status = 'active'
+                FROM stored s JOIN upserted u ON u.n = s.n JOIN posted p ON p.n = s.n
+                WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.tenant_id = ANY(ARRAY(SELECT p.tenant_id FROM posted p))
+                    AND a.id = s.account_id AND a.tenant_id = s.tenant_id AND a.status = 'active'
                 RETURNING u.n, \(accountColumns)
             ),
             opened AS (
