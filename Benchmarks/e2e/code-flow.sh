@@ -17,8 +17,9 @@
 #              and checked (PKCE), the access and ID tokens signed, the refresh token derived
 # Each phase sends every request once and is timed from its first to its last answer; "whole
 # flow" is the people signed in over the three broker phases' time together.
-# STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each broker phase printed
-# (not in measured runs: tracking costs PostgreSQL time).
+# STATEMENTS=1: pg_stat_statements loaded, and what PostgreSQL ran in each broker phase printed,
+# with the shared buffers each call read (a statement whose plan reads more than its keys shows
+# there first; not in measured runs: tracking costs PostgreSQL time).
 # PROFILE=FILE: `perf record -a` samples the whole machine (broker, PostgreSQL, MockIdP, wrk)
 # during each callback phase into FILE.<provider>.<who> (not in measured runs: sampling costs CPU);
 # `perf report -i FILE.apple.new --sort comm` splits it by process.
@@ -34,7 +35,8 @@ source "$(dirname "$0")/lib.sh"
 statements() {
     [ -n "${STATEMENTS:-}" ] || return 0
     psql -h 127.0.0.1 -p "$pg_port" -U postgres -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms,
-        round(mean_exec_time::numeric, 3) AS mean_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 120) AS statement
+        round(mean_exec_time::numeric, 3) AS mean_ms, (shared_blks_hit + shared_blks_read) / greatest(calls, 1) AS buffers_a_call,
+        left(regexp_replace(query, '\s+', ' ', 'g'), 120) AS statement
         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12" postgres
 }
 reset_statements() {
