@@ -57,7 +57,8 @@ import Testing
 
     /// A token issued before tokens named their session: `ibr_` + base64url(32 bytes), found by
     /// its hash (`sessions.refresh_token_hash` where `refresh_token_legacy`, unique index
-    /// `sessions_legacy_refresh_token_idx`); its successor names no session either.
+    /// `sessions_legacy_refresh_token_idx` over its copy `legacy_refresh_token_hash`); its
+    /// successor names no session either.
     @Test func aLegacyTokenAndItsSuccessorHashAsStored() throws {
         // Bytes (11·i + 5) mod 256.
         let value = "ibr_BRAbJjE8R1JdaHN-iZSfqrXAy9bh7PcCDRgjLjlET1o"

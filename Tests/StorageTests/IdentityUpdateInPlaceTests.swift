@@ -49,22 +49,6 @@ import Testing
         }
     }
 
-    /// Whether the stored version of the identity `subject` is a heap-only tuple (written in
-    /// place, no index entry), read from its page with `pageinspect`.
-    func isHeapOnly(_ subject: String, _ database: Database) async throws -> Bool {
-        let rows = try await database.client.query(
-            """
-            SELECT (h.t_infomask2 & 32768) <> 0
-            FROM identities i
-            CROSS JOIN LATERAL heap_page_items(get_raw_page('identities', (i.ctid::text::point)[0]::int)) h
-            WHERE i.subject = \(subject) AND h.lp = (i.ctid::text::point)[1]::int
-            """)
-        var found: [Bool] = []
-        for try await heapOnly in rows.decode(Bool.self) { found.append(heapOnly) }
-        try #require(found.count == 1)
-        return found[0]
-    }
-
     func storedToken(_ subject: String, _ database: Database) async throws -> (Data?, String?, Bool) {
         let rows = try await database.client.query(
             "SELECT provider_refresh_token_sealed, provider_token_client_id, holds_provider_refresh_token FROM identities WHERE subject = \(subject)"
@@ -97,7 +81,9 @@ import Testing
                     try #require(answers.count == 1 && answers[0] != nil)
                 }
                 #expect(try await storedToken("person", database) == (Data([UInt8(n + 2)]), "com.acme.app", true), "\(path)")
-                #expect(try await isHeapOnly("person", database), "the \(path) wrote the identity outside HOT")
+                #expect(
+                    try await HeapTuple.isHeapOnly("identities", "subject", "person", in: database),
+                    "the \(path) wrote the identity outside HOT")
             }
         }
     }

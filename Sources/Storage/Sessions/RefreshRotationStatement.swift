@@ -118,13 +118,15 @@ extension SessionRepository {
 
     /// The rotation of a token issued before tokens named their session, one at a time: found
     /// by its hash through the partial index over the sessions that still hold such a token
-    /// (migration 0010).
+    /// (migration 0010), keyed by the stored copy of the hash that only those sessions hold
+    /// (`legacy_refresh_token_hash`, migration 0036: no index names the column a rotation
+    /// writes, decision 0095).
     struct LegacyRotateStatement: PostgresPreparedStatement {
         typealias Row = PostgresRow
         static let name = "ib_rotate_legacy_refresh_token"
         let rotation: Rotation
         static let sql = RotationSQL.statement(
-            presentedSession: "s.refresh_token_hash = p.token_hash AND s.refresh_token_legacy AND s.tenant_id = p.tenant_id")
+            presentedSession: "s.legacy_refresh_token_hash = p.token_hash AND s.refresh_token_legacy AND s.tenant_id = p.tenant_id")
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
             bindings.append(RotationSQL.json([(rotation, nil)]))

@@ -170,7 +170,7 @@ public struct SessionRepository: Sendable {
             return try """
             SELECT s.id, s.account_id, s.client_id, s.idp, s.created_at, s.refresh_token_expires_at
             FROM sessions s
-            WHERE s.refresh_token_hash = \(tokenHash) AND s.refresh_token_legacy AND s.tenant_id = \(tenantID) AND \(unescaped: live)
+            WHERE s.legacy_refresh_token_hash = \(tokenHash) AND s.refresh_token_legacy AND s.tenant_id = \(tenantID) AND \(unescaped: live)
             """
         }
         return try """
@@ -233,7 +233,7 @@ public struct SessionRepository: Sendable {
             WHERE s.tenant_id = \(tenantID) AND s.revoked_at IS NULL
                 AND s.id = (SELECT coalesce(
                     (SELECT live.id FROM sessions live
-                        WHERE live.refresh_token_hash = \(tokenHash) AND live.refresh_token_legacy AND live.tenant_id = \(tenantID)),
+                        WHERE live.legacy_refresh_token_hash = \(tokenHash) AND live.refresh_token_legacy AND live.tenant_id = \(tenantID)),
                     (SELECT rt.session_id FROM refresh_tokens rt
                         WHERE rt.token_hash = \(tokenHash) AND rt.tenant_id = \(tenantID))))
             RETURNING s.id

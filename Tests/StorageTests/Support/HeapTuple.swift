@@ -1,0 +1,43 @@
+import Foundation
+import PostgresNIO
+
+@testable import Storage
+
+/// What `pageinspect` shows of a row's stored version, for the tests that an update stays in
+/// place (decisions 0093 and 0095). The database needs `CREATE EXTENSION pageinspect`.
+enum HeapTuple {
+    /// Whether the row of `table` whose `column` is `value` (one row) is a heap-only tuple:
+    /// written in place by an update, with no new entry in any index of the table. `table` and
+    /// `column` are the test's own constants.
+    static func isHeapOnly(_ table: String, _ column: String, _ value: some PostgresEncodable & Sendable, in database: Database)
+        async throws -> Bool
+    {
+        let rows = try await database.client.query(
+            """
+            SELECT (h.t_infomask2 & 32768) <> 0
+            FROM \(unescaped: table) x
+            CROSS JOIN LATERAL heap_page_items(get_raw_page(\(table), (x.ctid::text::point)[0]::int)) h
+            WHERE x.\(unescaped: column) = \(value) AND h.lp = (x.ctid::text::point)[1]::int
+            """)
+        var found: [Bool] = []
+        for try await heapOnly in rows.decode(Bool.self) { found.append(heapOnly) }
+        guard found.count == 1 else { throw Unexpected(description: "\(found.count) rows of \(table) where \(column) is \(value)") }
+        return found[0]
+    }
+
+    /// The page a row of `table` is stored on.
+    static func page(_ table: String, _ column: String, _ value: some PostgresEncodable & Sendable, in database: Database) async throws
+        -> Int
+    {
+        let rows = try await database.client.query(
+            "SELECT (ctid::text::point)[0]::int FROM \(unescaped: table) WHERE \(unescaped: column) = \(value)")
+        var found: [Int] = []
+        for try await page in rows.decode(Int.self) { found.append(page) }
+        guard found.count == 1 else { throw Unexpected(description: "\(found.count) rows of \(table) where \(column) is \(value)") }
+        return found[0]
+    }
+
+    struct Unexpected: Error, CustomStringConvertible {
+        let description: String
+    }
+}
