@@ -46,8 +46,16 @@ returning)
     cat "$work"/refresh.* >"$work/refresh.txt"
     pg -qc "SELECT pg_stat_statements_reset()" >/dev/null
     echo "== refresh rotations"
+    hot() { psql_db "SELECT n_tup_upd || ' ' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'sessions'"; }
+    before=$(hot)
     TOKENS="$work/refresh.txt" wrk -t1 -c16 -d6s --latency -s Benchmarks/e2e/refresh.lua "$base" | grep RESULT
     statements calls
+    # The rotations' updates of sessions, and how many of them stayed on their page without a
+    # new index entry (HOT; the statistics are sent at the end of each transaction).
+    sleep 1
+    read -r u0 h0 <<<"$before"
+    read -r u1 h1 <<<"$(hot)"
+    echo "   (sessions updated: $((u1 - u0)), of them HOT: $((h1 - h0)))"
     ;;
 *) echo "PHASE must be new or returning" >&2; exit 2 ;;
 esac
