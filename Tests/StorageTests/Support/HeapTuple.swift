@@ -37,6 +37,29 @@ enum HeapTuple {
         return found[0]
     }
 
+    /// The indexes of `table`: each one's name and definition (`pg_get_indexdef`).
+    static func indexes(of table: String, in database: Database) async throws -> [(name: String, definition: String)] {
+        let rows = try await database.client.query(
+            "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = \(table)::regclass")
+        var definitions: [(name: String, definition: String)] = []
+        for try await (name, definition) in rows.decode((String, String).self) { definitions.append((name, definition)) }
+        return definitions
+    }
+
+    /// Each index of `indexes` that names one of `columns` as a whole word (in its key, an
+    /// expression or its predicate), said as "index names column: definition". An update that
+    /// changes such a column is never in place.
+    static func naming(_ columns: [String], in indexes: [(name: String, definition: String)]) -> [String] {
+        indexes.flatMap { index in
+            columns.filter { names(index.definition, $0) }.map { "\(index.name) names \($0): \(index.definition)" }
+        }
+    }
+
+    /// Whether an index definition names `column` as a whole word.
+    static func names(_ definition: String, _ column: String) -> Bool {
+        definition.range(of: "\\b\(column)\\b", options: .regularExpression) != nil
+    }
+
     struct Unexpected: Error, CustomStringConvertible {
         let description: String
     }
