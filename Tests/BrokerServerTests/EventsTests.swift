@@ -181,7 +181,9 @@ import Testing
             _ = try await Self.writeEvents(tenant: tenant, transactions: [5, 6], database: database)
             try await database.client.query("UPDATE webhooks SET enabled = true WHERE tenant_id = \(tenant)")
             _ = try await database.webhooks.dispatch()
-            let lost = Date().addingTimeInterval(60.123_456), other = lost.addingTimeInterval(0.000_001)
+            // One microsecond apart in PostgreSQL, whatever the clock reads (see `instant(microsecond:)`).
+            let start = (Date().timeIntervalSinceReferenceDate * 1_000_000).rounded(.down) + 60_123_456
+            let lost = Self.instant(microsecond: start), other = Self.instant(microsecond: start + 1)
             try await database.client.query(
                 """
                 UPDATE webhook_deliveries SET next_attempt_at = CASE WHEN event_id = (SELECT min(event_id) FROM webhook_deliveries
@@ -193,6 +195,32 @@ import Testing
             ).collect()
             #expect(try due.first?.decode(Int.self) == 1, "only the lost take's delivery is due again")
             #expect(try await database.webhooks.releaseLeases([]) == 0)
+        }
+    }
+
+    /// The instant in the middle of microsecond `microsecond` (counted from the reference date),
+    /// which PostgreSQL stores as that microsecond. A `Date` is a `Double`: two instants taken as
+    /// `d` and `d + 0.000001` can land in one microsecond once PostgresNIO truncates them, which
+    /// made the lost-take test release both deliveries in about one run in twenty (a fresh-clone
+    /// CI run, 2026-12-04; PostgresNIO 1.33 truncates a `Date` to microseconds).
+    static func instant(microsecond: Double) -> Date {
+        Date(timeIntervalSinceReferenceDate: (microsecond + 0.5) / 1_000_000)
+    }
+
+    /// Instants made by `instant(microsecond:)` are stored as their microsecond, each of 2,000
+    /// consecutive ones from a random start, read back from PostgreSQL.
+    @Test func anInstantInTheMiddleOfItsMicrosecondIsStoredAsIt() async throws {
+        try await AppleTestSetup.run { setup in
+            let start = (Date().timeIntervalSinceReferenceDate * 1_000_000).rounded(.down) + Double(Int.random(in: 0..<1_000_000_000))
+            let instants = (0..<2_000).map { Self.instant(microsecond: start + Double($0)) }
+            let rows = try await setup.app.database.client.query(
+                """
+                SELECT ((extract(epoch FROM i) - extract(epoch FROM timestamptz '2001-01-01 00:00:00+00')) * 1000000)::int8
+                FROM unnest(\(instants)::timestamptz[]) WITH ORDINALITY AS u(i, n) ORDER BY n
+                """
+            ).collect()
+            let stored = try rows.map { try $0.decode(Int64.self) }
+            #expect(stored == (0..<2_000).map { Int64(start) + Int64($0) })
         }
     }
 
