@@ -19,10 +19,7 @@ enum HeapTuple {
             CROSS JOIN LATERAL heap_page_items(get_raw_page(\(table), (x.ctid::text::point)[0]::int)) h
             WHERE x.\(unescaped: column) = \(value) AND h.lp = (x.ctid::text::point)[1]::int
             """)
-        var found: [Bool] = []
-        for try await heapOnly in rows.decode(Bool.self) { found.append(heapOnly) }
-        guard found.count == 1 else { throw Unexpected(description: "\(found.count) rows of \(table) where \(column) is \(value)") }
-        return found[0]
+        return try await only(rows.decode(Bool.self), "\(table) where \(column) is \(value)")
     }
 
     /// The page a row of `table` is stored on.
@@ -31,10 +28,15 @@ enum HeapTuple {
     {
         let rows = try await database.client.query(
             "SELECT (ctid::text::point)[0]::int FROM \(unescaped: table) WHERE \(unescaped: column) = \(value)")
-        var found: [Int] = []
-        for try await page in rows.decode(Int.self) { found.append(page) }
-        guard found.count == 1 else { throw Unexpected(description: "\(found.count) rows of \(table) where \(column) is \(value)") }
-        return found[0]
+        return try await only(rows.decode(Int.self), "\(table) where \(column) is \(value)")
+    }
+
+    /// The one value `values` holds; more or fewer rows of `what` is an error.
+    private static func only<T>(_ values: some AsyncSequence<T, any Error>, _ what: String) async throws -> T {
+        var found: [T] = []
+        for try await value in values { found.append(value) }
+        guard found.count == 1, let value = found.first else { throw Unexpected(description: "\(found.count) rows of \(what)") }
+        return value
     }
 
     /// The indexes of `table`: each one's name and definition (`pg_get_indexdef`).
