@@ -1,3 +1,5 @@
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -192,5 +194,37 @@ import Testing
         #expect(try await first.value == 1)
         #expect(try await second.value == 2)
         #expect(try await third.value == 3)
+    }
+
+    /// A batch's work runs on the event loop of the caller that started its drain, the thread
+    /// that runs the drain itself, not on the global pool it would hop to and back from
+    /// (decision 0096). Callers on each of two loops, one after another and several at once: every
+    /// batch's work found itself on the loop its drain started on.
+    @Test func aBatchsWorkRunsOnTheEventLoopItsDrainStartedOn() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        defer { group.shutdownGracefully { _ in } }
+        let loops = [group.next(), group.next()]
+        let batcher = StatementBatcher<Int, Int?>(maxRunning: 2, maxBatch: 8, timeout: .seconds(30)) { inputs in
+            let here = loops.firstIndex { $0.inEventLoop }
+            return inputs.map { _ in here }
+        }
+        for round in 0..<50 {
+            let answers = try await withThrowingTaskGroup(of: (Int, Int?).self) { group in
+                for caller in 0..<4 {
+                    let loop = (round + caller) % 2
+                    group.addTask(executorPreference: EventLoopTaskExecutor.executor(for: loops[loop])) {
+                        (loop, try await batcher.run(caller))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // A caller that joined a batch another caller's drain was running answers with that
+            // loop; every batch ran on one of the two, never elsewhere.
+            #expect(answers.allSatisfy { $0.1 != nil }, "round \(round): \(answers)")
+        }
+        let alone = try await Task(executorPreference: EventLoopTaskExecutor.executor(for: loops[1])) {
+            try await batcher.run(0)
+        }.value
+        #expect(alone == 1)
     }
 }

@@ -86,7 +86,7 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
             for watcher in watched { watcher.resume() }
             if start {
                 let preference = MultiThreadedEventLoopGroup.currentEventLoop.map { EventLoopTaskExecutor.executor(for: $0) }
-                Task(executorPreference: preference) { await self.drain() }
+                Task(executorPreference: preference) { await self.drain(on: preference) }
             }
         }
     }
@@ -95,7 +95,12 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
     /// batch, or is given back, before a batch's callers are answered: a caller answered never
     /// finds its own batch still holding the slot (a loaded CI run saw a caller answered by the
     /// timeout look while the drain had not yet given the slot back).
-    private func drain() async {
+    ///
+    /// Each batch's work runs on the drain's own executor (`preference`: the event loop of the
+    /// caller that started it), not the global pool's: its task under the deadline starts and
+    /// ends on the thread the drain runs on, with no hand-over to another thread and back
+    /// (decision 0096).
+    private func drain(on preference: (any TaskExecutor)?) async {
         var next = nextBatch()
         while let batch = next {
             let inputs = batch.map(\.input)
@@ -104,7 +109,9 @@ final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendable {
             do {
                 // `execute` sets the batch's tenant scope: the drain task inherits the scope of the
                 // caller that started it, and a batch may carry other tenants' work.
-                let outputs = try await withDatabaseDeadline(timeout) { try await execute(inputs) }
+                let outputs = try await withDatabaseDeadline(timeout, executorPreference: preference) {
+                    try await execute(inputs)
+                }
                 result = outputs.count == inputs.count ? .success(outputs) : .failure(BatchMismatch())
             } catch {
                 result = .failure(error)
