@@ -9,12 +9,13 @@
 # costs (a batch statement's calls are batches; divide the requests by them for its size), and
 # how often PostgreSQL planned each (`plans`: a prepared statement plans again only after an
 # ANALYZE or a schema change; as many plans as calls is a statement planned every time).
-# With PLANS=FILE, auto_explain also logs the plan of every statement over 3 ms, with its row
-# counts and buffers, to FILE. Found the email lookup that row-level security turned into a
-# scan (decision 0054).
-# Usage: [WALL=off] [PHASE=new|returning] [PLANS=FILE] [BIN=DIR] Benchmarks/e2e/diag.sh
+# With PLANS=FILE, auto_explain also logs the plan of every statement over 3 ms (PLANS_MS), with
+# its row counts and buffers, to FILE; PLANS_MS=0 PLANS_RATE=0.01 logs one statement in a
+# hundred, however fast (where a returning batch's buffers go). Found the email lookup that
+# row-level security turned into a scan (decision 0054).
+# Usage: [WALL=off] [PHASE=new|returning] [PLANS=FILE [PLANS_MS=3] [PLANS_RATE=1]] [BIN=DIR] Benchmarks/e2e/diag.sh
 export TARGET=tcp
-PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements${PLANS:+,auto_explain -c auto_explain.log_min_duration=3 -c auto_explain.log_analyze=on -c auto_explain.log_buffers=on} -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
+PG_EXTRA_OPTS="-c shared_preload_libraries=pg_stat_statements${PLANS:+,auto_explain -c auto_explain.log_min_duration=${PLANS_MS:-3} -c auto_explain.sample_rate=${PLANS_RATE:-1} -c auto_explain.log_analyze=on -c auto_explain.log_buffers=on} -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
 export PG_EXTRA_OPTS
 source "$(dirname "$0")/lib.sh"
 pg() { psql -h 127.0.0.1 -p "$pg_port" -U postgres "$@" postgres; }
