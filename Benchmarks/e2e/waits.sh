@@ -5,13 +5,14 @@
 # millisecond) at the backends of the role the broker serves as that are not idle, counted by
 # `wait_event_type:wait_event:state` ("-:-:active" is a backend running or waiting for a core).
 # Found the commit's WAL flush in about half of the active samples (decision 0096).
-# Usage: [BIN=DIR] [SAMPLES=3000] [PG_EXTRA_OPTS="-c name=value"] Benchmarks/e2e/waits.sh
+# Usage: [BIN=DIR] [WALL=off] [SAMPLES=3000] [PG_EXTRA_OPTS="-c name=value"] Benchmarks/e2e/waits.sh
 export TARGET=tcp
 source "$(dirname "$0")/lib.sh"
-role=$(psql_db "SELECT rolname FROM pg_roles WHERE rolname = 'broker_serve'")
-role=${role:-postgres}
+# The role the broker connects as (broker_serve, or the superuser with WALL=off), read from the
+# URL lib.sh gave it; the looks' own session is left out.
+role=${DATABASE_URL#postgres://} role=${role%%@*}
 look="SELECT coalesce(wait_event_type, '-') || ':' || coalesce(wait_event, '-') || ':' || state
-    FROM pg_stat_activity WHERE usename = '$role' AND state <> 'idle';"
+    FROM pg_stat_activity WHERE usename = '$role' AND state <> 'idle' AND pid <> pg_backend_pid();"
 for _ in $(seq "${SAMPLES:-3000}"); do echo "$look"; done >"$work/looks.sql"
 # sample SECONDS_IN: after SECONDS_IN seconds, the looks, counted.
 sample() {
