@@ -11,6 +11,14 @@ python3 -c "import openapi_spec_validator" 2>/dev/null || python3 -m pip install
 python3 -m openapi_spec_validator openapi.yaml
 # Every decision record has a status line and a row in docs/decisions/README.md.
 scripts/check-decisions.sh
+# Statements reach the pool one way (docs/architecture.md): through `rows`, `transaction` or
+# `withScopedConnection` (the task's tenant scope, an open connection, the commit confirmed),
+# never through PostgresNIO's own `PostgresClient.query`/`execute` from a repository.
+if { grep -rnE '\bclient\.(query|execute)\(' Sources/Storage --include='*.swift'; grep -rn '\bclient\.query(' Sources --include='*.swift'; } |
+    grep -v '^Sources/Storage/Pool/' | sort -u | grep .; then
+    echo "test: the statements above go to PostgresNIO's client directly; send them through client.rows (Sources/Storage/Pool/PooledStatements.swift)" >&2
+    exit 1
+fi
 # The code is laid out as swift-format lays it out (.swift-format; the toolchain's own
 # swift-format). To fix: swift format format --in-place --recursive --parallel Sources Tests Plugins Package.swift
 swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift || {

@@ -117,6 +117,64 @@ import Testing
         }
     }
 
+    /// A callback's claim whose commit is lost is a failure, and what follows it on the pool
+    /// answers right. The claim's commit is made to fail after `CommandComplete` (a deferred
+    /// constraint trigger on its update, the way `CommitConfirmationTests` fails an insert), ten
+    /// times: the claim fails as unavailable (503, retried), the state stays unclaimed, and the
+    /// repeat's read (`repeatOf`, on a new connection: the failed commit closed the claim's)
+    /// finds it; once commits go through, each state is claimed and taken. Before `repeatOf` went
+    /// through `rows` it was sent straight to PostgresNIO's client: outside any tenant scope on a
+    /// new connection (no state found, five rounds of ten) and onto a connection that had closed
+    /// (never answered: the deadline).
+    @Test func aClaimWhoseCommitIsLostFailsAndThePoolGoesOn() async throws {
+        try await TestDatabase.withFreshServing { admin, serving, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: admin)
+            let now = Date()
+            let refuse: PostgresQuery = """
+                CREATE CONSTRAINT TRIGGER claim_refuse AFTER UPDATE ON web_sign_in_states DEFERRABLE INITIALLY DEFERRED
+                FOR EACH ROW WHEN (NEW.claimed_until IS NOT NULL AND NOT NEW.code_issued) EXECUTE FUNCTION claim_refuse()
+                """
+            try await admin.client.query(
+                """
+                CREATE FUNCTION claim_refuse() RETURNS trigger LANGUAGE plpgsql
+                AS $$ BEGIN RAISE EXCEPTION 'claim refused at commit'; END $$
+                """, logger: TestDatabase.logger)
+            try await admin.client.query(refuse, logger: TestDatabase.logger)
+            let states = serving.webSignIns
+            let until = now.addingTimeInterval(10)
+            for round: UInt8 in 1...10 {
+                try await TenantScope.tenant(tenant.id) {
+                    try await states.createState(state(round, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
+                }
+                let error = await #expect(throws: (any Error).self, "round \(round): the claim answered though its commit was lost") {
+                    try await withDatabaseDeadline(.seconds(10)) {
+                        try await states.claimState(hash: self.hash(round), tenantID: tenant.id, now: now, claimUntil: until, subject: nil)
+                    }
+                }
+                #expect(
+                    !(error is DatabaseDeadlineExceeded) && error?.isDatabaseUnavailable == true,
+                    "round \(round): \(String(reflecting: error))")
+                let unclaimed = try await withDatabaseDeadline(.seconds(10)) {
+                    try await states.repeatOf(hash: self.hash(round), tenantID: tenant.id, now: now, codeHash: self.hash(200))
+                }
+                #expect(unclaimed?.answer == .unclaimed, "round \(round)")
+            }
+            try await admin.client.query("DROP TRIGGER claim_refuse ON web_sign_in_states", logger: TestDatabase.logger)
+            for round: UInt8 in 1...10 {
+                let claimed = try await withDatabaseDeadline(.seconds(10)) {
+                    try await states.claimState(hash: self.hash(round), tenantID: tenant.id, now: now, claimUntil: until, subject: nil)
+                }
+                #expect(claimed?.state.tenantID == tenant.id, "round \(round): the state is claimed once the commit goes through")
+                let taken = try await withDatabaseDeadline(.seconds(10)) {
+                    try await states.takeState(
+                        hash: self.hash(round), tenantID: tenant.id, keepingGrant: Data([round]), codeHash: self.hash(100 + round),
+                        codeExpiresAt: now.addingTimeInterval(60), now: now)
+                }
+                #expect(taken, "round \(round)")
+            }
+        }
+    }
+
     @Test func aCodeIsTakenOnlyByItsTenantAndProvider() async throws {
         try await TestDatabase.withFresh { database, _ in
             let acme = try await TestDatabase.createTenant("acme", in: database)

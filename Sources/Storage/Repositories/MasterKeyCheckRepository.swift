@@ -20,7 +20,7 @@ public struct MasterKeyCheckRepository: Sendable {
     /// Writes the check value unless one exists; returns the value in force afterwards (this one,
     /// or another process's that came first).
     public func adopt(_ sealed: Data) async throws -> Data {
-        try await client.query(
+        _ = try await client.rows(
             "INSERT INTO master_key_check (sealed) VALUES (\(sealed)) ON CONFLICT (id) DO NOTHING", logger: logger)
         return try await self.sealed() ?? sealed
     }

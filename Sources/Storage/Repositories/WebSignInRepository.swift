@@ -137,7 +137,11 @@ public struct WebSignInRepository: Sendable {
     /// whether it still waits for its exchange.
     public func repeatOf(hash: Data, tenantID: UUID?, now: Date, codeHash: Data) async throws -> WebSignInRepeat? {
         try await Self.inScope(of: tenantID) {
-            let rows = try await client.query(
+            // Through the pool's one way (`rows`): in the state's tenant scope, on a connection
+            // that is open (decision 0056). Sent straight through `PostgresClient.query` it read in
+            // whatever scope the leased connection last had (none on a new one: no state) and
+            // could be written to a connection that had closed, and never answered.
+            let rows = try await client.rows(
                 """
                 SELECT s.provider, s.return_url, s.caller_state, s.code_issued, s.error, COALESCE(s.claimed_until > \(now), false),
                     s.oauth_request,
@@ -146,9 +150,9 @@ public struct WebSignInRepository: Sendable {
                             AND c.redeemed_at IS NULL)
                 FROM web_sign_in_states s WHERE s.state_hash = \(hash) AND s.expires_at > \(now)
                 """, logger: logger)
-            for try await (provider, returnURL, callerState, codeIssued, error, inFlight, oauthRequest, codeOpen)
-                in rows.decode((String, String, String?, Bool, String?, Bool, String?, Bool).self)
-            {
+            for row in rows {
+                let (provider, returnURL, callerState, codeIssued, error, inFlight, oauthRequest, codeOpen) = try row.decode(
+                    (String, String, String?, Bool, String?, Bool, String?, Bool).self)
                 let answer: WebSignInRepeat.Answer =
                     if codeIssued { .code(unexchanged: codeOpen) } else if let error { .error(error) } else {
                         inFlight ? .inFlight : .unclaimed
