@@ -9,7 +9,8 @@
 #   PostgreSQL's backends, wrk, other) and what ran just before it,
 # - per kind of task: CPU time, switches a sign-in, and the average delay between being woken
 #   and running (`sch delay`).
-# On a PostgreSQL of its own over TCP with default settings, 16 connections (CONN).
+# On a PostgreSQL of its own over TCP with default settings, 16 connections (CONN). Run as root
+# from the repository's root (`perf sched record -a` traces the whole machine).
 # Usage: [BIN=DIR] [PHASE=returning|new] [CONN=16] [WINDOW=3] [SCHED_DATA=file, to keep the recording]
 #        Benchmarks/e2e/idle.sh
 export TARGET=tcp
