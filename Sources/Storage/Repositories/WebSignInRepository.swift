@@ -137,10 +137,8 @@ public struct WebSignInRepository: Sendable {
     /// whether it still waits for its exchange.
     public func repeatOf(hash: Data, tenantID: UUID?, now: Date, codeHash: Data) async throws -> WebSignInRepeat? {
         try await Self.inScope(of: tenantID) {
-            // Through the pool's one way (`rows`): in the state's tenant scope, on a connection
-            // that is open (decision 0056). Sent straight through `PostgresClient.query` it read in
-            // whatever scope the leased connection last had (none on a new one: no state) and
-            // could be written to a connection that had closed, and never answered.
+            // Through `rows`, like every statement: in the state's tenant scope, on an open
+            // connection (decisions 0055, 0056).
             let rows = try await client.rows(
                 """
                 SELECT s.provider, s.return_url, s.caller_state, s.code_issued, s.error, COALESCE(s.claimed_until > \(now), false),
