@@ -251,6 +251,7 @@ let package = Package(
                 "BrokerApplication", "BrokerCore", "Providers", "Storage", "TestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -6,10 +6,12 @@
 # line, wrk with 1 thread and 16 connections. For each provider, a round of new people and a
 # round of the same people again (returning), each in order:
 #   authorize  GET /t/bench/authorize?...&provider=<p>: the client, redirect URI and request
-#              checked, the request kept under a new state, 303 to the provider
+#              checked, the request sealed into a new state (nothing written; decision 0099),
+#              303 to the provider
 #   upstream   MockIdP's authorize (Apple's page with its form_post form; line's redirect):
 #              not the broker, not counted
-#   callback   POST /apple/callback or GET /oidc/callback: the state taken, the provider's code
+#   callback   POST /apple/callback or GET /oidc/callback: the state opened and claimed (its row
+#              written), the provider's code
 #              exchanged and its id token verified, the person signed in (account, identity,
 #              the client's session; decision 0085), the code kept naming the session, 303 to
 #              the relying party's redirect URI

@@ -4,8 +4,9 @@ import PropertyBased
 import Testing
 
 /// The state of a web sign-in names its tenant (decision 0092): read back from any state made,
-/// never from another text (a state of the older form, a state whose tenant part is not one
-/// this makes, any other length), and never a crash on any text.
+/// never from another text (a state of the oldest form, a state whose tenant part is not one
+/// this makes, a shorter text), and never a crash on any text. The sealed form (decision 0099)
+/// is read only from its one spelling.
 @Suite struct WebSignInStateTokenTests {
     @Test func theTenantIsReadBackFromEveryStateMade() async {
         await propertyCheck(count: 2_000, input: Gen.int(in: 0...Int(Int32.max))) { seed in
@@ -28,8 +29,9 @@ import Testing
         let text = Gen.int(in: 0...(alphabet.count - 1)).array(of: 0...80).map { String($0.map { alphabet[$0] }) }
         await propertyCheck(count: 3_000, input: text) { text in
             guard let tenant = WebSignInStateToken.tenant(of: text) else { return }
-            // Only a text of the state's length whose tenant part is one `make` writes.
-            #expect(text.utf8.count == WebSignInStateToken.length)
+            // Only a text of a stored state's length, or longer (a sealed state, decision 0099),
+            // whose tenant part is one `make` writes.
+            #expect(text.utf8.count >= WebSignInStateToken.length)
             #expect(WebSignInStateToken.make(tenantID: tenant).prefix(22) == text.prefix(22))
         }
         // A state of the older form: 32 random bytes alone.
@@ -40,6 +42,26 @@ import Testing
         var altered = Array(made)
         altered[21] = altered[21] == "A" ? "B" : "A"
         #expect(WebSignInStateToken.tenant(of: String(altered)) == nil)
+        // Longer than a callback reads: no tenant, no box.
+        let tooLong = made + String(repeating: "A", count: WebSignInStateToken.maxLength)
+        #expect(WebSignInStateToken.tenant(of: tooLong) == nil)
+        #expect(WebSignInStateToken.sealedBox(of: tooLong) == nil)
+    }
+
+    @Test func aSealedStateIsReadOnlyAsItWasWritten() async {
+        await propertyCheck(count: 1_000, input: Gen.int(in: 0...Int(Int32.max)), Gen.int(in: 44...400)) { seed, count in
+            var generator = SplitMix(seed: UInt64(seed))
+            let tenant = UUID(uuid: generator.uuid())
+            let box = Data((0..<count).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+            let state = WebSignInStateToken.sealed(tenantID: tenant, box: box)
+            #expect(WebSignInStateToken.tenant(of: state) == tenant)
+            let read = WebSignInStateToken.sealedBox(of: state)
+            #expect(read?.tenantID == tenant && read?.box == box)
+            // Another case is another box, or another tenant, or none.
+            if state.lowercased() != state, let other = WebSignInStateToken.sealedBox(of: state.lowercased()) {
+                #expect(other.tenantID != tenant || other.box != box)
+            }
+        }
     }
 }
 

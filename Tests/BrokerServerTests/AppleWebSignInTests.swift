@@ -215,9 +215,9 @@ import Testing
             let stuckForm = try #require(WebBrowser.form(in: try await WebBrowser.get(stuck).body))
             let state = try #require(stuckForm.fields.first { $0.0 == "state" }?.1)
             let service = setup.app.services.webSignIn
-            let claimed = try await setup.app.database.webSignIns.claimState(
-                hash: WebSignInService.hash(state), tenantID: WebSignInStateToken.tenant(of: state), now: Date(),
-                claimUntil: Date().addingTimeInterval(3), subject: nil)
+            let sealed = try #require(SealedWebSignInState.open(state, secrets: service.secrets))
+            let claimed = try await setup.app.database.webSignIns.claimSealedState(
+                sealed, now: Date(), claimUntil: Date().addingTimeInterval(3), subject: nil)
             #expect(claimed != nil)
             #expect(claimed?.state.tenantID == WebSignInStateToken.tenant(of: state), "the state names its tenant (decision 0092)")
             let fields = Dictionary(stuckForm.fields, uniquingKeysWith: { $1 })
@@ -411,7 +411,7 @@ import Testing
             let rows = try await setup.app.database.client.query("SELECT count(*)::int8 FROM web_sign_in_states")
             var states = 0
             for try await value in rows.decode(Int.self) { states = value }
-            #expect(states == 1, "only the accepted start is stored")
+            #expect(states == 0, "a start writes nothing: the sign-in is sealed in its state (decision 0099)")
         }
     }
 

@@ -7,10 +7,11 @@ import Storage
 import Synchronization
 
 /// Sign-in on the web (issue 22, decision 0038): three calls and no cookies for a product's web
-/// page. `start` keeps a fresh state and hands back the provider's authorize URL; the provider
-/// sends the person to the broker's callback, which verifies what came back, redeems the code and
-/// keeps the verified sign-in under a broker code on the return URL; the product's backend
-/// exchanges that code once, within a minute, for the same answer as a native sign-in.
+/// page. `start` seals the sign-in into a fresh state (decision 0099) and hands back the
+/// provider's authorize URL; the provider sends the person to the broker's callback, which
+/// verifies what came back, redeems the code and keeps the verified sign-in under a broker code
+/// on the return URL; the product's backend exchanges that code once, within a minute, for the
+/// same answer as a native sign-in.
 package struct WebSignInService: Sendable {
     package let database: Database
     package let providers: ProviderRegistry
@@ -124,14 +125,15 @@ package struct WebSignInService: Sendable {
             guard relyingParty != nil || client.returnURLs.contains(returnURL) else {
                 throw WebSignInFailure.returnURLNotRegistered(provider, clientID: client.clientID)
             }
-            // The state names its tenant: its callback keeps to that tenant's scope (decision 0092).
-            let state = WebSignInStateToken.make(tenantID: tenant.id)
+            // The sign-in travels sealed in its state, which names its tenant; nothing is written
+            // until its callback claims it (decisions 0092, 0099).
             let expiresAt = now.addingTimeInterval(Self.stateLifetime)
-            try await database.webSignIns.createState(
+            let state = try SealedWebSignInState.seal(
                 WebSignInState(
-                    stateHash: Self.hash(state), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
+                    stateHash: Data(), tenantID: tenant.id, provider: provider.rawValue, clientID: client.clientID,
                     redirectURI: client.redirectURI, returnURL: returnURL, intent: intent, callerState: callerState, expiresAt: expiresAt,
-                    providerScope: client.providerScope, relyingParty: relyingParty))
+                    providerScope: client.providerScope, relyingParty: relyingParty),
+                secrets: secrets)
             return Started(authorizeURL: client.authorizationURL(request(for: state)), expiresAt: expiresAt)
         }
     }
@@ -145,14 +147,20 @@ package struct WebSignInService: Sendable {
         route: CallbackRoute, state: String?, providerError: String?, response: AuthorizationResponse, context: OperationContext,
         now: Date = Date()
     ) async -> CallbackOutcome {
-        guard let state, !state.isEmpty, state.utf8.count <= 128 else { return .invalidState }
-        let stateHash = Self.hash(state)
+        guard let state, !state.isEmpty, state.utf8.count <= WebSignInStateToken.maxLength else { return .invalidState }
+        // A sealed state (decision 0099) must open and be live; one of an older form is a row.
+        var sealed: WebSignInState?
+        if WebSignInStateToken.sealedBox(of: state) != nil {
+            guard let opened = SealedWebSignInState.open(state, secrets: secrets), opened.expiresAt > now else { return .invalidState }
+            sealed = opened
+        }
+        let stateHash = sealed?.stateHash ?? Self.hash(state)
         let code = Self.derive(state, keys.code)
         let stored: WebSignInState
         let account: SubjectAccountStatus?
         switch await claim(
-            state: stateHash, tenant: WebSignInStateToken.tenant(of: state), code: code, route: route, idToken: response.idToken,
-            context: context, now: now)
+            state: stateHash, tenant: WebSignInStateToken.tenant(of: state), sealed: sealed, code: code, route: route,
+            idToken: response.idToken, context: context, now: now)
         {
         case .claimed(let found):
             (stored, account) = found
@@ -294,10 +302,11 @@ package struct WebSignInService: Sendable {
     /// error; a repeat of a callback still in flight waits for its answer, within the request's
     /// deadline. A claim lasts until the request's deadline; one that lapsed unanswered (its
     /// process stopped) is claimed again. `stateTenant`: the tenant the state's text names, in
-    /// whose scope it is read (nil: a state of the older form, read across tenants).
+    /// whose scope it is read (nil: a state of the oldest form, read across tenants). `sealed`:
+    /// the sign-in a sealed state carries, written by its first claim (decision 0099).
     private func claim(
-        state stateHash: Data, tenant stateTenant: UUID?, code: String, route: CallbackRoute, idToken: String?,
-        context: OperationContext, now: Date
+        state stateHash: Data, tenant stateTenant: UUID?, sealed: WebSignInState?, code: String, route: CallbackRoute,
+        idToken: String?, context: OperationContext, now: Date
     ) async -> Claim {
         // With the state, the status of the account of the posted id token's subject (Apple),
         // read ahead of the token's verification and used only once it verified (decision 0039).
@@ -309,9 +318,14 @@ package struct WebSignInService: Sendable {
                 let at = now.addingTimeInterval(Double((ContinuousClock.now - started) / .milliseconds(1)) / 1_000)
                 let lifetime = RequestBudget.bound(Self.claimLifetime) + RequestBudget.reserve
                 let claimUntil = at.addingTimeInterval(Double(lifetime / .milliseconds(1)) / 1_000)
-                if let found = try await database.webSignIns.claimState(
-                    hash: stateHash, tenantID: stateTenant, now: at, claimUntil: claimUntil, subject: subject)
-                {
+                let claimed =
+                    if let sealed {
+                        try await database.webSignIns.claimSealedState(sealed, now: at, claimUntil: claimUntil, subject: subject)
+                    } else {
+                        try await database.webSignIns.claimState(
+                            hash: stateHash, tenantID: stateTenant, now: at, claimUntil: claimUntil, subject: subject)
+                    }
+                if let found = claimed {
                     return .claimed(found)
                 }
                 guard
@@ -565,7 +579,7 @@ package struct WebSignInService: Sendable {
 
     /// The request of a state: its nonce and PKCE verifier are derived from it with keys of the
     /// master key, so neither is stored (decision 0038).
-    func request(for state: String) -> AuthorizationRequest {
+    package func request(for state: String) -> AuthorizationRequest {
         AuthorizationRequest(state: state, nonce: Self.derive(state, keys.nonce), codeVerifier: Self.derive(state, keys.pkce))
     }
 

@@ -94,6 +94,9 @@ public struct WebSignInRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
 
+    /// Writes a state as a broker before decision 0099 did when a sign-in started (tests of the
+    /// callbacks of sign-ins started before an upgrade): no request writes one ahead of its
+    /// callback any more.
     public func createState(_ state: WebSignInState) async throws {
         _ = try await client.rows(
             """
@@ -121,6 +124,22 @@ public struct WebSignInRepository: Sendable {
     {
         try await Self.inScope(of: tenantID) {
             try await client.rows(ClaimStateStatement(hash: hash, now: now, claimUntil: claimUntil, subject: subject), logger: logger).first
+        }
+    }
+
+    /// Claims a sealed state (decision 0099) as ``claimState(hash:tenantID:now:claimUntil:subject:)``
+    /// claims a stored one: its first claim writes the sign-in the state carries, claimed until
+    /// `claimUntil`; a later one finds that row and claims it only when nobody answered it and its
+    /// claim lapsed. Nil as there; ``repeatOf(hash:tenantID:now:codeHash:)`` then tells which.
+    /// The caller has opened the state and checked that it has not expired.
+    public func claimSealedState(_ state: WebSignInState, now: Date, claimUntil: Date, subject: String?) async throws
+        -> (state: WebSignInState, account: SubjectAccountStatus?)?
+    {
+        try await TenantScope.tenant(state.tenantID) {
+            try await client.rows(
+                ClaimSealedStateStatement(state: state, now: now, claimUntil: claimUntil, subject: subject), logger: logger
+            )
+            .first
         }
     }
 

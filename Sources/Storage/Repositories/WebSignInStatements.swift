@@ -2,30 +2,32 @@ import BrokerCore
 import Foundation
 import PostgresNIO
 
-/// The two statements of every web callback, prepared once per connection (decision 0038): the
+/// The statements of every web callback, prepared once per connection (decision 0038): the
 /// state claimed by its hash (with the status of the account of the token's subject, decision
-/// 0039; the claim, decision 0069), and the state answered in the statement that keeps the
-/// sign-in under its broker code.
+/// 0039; the claim, decision 0069), written by that claim when it came sealed (decision 0099),
+/// and the state answered in the statement that keeps the sign-in under its broker code.
 extension WebSignInRepository {
-    struct ClaimStateStatement: PostgresPreparedStatement {
-        typealias Row = (state: WebSignInState, account: SubjectAccountStatus?)
-
-        static let name = "ib_web_claim_state"
+    /// The parts both claims are made of, so that a state is claimed by one rule whichever form
+    /// it came in (`WebSignInClaimGridTests` runs both over every situation a row can be in).
+    /// `$1` the state's hash, `$2` now, `$3` the subject (or NULL), `$4` the claim's end.
+    enum ClaimFragments {
+        /// The claim: a live state nobody answered, unclaimed or whose claim lapsed.
+        static let claimable = """
+            web_sign_in_states.expires_at > $2::timestamptz AND NOT web_sign_in_states.code_issued
+                AND web_sign_in_states.error IS NULL
+                AND (web_sign_in_states.claimed_until IS NULL OR web_sign_in_states.claimed_until <= $2::timestamptz)
+            """
+        static let returning = """
+            RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope,
+                oauth_client_id, oauth_request
+            """
         // The account status: identity by its unique key, account by (tenant_id, id), both
         // bound in any plan (decision 0014): the account's id is the scalar subquery's value, not
         // a join column, which a plan made on empty tables left unbound and read every account
         // of the tenant through; only when a subject was given and the state has a scope. An
         // identity a consent revocation unlinked answers for the account its sign-in links to
         // again (`active` when the revocation disabled it), as the native check does.
-        // The claim: a live state nobody answered, unclaimed or whose claim lapsed.
-        static let sql = """
-            WITH s AS (
-                UPDATE web_sign_in_states SET claimed_until = $4::timestamptz
-                WHERE state_hash = $1::bytea AND expires_at > $2::timestamptz AND NOT code_issued AND error IS NULL
-                    AND (claimed_until IS NULL OR claimed_until <= $2::timestamptz)
-                RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope,
-                    oauth_client_id, oauth_request
-            )
+        static let answer = """
             SELECT s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
                 s.provider_scope, s.oauth_client_id, s.oauth_request,
                 ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
@@ -43,6 +45,22 @@ extension WebSignInRepository {
                                 AND c.subject = $3::text))) AS account_status
             FROM s
             """
+    }
+
+    /// Claims a state of a form written when its sign-in started (decision 0092 and before):
+    /// the row is there, or the state is unknown.
+    struct ClaimStateStatement: PostgresPreparedStatement {
+        typealias Row = (state: WebSignInState, account: SubjectAccountStatus?)
+
+        static let name = "ib_web_claim_state"
+        static let sql = """
+            WITH s AS (
+                UPDATE web_sign_in_states SET claimed_until = $4::timestamptz
+                WHERE state_hash = $1::bytea AND \(ClaimFragments.claimable)
+                \(ClaimFragments.returning)
+            )
+            \(ClaimFragments.answer)
+            """
 
         let hash: Data
         let now: Date
@@ -58,7 +76,9 @@ extension WebSignInRepository {
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row {
+        func decodeRow(_ row: PostgresRow) throws -> Row { try Self.decode(row, hash: hash, subject: subject) }
+
+        static func decode(_ row: PostgresRow, hash: Data, subject: String?) throws -> Row {
             var reader = RowReader(row)
             let (tenantID, provider, clientID, redirectURI, returnURL, intent, callerState, expiresAt, scope) = (
                 try reader.next(UUID.self), try reader.next(String.self), try reader.next(String.self), try reader.next(String.self),
@@ -79,6 +99,54 @@ extension WebSignInRepository {
             guard lookedUp, let subject else { return (state, nil) }
             return (state, SubjectAccountStatus(subject: subject, status: status.map { AccountStatus(rawValue: $0) ?? .disabled }))
         }
+    }
+
+    /// Claims a sealed state (decision 0099): its sign-in is written here, by its first claim;
+    /// a state already written is claimed as ``ClaimStateStatement`` claims it.
+    struct ClaimSealedStateStatement: PostgresPreparedStatement {
+        typealias Row = ClaimStateStatement.Row
+
+        static let name = "ib_web_claim_sealed_state"
+        static let sql = """
+            WITH s AS (
+                INSERT INTO web_sign_in_states
+                    (state_hash, claimed_until, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at,
+                    provider_scope, oauth_client_id, oauth_request)
+                VALUES ($1::bytea, $4::timestamptz, $5::uuid, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,
+                    $12::timestamptz, $13::text, $14::text, $15::text)
+                ON CONFLICT (state_hash) DO UPDATE SET claimed_until = $4::timestamptz
+                WHERE \(ClaimFragments.claimable)
+                \(ClaimFragments.returning)
+            )
+            \(ClaimFragments.answer)
+            """
+
+        let state: WebSignInState
+        let now: Date
+        let claimUntil: Date
+        let subject: String?
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 15)
+            try bindings.append(state.stateHash)
+            bindings.append(now)
+            bindings.append(subject)
+            bindings.append(claimUntil)
+            bindings.append(state.tenantID)
+            bindings.append(state.provider)
+            bindings.append(state.clientID)
+            bindings.append(state.redirectURI)
+            bindings.append(state.returnURL)
+            bindings.append(state.intent.rawValue)
+            bindings.append(state.callerState)
+            bindings.append(state.expiresAt)
+            bindings.append(state.providerScope)
+            bindings.append(state.relyingParty?.clientID)
+            bindings.append(state.relyingParty?.request.json)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try ClaimStateStatement.decode(row, hash: state.stateHash, subject: subject) }
     }
 
     struct TakeStateStatement: PostgresPreparedStatement {

@@ -1,0 +1,161 @@
+import BrokerCore
+import Foundation
+import PostgresNIO
+import Storage
+import TestSupport
+import Testing
+
+/// Decision 0099: a sealed state is claimed by a statement of its own, which writes the row on
+/// its first claim; it is built from the same fragments as the claim of a stored state. This
+/// grid runs both over every situation a row can be in, behind the tenant wall, and requires the
+/// same answer and the same row afterwards; then the one situation they differ in by design (no
+/// row yet), and a race of callbacks with one sealed state.
+@Suite struct WebSignInClaimGridTests {
+    struct Situation: Sendable, CustomStringConvertible {
+        let description: String
+        /// What the row's columns are set to before the claim (SQL, an `UPDATE ... SET`'s list).
+        let set: String?
+        let claimed: Bool
+    }
+
+    static let situations: [Situation] = [
+        Situation(description: "unclaimed", set: nil, claimed: true),
+        Situation(description: "claimed by a callback in flight", set: "claimed_until = now() + interval '1 hour'", claimed: false),
+        Situation(description: "a claim that lapsed", set: "claimed_until = now() - interval '1 second'", claimed: true),
+        Situation(description: "answered with a code", set: "code_issued = true", claimed: false),
+        Situation(description: "answered with an error", set: "error = 'provider_refused'", claimed: false),
+        Situation(description: "expired", set: "expires_at = now() - interval '1 second'", claimed: false),
+        Situation(
+            description: "expired while claimed, with a lapsed claim",
+            set: "expires_at = now() - interval '1 second', claimed_until = now() - interval '2 seconds'", claimed: false),
+    ]
+
+    /// Now in whole seconds: what PostgreSQL keeps (microseconds) reads back equal.
+    static func now() -> Date { Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)) }
+
+    static let rowColumns = """
+        tenant_id::text, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at::text, provider_scope,
+        oauth_client_id, oauth_request, claimed_until::text, code_issued, error
+        """
+
+    func state(_ byte: UInt8, tenantID: UUID, now: Date, relyingParty: Bool) -> WebSignInState {
+        WebSignInState(
+            stateHash: Data(repeating: byte, count: 32), tenantID: tenantID, provider: "apple", clientID: "com.acme.web",
+            redirectURI: "https://id.example.com/apple/callback", returnURL: "https://acme.example.com/done?x=\"'<", intent: .signUp,
+            callerState: relyingParty ? nil : "caller é", expiresAt: now.addingTimeInterval(600), providerScope: "TEAM000001",
+            relyingParty: relyingParty
+                ? WebSignInState.RelyingParty(
+                    clientID: "web",
+                    request: KeptClientRequest(issuer: "https://id.example.com/t/acme", scopes: [.openid], nonce: "n", codeChallenge: "c"))
+                : nil)
+    }
+
+    /// The row of `hash` as text, column by column; nil when there is none.
+    func row(_ hash: Data, _ admin: Database) async throws -> [String?]? {
+        let rows = try await admin.client.query(
+            PostgresQuery(unsafeSQL: "SELECT \(Self.rowColumns) FROM web_sign_in_states WHERE state_hash = $1", binds: try binds(hash)),
+            logger: TestDatabase.logger)
+        for try await row in rows {
+            var values: [String?] = []
+            for cell in row {
+                values.append(cell.bytes.map { String(buffer: $0) })
+            }
+            return values
+        }
+        return nil
+    }
+
+    func binds(_ hash: Data) throws -> PostgresBindings {
+        var binds = PostgresBindings()
+        try binds.append(hash)
+        return binds
+    }
+
+    @Test(arguments: situations, [false, true])
+    func bothClaimsAnswerAlikeInEverySituation(situation: Situation, relyingParty: Bool) async throws {
+        try await TestDatabase.withFreshServing { admin, serving, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: admin)
+            let now = Self.now()
+            let until = now.addingTimeInterval(30)
+            let (stored, sealed) = (
+                state(1, tenantID: tenant.id, now: now, relyingParty: relyingParty),
+                state(2, tenantID: tenant.id, now: now, relyingParty: relyingParty)
+            )
+            try await admin.webSignIns.createState(stored)
+            try await admin.webSignIns.createState(sealed)
+            if let set = situation.set {
+                _ = try await admin.client.query(
+                    PostgresQuery(unsafeSQL: "UPDATE web_sign_in_states SET \(set)"), logger: TestDatabase.logger)
+            }
+            let states = serving.webSignIns
+            let byStored = try await TenantScope.tenant(tenant.id) {
+                try await states.claimState(hash: stored.stateHash, tenantID: tenant.id, now: now, claimUntil: until, subject: "001.x")
+            }
+            let bySealed = try await states.claimSealedState(sealed, now: now, claimUntil: until, subject: "001.x")
+            #expect((byStored != nil) == situation.claimed, "\(situation)")
+            #expect((bySealed != nil) == situation.claimed, "\(situation)")
+            var renamed = bySealed?.state
+            renamed?.stateHash = stored.stateHash
+            #expect(renamed == byStored?.state, "\(situation)")
+            #expect(bySealed?.account == byStored?.account, "\(situation)")
+            if situation.claimed { #expect(byStored?.state.relyingParty == stored.relyingParty) }
+            let (storedRow, sealedRow) = (try await row(stored.stateHash, admin), try await row(sealed.stateHash, admin))
+            #expect(storedRow != nil)
+            #expect(storedRow == sealedRow, "\(situation): the same row afterwards")
+        }
+    }
+
+    /// The one difference, by design: a sealed state's first claim writes its row; a stored state
+    /// without a row is unknown.
+    @Test func aSealedStatesFirstClaimWritesItsRow() async throws {
+        try await TestDatabase.withFreshServing { admin, serving, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: admin)
+            let now = Self.now()
+            let until = now.addingTimeInterval(30)
+            let sealed = state(3, tenantID: tenant.id, now: now, relyingParty: true)
+            let states = serving.webSignIns
+            #expect(
+                try await TenantScope.tenant(tenant.id) {
+                    try await states.claimState(hash: sealed.stateHash, tenantID: tenant.id, now: now, claimUntil: until, subject: nil)
+                } == nil)
+            #expect(try await row(sealed.stateHash, admin) == nil)
+            let claimed = try await states.claimSealedState(sealed, now: now, claimUntil: until, subject: nil)
+            #expect(claimed?.state == sealed)
+            #expect(claimed?.account == nil, "no subject: not looked up")
+            #expect(try await row(sealed.stateHash, admin) != nil)
+            // Written, it is a stored state: claimed by a callback in flight, a repeat of which
+            // reads it.
+            #expect(try await states.claimSealedState(sealed, now: now, claimUntil: until, subject: nil) == nil)
+            #expect(
+                try await states.repeatOf(hash: sealed.stateHash, tenantID: tenant.id, now: now, codeHash: Data(repeating: 9, count: 32))?
+                    .answer == .inFlight)
+        }
+    }
+
+    /// Callbacks of one sealed state at once (a double submit, a browser's retry): one claims it
+    /// and writes its row; every other finds it claimed. Many rounds, behind a barrier.
+    @Test func callbacksOfOneSealedStateAtOnceClaimItOnce() async throws {
+        try await TestDatabase.withFreshServing { admin, serving, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: admin)
+            let now = Self.now()
+            let states = serving.webSignIns
+            for round: UInt8 in 10..<40 {
+                let sealed = state(round, tenantID: tenant.id, now: now, relyingParty: round.isMultiple(of: 2))
+                let barrier = Barrier(count: 6)
+                let claims = try await withThrowingTaskGroup(of: Bool.self, returning: Int.self) { group in
+                    for _ in 0..<6 {
+                        group.addTask {
+                            await barrier.arrive()
+                            return try await states.claimSealedState(
+                                sealed, now: now, claimUntil: now.addingTimeInterval(30), subject: "001.x") != nil
+                        }
+                    }
+                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+                #expect(claims == 1, "round \(round)")
+            }
+            let rows = try await admin.client.query("SELECT count(*)::int8 FROM web_sign_in_states", logger: TestDatabase.logger)
+            for try await count in rows.decode(Int.self) { #expect(count == 30) }
+        }
+    }
+}
