@@ -18,16 +18,18 @@ import Testing
         let claimed: Bool
     }
 
+    /// Times a minute or more from now: the test's `now` is whole seconds, up to one behind the
+    /// database's.
     static let situations: [Situation] = [
         Situation(description: "unclaimed", set: nil, claimed: true),
         Situation(description: "claimed by a callback in flight", set: "claimed_until = now() + interval '1 hour'", claimed: false),
-        Situation(description: "a claim that lapsed", set: "claimed_until = now() - interval '1 second'", claimed: true),
+        Situation(description: "a claim that lapsed", set: "claimed_until = now() - interval '1 minute'", claimed: true),
         Situation(description: "answered with a code", set: "code_issued = true", claimed: false),
         Situation(description: "answered with an error", set: "error = 'provider_refused'", claimed: false),
-        Situation(description: "expired", set: "expires_at = now() - interval '1 second'", claimed: false),
+        Situation(description: "expired", set: "expires_at = now() - interval '1 minute'", claimed: false),
         Situation(
             description: "expired while claimed, with a lapsed claim",
-            set: "expires_at = now() - interval '1 second', claimed_until = now() - interval '2 seconds'", claimed: false),
+            set: "expires_at = now() - interval '1 minute', claimed_until = now() - interval '2 minutes'", claimed: false),
     ]
 
     /// Now in whole seconds: what PostgreSQL keeps (microseconds) reads back equal.
@@ -105,8 +107,8 @@ import Testing
         }
     }
 
-    /// The one difference, by design: a sealed state's first claim writes its row; a stored state
-    /// without a row is unknown.
+    /// The one difference, by design: a sealed state's first claim writes its row (unless it
+    /// expired); a stored state without a row is unknown.
     @Test func aSealedStatesFirstClaimWritesItsRow() async throws {
         try await TestDatabase.withFreshServing { admin, serving, _ in
             let tenant = try await TestDatabase.createTenant("acme", in: admin)
@@ -118,6 +120,10 @@ import Testing
                 try await TenantScope.tenant(tenant.id) {
                     try await states.claimState(hash: sealed.stateHash, tenantID: tenant.id, now: now, claimUntil: until, subject: nil)
                 } == nil)
+            #expect(try await row(sealed.stateHash, admin) == nil)
+            // Expired: neither claimed nor written.
+            #expect(
+                try await states.claimSealedState(sealed, now: sealed.expiresAt, claimUntil: sealed.expiresAt + 30, subject: nil) == nil)
             #expect(try await row(sealed.stateHash, admin) == nil)
             let claimed = try await states.claimSealedState(sealed, now: now, claimUntil: until, subject: nil)
             #expect(claimed?.state == sealed)

@@ -199,15 +199,19 @@ import Testing
         try await TestDatabase.withFresh { database, _ in
             let tenant = try await TestDatabase.createTenant("acme", in: database)
             let now = Date()
-            try await database.webSignIns.createState(state(1, tenantID: tenant.id, expiresAt: now.addingTimeInterval(-5)))
+            let kept = WebSignInRepository.expiredStateKept
+            try await database.webSignIns.createState(state(1, tenantID: tenant.id, expiresAt: now.addingTimeInterval(-kept - 1)))
             try await database.webSignIns.createState(state(2, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
             try await database.webSignIns.createState(state(3, tenantID: tenant.id, expiresAt: now.addingTimeInterval(600)))
+            // Expired, but within the time a state's row stays (decision 0099): kept.
+            try await database.webSignIns.createState(state(5, tenantID: tenant.id, expiresAt: now.addingTimeInterval(-kept + 5)))
             #expect(
                 try await database.webSignIns.takeState(
                     hash: hash(3), tenantID: tenant.id, keepingGrant: Data([0]), codeHash: hash(4),
                     codeExpiresAt: now.addingTimeInterval(-1), now: now))
             #expect(try await database.webSignIns.deleteExpired(before: now) == 2)
             #expect(try await read(2, database, now: now) != nil, "a live state stays")
+            #expect(try await read(5, database, now: now.addingTimeInterval(-kept)) != nil, "an expired state stays a while")
         }
     }
 

@@ -224,12 +224,21 @@ public struct WebSignInRepository: Sendable {
         return expiresAt > now ? sealed : nil
     }
 
-    /// Removes states and codes that expired before `now`; returns how many.
+    /// How long a state's row stays past its expiry (decision 0099): longer than any two
+    /// instances' clocks disagree.
+    public static let expiredStateKept: TimeInterval = 300
+
+    /// Removes codes that expired before `now`, and states that expired ``expiredStateKept``
+    /// before it; returns how many.
     @discardableResult
     public func deleteExpired(before now: Date) async throws -> Int {
         try await TenantScope.acrossTenants(because: "expired states and codes of every tenant are swept together") {
+            // A state stays a while past its expiry: a sealed one (decision 0099) is refused by
+            // the clock of the instance its callback reaches, and while its row is there a replay
+            // is refused by the row too, whichever instance's clock is behind.
             let states = try await client.rows(
-                "DELETE FROM web_sign_in_states WHERE expires_at < \(now) RETURNING 1", logger: logger)
+                "DELETE FROM web_sign_in_states WHERE expires_at < \(now.addingTimeInterval(-Self.expiredStateKept)) RETURNING 1",
+                logger: logger)
             // A redeemed authorization code stays an hour past its expiry: a second use within it
             // still ends the session the first opened (decision 0082). The session of a code
             // that expired unredeemed ends with it: nobody holds its tokens (decision 0085).

@@ -101,8 +101,9 @@ extension WebSignInRepository {
         }
     }
 
-    /// Claims a sealed state (decision 0099): its sign-in is written here, by its first claim;
-    /// a state already written is claimed as ``ClaimStateStatement`` claims it.
+    /// Claims a sealed state (decision 0099): its sign-in is written here, by its first claim,
+    /// when it has not expired; a state already written is claimed as ``ClaimStateStatement``
+    /// claims it.
     struct ClaimSealedStateStatement: PostgresPreparedStatement {
         typealias Row = ClaimStateStatement.Row
 
@@ -112,8 +113,9 @@ extension WebSignInRepository {
                 INSERT INTO web_sign_in_states
                     (state_hash, claimed_until, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at,
                     provider_scope, oauth_client_id, oauth_request)
-                VALUES ($1::bytea, $4::timestamptz, $5::uuid, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,
-                    $12::timestamptz, $13::text, $14::text, $15::text)
+                SELECT $1::bytea, $4::timestamptz, $5::uuid, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,
+                    $12::timestamptz, $13::text, $14::text, $15::text
+                WHERE $12::timestamptz > $2::timestamptz
                 ON CONFLICT (state_hash) DO UPDATE SET claimed_until = $4::timestamptz
                 WHERE \(ClaimFragments.claimable)
                 \(ClaimFragments.returning)
