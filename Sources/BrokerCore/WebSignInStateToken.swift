@@ -22,7 +22,7 @@ public enum WebSignInStateToken {
     public static let length = tenantLength + 43
     /// The longest state a callback reads. A sealed state holds the return URL (at most 2,048
     /// bytes), the caller's state (512), a relying party's nonce (255) and the provider's redirect
-    /// URI (2,000) at most: under 8 KB in base64url with its seal, typically 600 to 900 characters.
+    /// URI (2,000) at most: under 8 KB in base64url with its seal, typically 300 to 700 characters.
     public static let maxLength = 16_384
 
     /// A stored state of `tenantID`, as a broker before decision 0099 made it (tests of the
