@@ -45,6 +45,16 @@ extension WebSignInRepository {
                                 AND c.subject = $3::text))) AS account_status
             FROM s
             """
+
+        /// `$1` to `$4`, the parameters both claims begin with.
+        static func bindings(hash: Data, now: Date, subject: String?, claimUntil: Date, capacity: Int) throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: capacity)
+            try bindings.append(hash)
+            bindings.append(now)
+            bindings.append(subject)
+            bindings.append(claimUntil)
+            return bindings
+        }
     }
 
     /// Claims a state of a form written when its sign-in started (decision 0092 and before):
@@ -68,12 +78,7 @@ extension WebSignInRepository {
         let subject: String?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 4)
-            try bindings.append(hash)
-            bindings.append(now)
-            bindings.append(subject)
-            bindings.append(claimUntil)
-            return bindings
+            try ClaimFragments.bindings(hash: hash, now: now, subject: subject, claimUntil: claimUntil, capacity: 4)
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row { try Self.decode(row, hash: hash, subject: subject) }
@@ -129,11 +134,8 @@ extension WebSignInRepository {
         let subject: String?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 15)
-            try bindings.append(state.stateHash)
-            bindings.append(now)
-            bindings.append(subject)
-            bindings.append(claimUntil)
+            var bindings = try ClaimFragments.bindings(
+                hash: state.stateHash, now: now, subject: subject, claimUntil: claimUntil, capacity: 15)
             bindings.append(state.tenantID)
             bindings.append(state.provider)
             bindings.append(state.clientID)
