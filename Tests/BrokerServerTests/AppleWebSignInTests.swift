@@ -252,6 +252,34 @@ import Testing
         }
     }
 
+    /// Decision 0099: the broker's state carries the sign-in sealed. Apple's form posted back with
+    /// that state changed (a character of its sealed part, its tenant part, cut short) is the
+    /// plain page; Apple's code is not redeemed, no state is written and nobody is signed in. The
+    /// unchanged state then signs the person in.
+    @Test func aStateChangedInTransitIsRefusedAndWritesNothing() async throws {
+        try await AppleTestSetup.run { setup in
+            let bravo = try await setup.app.createTenant("bravo")
+            let authorize = try await Self.start(setup)
+            let form = try #require(WebBrowser.form(in: try await WebBrowser.get(authorize).body))
+            let state = try #require(form.fields.first { $0.0 == "state" }?.1)
+            var flipped = Array(state)
+            flipped[state.count / 2] = flipped[state.count / 2] == "A" ? "B" : "A"
+            let otherTenant = String(WebSignInStateToken.make(tenantID: bravo.id).prefix(22)) + String(state.dropFirst(22))
+            let exchanges = setup.apple.codeExchanges
+            for changed in [String(flipped), otherTenant, String(state.dropLast(3))] {
+                let fields = form.fields.map { $0.0 == "state" ? ($0.0, changed) : $0 }
+                let answer = try await Self.browser(setup).submit(action: form.action, fields: fields)
+                #expect(answer.status == 400)
+            }
+            #expect(setup.apple.codeExchanges == exchanges, "Apple's code was not redeemed")
+            let rows = try await setup.app.database.client.query("SELECT count(*)::int8 FROM web_sign_in_states")
+            for try await count in rows.decode(Int.self) { #expect(count == 0, "nothing written") }
+            #expect(try await Self.accountCount(setup) == 0)
+            let answer = try await Self.browser(setup).submit(action: form.action, fields: form.fields)
+            #expect(answer.location.map { WebBrowser.query($0)["code"] != nil } == true)
+        }
+    }
+
     @Test func aBrokerCodeIsBoundToItsTenantAndProviderAndLivesAMinute() async throws {
         try await AppleTestSetup.run { setup in
             _ = try await setup.app.createTenant("bravo")

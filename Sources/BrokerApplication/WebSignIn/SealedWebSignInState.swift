@@ -43,7 +43,8 @@ package enum SealedWebSignInState {
         writer.member("u", state.returnURL)
         writer.member("i", state.intent.rawValue)
         writer.memberIfPresent("s", state.callerState)
-        writer.member("e", Int((state.expiresAt.timeIntervalSince1970 * 1_000).rounded()))
+        // A time no `Int` holds (none a clock gives) is written as 0: a state expired at once.
+        writer.member("e", Int(exactly: (state.expiresAt.timeIntervalSince1970 * 1_000).rounded()) ?? 0)
         writer.memberIfPresent("ps", state.providerScope)
         if let party = state.relyingParty {
             writer.member("oc", party.clientID)
