@@ -24,9 +24,13 @@ package enum SealedWebSignInState {
     /// of another form, one that does not open with this broker's master key, or one whose
     /// content does not read back.
     package static func open(_ text: String, secrets: SecretBox) -> WebSignInState? {
-        guard let (tenantID, box) = WebSignInStateToken.sealedBox(of: text),
-            let plaintext = secrets.openUnderFreshKey(box, purpose: purpose, context: context(tenantID: tenantID))
-        else { return nil }
+        guard let (tenantID, box) = WebSignInStateToken.sealedBox(of: text) else { return nil }
+        return open(text, tenantID: tenantID, box: box, secrets: secrets)
+    }
+
+    /// The same, for a text whose box and tenant were already read from it.
+    static func open(_ text: String, tenantID: UUID, box: Data, secrets: SecretBox) -> WebSignInState? {
+        guard let plaintext = secrets.openUnderFreshKey(box, purpose: purpose, context: context(tenantID: tenantID)) else { return nil }
         return read(plaintext, tenantID: tenantID, stateHash: WebSignInService.hash(text))
     }
 

@@ -150,8 +150,9 @@ package struct WebSignInService: Sendable {
         guard let state, !state.isEmpty, state.utf8.count <= WebSignInStateToken.maxLength else { return .invalidState }
         // A sealed state (decision 0099) must open and be live; one of an older form is a row.
         var sealed: WebSignInState?
-        if WebSignInStateToken.sealedBox(of: state) != nil {
-            guard let opened = SealedWebSignInState.open(state, secrets: secrets), opened.expiresAt > now else { return .invalidState }
+        if let (tenantID, box) = WebSignInStateToken.sealedBox(of: state) {
+            guard let opened = SealedWebSignInState.open(state, tenantID: tenantID, box: box, secrets: secrets), opened.expiresAt > now
+            else { return .invalidState }
             sealed = opened
         }
         let stateHash = sealed?.stateHash ?? Self.hash(state)
