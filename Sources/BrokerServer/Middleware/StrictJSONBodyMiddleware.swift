@@ -19,7 +19,7 @@ struct StrictJSONBodyMiddleware: RouterMiddleware {
         -> Response
     {
         let path = request.uri.path
-        guard !parsedByHandlerUnder.contains(where: { path.hasPrefix($0) }), Self.isJSON(request.headers[.contentType]) else {
+        guard !parsedByHandlerUnder.contains(where: { path.hasPrefix($0) }), MediaType.isJSON(request.headers[.contentType]) else {
             return try await next(request, context)
         }
         var request = request
@@ -54,12 +54,5 @@ struct StrictJSONBodyMiddleware: RouterMiddleware {
             return nil
         case .bool, .number, .string: return nil
         }
-    }
-
-    /// `application/json` or any `+json` media type, parameters ignored.
-    static func isJSON(_ contentType: String?) -> Bool {
-        guard let contentType else { return false }
-        let mediaType = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
-        return mediaType == "application/json" || mediaType.hasSuffix("+json")
     }
 }

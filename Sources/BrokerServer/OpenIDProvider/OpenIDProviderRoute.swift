@@ -257,8 +257,7 @@ struct OpenIDProviderRoute: Sendable {
     }
 
     static func isForm(_ request: Request) -> Bool {
-        let mediaType = request.headers[.contentType].map { $0.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased() }
-        return mediaType == "application/x-www-form-urlencoded"
+        MediaType.names(request.headers[.contentType], MediaType.form)
     }
 
     static func body(_ request: Request, maxBodyBytes: Int) async throws -> String {

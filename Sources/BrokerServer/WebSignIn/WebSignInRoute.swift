@@ -103,8 +103,8 @@ struct WebSignInRoute: Sendable {
     /// Apple's `form_post`: `state`, `code`, `id_token`, `user` (first time) or `error`.
     func appleCallback(_ request: Request, context: BrokerRequestContext) async -> Response {
         var request = request
-        let mediaType = request.headers[.contentType].map { $0.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard mediaType == "application/x-www-form-urlencoded", let body = try? await request.collectBody(upTo: maxBodyBytes) else {
+        guard MediaType.names(request.headers[.contentType], MediaType.form), let body = try? await request.collectBody(upTo: maxBodyBytes)
+        else {
             return Self.page(.badRequest)
         }
         let form = Self.formFields(body)
