@@ -120,6 +120,9 @@ public struct SignInRequest: Sendable {
     /// Open sessions the account may have with this one: the oldest past it are revoked
     /// (the tenant's ``SessionSettings/maxSessionsPerAccount``).
     public var maxOpenSessions: Int
+    /// A relying party's authorization code, kept by the statement that opens the session, in
+    /// its commit (decision 0100); nil for every other sign-in.
+    public var keptCode: KeptCode?
 
     public init(
         tenantID: UUID, identity: ProviderIdentity, sealedProviderRefreshToken: Data?, intent: SignInIntent, clientID: String,
@@ -148,6 +151,30 @@ public struct SignInRequest: Sendable {
     /// The provider's extra attributes; merged into the stored ones (a posted value replaces
     /// the stored value of its name).
     public var attributes: [String: String] { identity.attributes }
+}
+
+/// A relying party's authorization code that a web callback's sign-in keeps in its own commit
+/// (decision 0100): the web sign-in's state is answered and the code kept under its hash, naming
+/// the session the sign-in opens, only when that session opens and the state is unexpired and
+/// unanswered.
+public struct KeptCode: Sendable, Equatable {
+    /// The SHA-256 of the web sign-in's state.
+    public var stateHash: Data
+    /// The SHA-256 of the code.
+    public var codeHash: Data
+    /// What the token endpoint answers the code with, sealed for the tenant.
+    public var grantSealed: Data
+    public var expiresAt: Date
+    /// The callback's clock: the state must not have expired by it.
+    public var now: Date
+
+    public init(stateHash: Data, codeHash: Data, grantSealed: Data, expiresAt: Date, now: Date) {
+        self.stateHash = stateHash
+        self.codeHash = codeHash
+        self.grantSealed = grantSealed
+        self.expiresAt = expiresAt
+        self.now = now
+    }
 }
 
 /// How far a provider's `email_verified` is trusted for joining accounts by email
@@ -321,11 +348,16 @@ public struct SignInResult: Sendable {
     /// A new account was created while another account of the tenant has the same email: the
     /// product may offer to link them.
     public var possibleDuplicate: Bool
+    /// For a request with a ``SignInRequest/keptCode``: whether the statement that opened the
+    /// session kept it (false: the state was answered or expired meanwhile, and no code was
+    /// kept); nil when that statement keeps no codes, and the caller keeps it on its own.
+    public var codeKept: Bool?
 
     public init(
         account: Account, identity: Identity, isNewAccount: Bool, sessionID: UUID, linkedBy: LinkedBy? = nil,
-        possibleDuplicate: Bool = false
+        possibleDuplicate: Bool = false, codeKept: Bool? = nil
     ) {
+        self.codeKept = codeKept
         self.account = account
         self.identity = identity
         self.isNewAccount = isNewAccount

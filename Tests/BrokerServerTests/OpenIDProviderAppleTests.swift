@@ -119,4 +119,41 @@ import Testing
             #expect(back["state"] == "x")
         }
     }
+
+    /// The state answered by another callback while its person was at Apple's token endpoint
+    /// (a claim that lapsed, decision 0069): the sign-in's statement keeps no code for it
+    /// (decision 0100), the session it opened ends, and the person gets the plain page, not a
+    /// code nobody could redeem.
+    @Test func aStateAnsweredWhileItsSignInRunsHandsOutNoCodeAndEndsTheSession() async throws {
+        try await AppleTestSetup.run { setup in
+            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
+                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
+            let fields = [
+                ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", Self.redirectURI), ("scope", "openid"),
+                ("state", "x"), ("provider", "apple"),
+            ]
+            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let started = try await browser.visit("/t/acme/authorize?" + FormEncoding.encode(fields))
+            let apple = try #require(started.location)
+            let form = try #require(WebBrowser.form(in: try await WebBrowser.get(apple).body))
+            setup.apple.hold(.codeGrant)
+            async let callback = browser.submit(action: form.action, fields: form.fields)
+            await setup.apple.waitForArrivals(.codeGrant, count: 1)
+            _ = try await setup.app.database.client.query(
+                "UPDATE web_sign_in_states SET error = 'access_denied', claimed_until = NULL WHERE tenant_id = \(setup.tenant.id)")
+            setup.apple.release(.codeGrant)
+            let page = try await callback
+            #expect(page.status == 400 && page.location == nil, "\(page)")
+            var codes = -1
+            for try await count in try await setup.app.database.client.query(
+                "SELECT count(*)::int8 FROM web_sign_in_codes WHERE tenant_id = \(setup.tenant.id)"
+            ).decode(Int.self) { codes = count }
+            #expect(codes == 0)
+            var sessions: [(Bool, String?)] = []
+            for try await row in try await setup.app.database.client.query(
+                "SELECT revoked_at IS NOT NULL, revoke_reason FROM sessions WHERE tenant_id = \(setup.tenant.id)"
+            ).decode((Bool, String?).self) { sessions.append(row) }
+            #expect(sessions.count == 1 && sessions.allSatisfy { $0.0 && $0.1 == "authorization_code_not_issued" }, "\(sessions)")
+        }
+    }
 }

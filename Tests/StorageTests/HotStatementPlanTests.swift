@@ -52,6 +52,17 @@ import Testing
             Statement(
                 "first sign-in, alone or in a batch", sql: AccountRepository.FirstSignInBatchStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+            // The same with a relying party's code kept in its commit (decision 0100): the web
+            // sign-in's state read through its key.
+            Statement(
+                "quiet sign-in keeping a code", sql: AccountRepository.QuietCodeKeepingBatchStatement.sql, parameters: 1,
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+            Statement(
+                "first sign-in keeping a code", sql: AccountRepository.FirstCodeKeepingBatchStatement.sql, parameters: 1,
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+            Statement(
+                "known identity's sign-in keeping a code", sql: AccountRepository.KnownCodeKeepingBatchStatement.sql, parameters: 1,
+                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
             Statement(
                 "known identity's sign-in, alone or in a batch", sql: AccountRepository.KnownSignInBatchStatement.sql, parameters: 1,
                 unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),

@@ -82,14 +82,21 @@ package struct ScopedClaims: Sendable, Equatable {
     package init() {}
 
     package init(account: Account, scopes: [OAuthScope]) {
-        if scopes.contains(.email), let email = account.email {
+        self.init(
+            email: account.email, emailVerified: account.emailVerified, givenName: account.name.givenName,
+            familyName: account.name.familyName, scopes: scopes)
+    }
+
+    /// What the scopes allow of an account with these columns.
+    package init(email: String?, emailVerified: Bool, givenName: String?, familyName: String?, scopes: [OAuthScope]) {
+        if scopes.contains(.email), let email {
             self.email = email
-            self.emailVerified = account.emailVerified
+            self.emailVerified = emailVerified
         }
         if scopes.contains(.profile) {
-            givenName = account.name.givenName
-            familyName = account.name.familyName
-            let whole = [account.name.givenName, account.name.familyName].compactMap { $0 }.joined(separator: " ")
+            self.givenName = givenName
+            self.familyName = familyName
+            let whole = [givenName, familyName].compactMap { $0 }.joined(separator: " ")
             name = whole.isEmpty ? nil : whole
         }
     }

@@ -109,7 +109,7 @@ package struct SignInService: Sendable {
         tenant: Tenant, provider name: ProviderID, verified: VerifiedProof, kept: KeptProviderToken?,
         revokeLater: (@Sendable (KeptProviderToken, String) -> Void)?, intent: SignInIntent, platform: String?,
         relyingParty: RelyingPartySession? = nil, makeRefreshToken: (UUID) -> RefreshToken = RefreshToken.generate(sessionID:),
-        context: OperationContext, now: Date
+        keepCode: ((UUID) throws -> KeptCode)? = nil, context: OperationContext, now: Date
     ) async throws -> (result: SignInResult, refreshToken: RefreshToken) {
         let identity = verified.identity
         let giveBack = { (reason: String) in
@@ -129,13 +129,15 @@ package struct SignInService: Sendable {
             newSession.identify(byReplayKey: replayKey, issuedAt: verified.replayKeyCoversIssueTime ? verified.issuedAt : nil)
         }
         let refreshToken = newSession.issueRefreshToken(makeRefreshToken)
-        let request = SignInRequest(
+        var request = SignInRequest(
             tenantID: tenant.id, identity: identity, sealedProviderRefreshToken: kept?.sealed, intent: intent,
             clientID: verified.clientID, platform: platform, session: newSession,
             autoLinkByEmail: tenant.linking.autoLinkVerifiedEmail && identity.mayAutoLinkByEmail,
             maxOpenSessions: tenant.session.maxSessionsPerAccount)
         let outcome: SignInResult?
         do {
+            // A relying party's code names the session: made once its id is final.
+            request.keptCode = try keepCode?(newSession.id)
             outcome = try await database.accounts.signIn(request)
         } catch is IdentityTokenReplayed {
             giveBack("the sign-in did not complete")

@@ -3,17 +3,18 @@ import Foundation
 
 /// What a relying party's authorization code stands for (decision 0085): the person signed in
 /// at the provider's callback, so the code names the session that opened and keeps, sealed, what
-/// the token endpoint needs to answer it without reading anything again: what the client asked
-/// (to check the redirect URI and the PKCE verifier against), the account, and the claims its
-/// ID token shows for the scope granted. Its tokens are not in it: the access and ID tokens are
-/// signed at the token endpoint, and the refresh token is derived again from the code.
+/// the token endpoint needs to check and answer it: what the client asked (to check the redirect
+/// URI and the PKCE verifier against), the session and the upstream provider. It is sealed before
+/// the sign-in, which keeps it in its own commit (decision 0100), so the account and its claims
+/// are not in it: the redemption reads them from the session's account. A grant an earlier
+/// version sealed also holds `account_id` and `claims`; they are not read. Its tokens are not in
+/// it either: the access and ID tokens are signed at the token endpoint, and the refresh token is
+/// derived again from the code.
 struct AuthorizationCodeGrant: Sendable, Equatable {
     var relyingParty: RelyingParty
-    var accountID: UUID
     var sessionID: UUID
     /// The provider the person signed in with (the tokens' `idp`).
     var idp: String
-    var claims: ScopedClaims
 
     /// The relying party that asked for the sign-in (decision 0082), to redeem the code against
     /// what it asked.
@@ -49,44 +50,28 @@ struct AuthorizationCodeGrant: Sendable, Equatable {
     }
 
     var json: [UInt8] {
-        var claimed: [String: JSONValue] = [:]
-        claimed["email"] = claims.email.map(JSONValue.string)
-        claimed["email_verified"] = claims.emailVerified.map(JSONValue.bool)
-        claimed["name"] = claims.name.map(JSONValue.string)
-        claimed["given_name"] = claims.givenName.map(JSONValue.string)
-        claimed["family_name"] = claims.familyName.map(JSONValue.string)
         var writer = JSONWriter(capacity: 512)
         writer.value(
             .object([
-                "relying_party": relyingParty.json, "account_id": .string(accountID.lowercasedString),
-                "session_id": .string(sessionID.lowercasedString), "idp": .string(idp), "claims": .object(claimed),
+                "relying_party": relyingParty.json, "session_id": .string(sessionID.lowercasedString), "idp": .string(idp),
             ]))
         return writer.bytes
     }
 
-    init(relyingParty: RelyingParty, accountID: UUID, sessionID: UUID, idp: String, claims: ScopedClaims) {
+    init(relyingParty: RelyingParty, sessionID: UUID, idp: String) {
         self.relyingParty = relyingParty
-        self.accountID = accountID
         self.sessionID = sessionID
         self.idp = idp
-        self.claims = claims
     }
 
-    /// Reads what ``json`` wrote; nil for anything else (a web sign-in's grant among them).
+    /// Reads what ``json`` wrote (and what an earlier version wrote, its account and claims left
+    /// unread); nil for anything else (a web sign-in's grant among them).
     init?(json bytes: some Collection<UInt8>) {
         guard let object = (try? JSONValue.parse(bytes, maxDepth: 3))?.object,
             let relyingParty = RelyingParty(json: object["relying_party"]),
-            let accountID = object["account_id"]?.string.flatMap(UUID.init(uuidString:)),
-            let sessionID = object["session_id"]?.string.flatMap(UUID.init(uuidString:)), let idp = object["idp"]?.string,
-            let claimed = object["claims"]?.object
+            let sessionID = object["session_id"]?.string.flatMap(UUID.init(uuidString:)), let idp = object["idp"]?.string
         else { return nil }
-        var claims = ScopedClaims()
-        claims.email = claimed["email"]?.string
-        if case .bool(let verified)? = claimed["email_verified"] { claims.emailVerified = verified }
-        claims.name = claimed["name"]?.string
-        claims.givenName = claimed["given_name"]?.string
-        claims.familyName = claimed["family_name"]?.string
-        self.init(relyingParty: relyingParty, accountID: accountID, sessionID: sessionID, idp: idp, claims: claims)
+        self.init(relyingParty: relyingParty, sessionID: sessionID, idp: idp)
     }
 
     /// The sealing context of a code's grant: it opens only for its tenant, and never as a web

@@ -246,24 +246,41 @@ package struct WebSignInService: Sendable {
         }
         let session = RelyingPartySession(clientID: party.clientID, scope: OAuthScope.text(party.request.scopes))
         let refreshKey = keys.refreshToken
+        let codeHash = Self.hash(code)
+        let codeExpiresAt = now.addingTimeInterval(Self.codeLifetime)
+        let relyingParty = AuthorizationCodeGrant.RelyingParty(
+            clientID: party.clientID, redirectURI: stored.returnURL, request: party.request, authTime: now)
+        let idp = verified.identity.provider.rawValue
+        // The code's grant names the session; the sign-in keeps it in its commit (decision 0100).
+        let sealGrant = { [secrets] (sessionID: UUID) throws -> Data in
+            try secrets.seal(
+                AuthorizationCodeGrant(relyingParty: relyingParty, sessionID: sessionID, idp: idp).json,
+                context: AuthorizationCodeGrant.sealingContext(tenantID: tenant.id))
+        }
         let (result, _) = try await signIn.openSession(
             tenant: tenant, provider: provider, verified: verified, kept: verification.kept, revokeLater: verification.revokeLater,
             intent: stored.intent, platform: "web", relyingParty: session,
-            makeRefreshToken: { RefreshToken.derived(sessionID: $0, from: code, key: refreshKey) }, context: context, now: now)
-        let grant = AuthorizationCodeGrant(
-            relyingParty: AuthorizationCodeGrant.RelyingParty(
-                clientID: party.clientID, redirectURI: stored.returnURL, request: party.request, authTime: now),
-            accountID: result.account.id, sessionID: result.sessionID, idp: verified.identity.provider.rawValue,
-            claims: ScopedClaims(account: result.account, scopes: party.request.scopes))
+            makeRefreshToken: { RefreshToken.derived(sessionID: $0, from: code, key: refreshKey) },
+            keepCode: { sessionID in
+                KeptCode(
+                    stateHash: stored.stateHash, codeHash: codeHash, grantSealed: try sealGrant(sessionID), expiresAt: codeExpiresAt,
+                    now: now)
+            }, context: context, now: now)
         let kept: Bool
-        do {
-            let sealed = try secrets.seal(grant.json, context: AuthorizationCodeGrant.sealingContext(tenantID: tenant.id))
-            kept = try await database.webSignIns.takeState(
-                hash: stored.stateHash, tenantID: tenant.id, keepingGrant: sealed, codeHash: Self.hash(code),
-                codeExpiresAt: now.addingTimeInterval(Self.codeLifetime), sessionID: result.sessionID, now: now)
-        } catch {
-            await endUnanswered(result.sessionID, tenantID: tenant.id, context: context)
-            throw error
+        if let codeKept = result.codeKept {
+            kept = codeKept
+        } else {
+            // The statement that opened the session kept no code for it (the full statement, or
+            // a batch past its first four codes): the code is kept on its own, the sign-in
+            // committed.
+            do {
+                kept = try await database.webSignIns.takeState(
+                    hash: stored.stateHash, tenantID: tenant.id, keepingGrant: try sealGrant(result.sessionID), codeHash: codeHash,
+                    codeExpiresAt: codeExpiresAt, sessionID: result.sessionID, now: now)
+            } catch {
+                await endUnanswered(result.sessionID, tenantID: tenant.id, context: context)
+                throw error
+            }
         }
         guard kept else {
             // Another callback with this state answered first (its claim lapsed meanwhile), or
@@ -492,9 +509,10 @@ package struct WebSignInService: Sendable {
             guard !code.isEmpty, code.utf8.count <= 128 else { throw TokenEndpointError.invalidGrant("The code is malformed.") }
             let sealed: Data
             let sessionID: UUID
+            let account: WebSignInRepository.CodeAccount?
             switch try await database.webSignIns.redeem(codeHash: Self.hash(code), tenantID: tenant.id, clientID: client.clientID, now: now)
             {
-            case .unknown, .redeemed(_, _, nil):
+            case .unknown, .redeemed(_, _, nil, _):
                 // A code kept before codes named their session is refused like an unknown one:
                 // it lived a minute, and the person signs in again.
                 throw TokenEndpointError.invalidGrant("The code is unknown, expired, or another client's.")
@@ -505,8 +523,8 @@ package struct WebSignInService: Sendable {
                 context.logger.notice(
                     "authorization code used twice: the session it opened is ended", metadata: ["client_id": "\(client.clientID)"])
                 throw TokenEndpointError.invalidGrant("The code was used before; the session it opened has been ended.")
-            case .redeemed(let found, _, let named?):
-                (sealed, sessionID) = (found, named)
+            case .redeemed(let found, _, let named?, let owner):
+                (sealed, sessionID, account) = (found, named, owner)
             }
             // Every check failed from here spends the code and ends its session.
             let refuse = { (reason: String) async throws -> TokenEndpointError in
@@ -515,8 +533,9 @@ package struct WebSignInService: Sendable {
             }
             let opened = try secrets.open(
                 sealed, context: AuthorizationCodeGrant.sealingContext(tenantID: tenant.id), what: "authorization code")
+            // The session's account is gone with its session: the code names nobody.
             guard let grant = AuthorizationCodeGrant(json: opened), grant.sessionID == sessionID,
-                grant.relyingParty.clientID == client.clientID
+                grant.relyingParty.clientID == client.clientID, let account
             else { throw try await refuse("The code is unknown, expired, or another client's.") }
             let party = grant.relyingParty
             // RFC 6749 §4.1.3: identical to the authorization request's.
@@ -532,8 +551,11 @@ package struct WebSignInService: Sendable {
                     throw try await refuse("code_verifier does not match the code_challenge.")
                 }
             }
+            let claims = ScopedClaims(
+                email: account.email, emailVerified: account.emailVerified, givenName: account.givenName,
+                familyName: account.familyName, scopes: party.request.scopes)
             return Redeemed(
-                accountID: grant.accountID, sessionID: sessionID, idp: grant.idp, claims: grant.claims,
+                accountID: account.id, sessionID: sessionID, idp: grant.idp, claims: claims,
                 refreshToken: RefreshToken.derived(sessionID: sessionID, from: code, key: keys.refreshToken),
                 scopes: party.request.scopes, nonce: party.request.nonce, authTime: party.authTime)
         }

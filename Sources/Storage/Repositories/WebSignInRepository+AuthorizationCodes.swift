@@ -12,21 +12,32 @@ extension WebSignInRepository {
     static let redeemedCodeKept: TimeInterval = 3_600
 
     public enum Redemption: Sendable, Equatable {
-        /// The code was this client's, unexpired and unredeemed: its sealed grant, now spent, and
-        /// the session it names (nil for a code kept before codes named their session).
-        case redeemed(sealed: Data, provider: String, sessionID: UUID?)
+        /// The code was this client's, unexpired and unredeemed: its sealed grant, now spent, the
+        /// session it names (nil for a code kept before codes named their session) and that
+        /// session's account as it is now (nil when the session is gone).
+        case redeemed(sealed: Data, provider: String, sessionID: UUID?, account: CodeAccount?)
         /// The code was redeemed before: the session it names.
         case usedBefore(sessionID: UUID?)
         /// No such code of this client, or expired.
         case unknown
     }
 
+    /// The account of a code's session, as the code's ID token shows it (decision 0100): read
+    /// when the code is redeemed, not kept in its grant.
+    public struct CodeAccount: Sendable, Equatable {
+        public var id: UUID
+        public var email: String?
+        public var emailVerified: Bool
+        public var givenName: String?
+        public var familyName: String?
+    }
+
     /// Redeems the code with this hash for `clientID`, once: one statement on an unlogged table,
     /// so its commit waits for no disk. A code of another client or tenant is left alone.
     public func redeem(codeHash: Data, tenantID: UUID, clientID: String, now: Date) async throws -> Redemption {
         let statement = RedeemCodeStatement(codeHash: codeHash, tenantID: tenantID, clientID: clientID, now: now)
-        if let (sealed, provider, sessionID) = try await client.rows(statement, logger: logger).first {
-            return .redeemed(sealed: sealed, provider: provider, sessionID: sessionID)
+        if let (sealed, provider, sessionID, account) = try await client.rows(statement, logger: logger).first {
+            return .redeemed(sealed: sealed, provider: provider, sessionID: sessionID, account: account)
         }
         let used = try await client.rows(
             """
@@ -44,18 +55,23 @@ extension WebSignInRepository {
     /// (PostgreSQL 15 has no `RETURNING old`): a concurrent redemption waits on the row lock and
     /// then finds it redeemed. The updated row is named by the code's hash itself, not only
     /// through the join: a plan made on empty tables read the table whole to join it
-    /// (`HotStatementPlanTests`, decision 0014).
+    /// (`HotStatementPlanTests`, decision 0014). The session's account is read with it, by
+    /// its keys (decision 0100).
     struct RedeemCodeStatement: PostgresPreparedStatement {
-        typealias Row = (sealed: Data, provider: String, sessionID: UUID?)
+        typealias Row = (sealed: Data, provider: String, sessionID: UUID?, account: CodeAccount?)
 
         static let name = "ib_redeem_authorization_code"
         static let sql = """
             UPDATE web_sign_in_codes c SET redeemed_at = $4::timestamptz, grant_sealed = '\\x'::bytea
-            FROM (SELECT code_hash, grant_sealed FROM web_sign_in_codes
+            FROM (SELECT code_hash, grant_sealed, session_id FROM web_sign_in_codes
                 WHERE code_hash = $1::bytea AND tenant_id = $2::uuid AND oauth_client_id = $3::text FOR UPDATE) o
+            LEFT JOIN LATERAL (SELECT s.account_id FROM sessions s WHERE s.tenant_id = $2::uuid AND s.id = o.session_id LIMIT 1) s ON true
+            LEFT JOIN LATERAL (
+                SELECT a.id, a.email, a.email_verified, a.given_name, a.family_name
+                FROM accounts a WHERE a.tenant_id = $2::uuid AND a.id = s.account_id LIMIT 1) a ON true
             WHERE c.code_hash = $1::bytea AND c.code_hash = o.code_hash AND c.tenant_id = $2::uuid AND c.redeemed_at IS NULL
                 AND c.expires_at > $4::timestamptz
-            RETURNING o.grant_sealed, c.provider, c.session_id
+            RETURNING o.grant_sealed, c.provider, c.session_id, a.id, a.email, a.email_verified, a.given_name, a.family_name
             """
 
         let codeHash: Data
@@ -74,7 +90,14 @@ extension WebSignInRepository {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             var reader = RowReader(row)
-            return (try reader.next(), try reader.next(), try reader.next())
+            let (sealed, provider, sessionID): (Data, String, UUID?) = (try reader.next(), try reader.next(), try reader.next())
+            let (id, email, emailVerified, givenName, familyName): (UUID?, String?, Bool?, String?, String?) = (
+                try reader.next(), try reader.next(), try reader.next(), try reader.next(), try reader.next()
+            )
+            let account = id.map {
+                CodeAccount(id: $0, email: email, emailVerified: emailVerified ?? false, givenName: givenName, familyName: familyName)
+            }
+            return (sealed, provider, sessionID, account)
         }
     }
 }

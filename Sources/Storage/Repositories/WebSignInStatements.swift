@@ -153,17 +153,36 @@ extension WebSignInRepository {
         func decodeRow(_ row: PostgresRow) throws -> Row { try ClaimStateStatement.decode(row, hash: state.stateHash, subject: subject) }
     }
 
+    /// The parts of a state's answer with a code, so that a state is answered by one rule
+    /// whether its code is kept on its own (``TakeStateStatement``) or by the statement that
+    /// signs a relying party's person in (``SignInRules/codeKeeping(opened:)``, decision 0100).
+    enum TakeFragments {
+        /// The state `s` may be answered with a code at `now`: unexpired and answered by nobody
+        /// (claimed or not: a claim only keeps a second callback from redeeming the provider's
+        /// code meanwhile).
+        static func answerable(_ s: String, now: String) -> String {
+            "\(s).expires_at > \(now) AND NOT \(s).code_issued AND \(s).error IS NULL"
+        }
+
+        /// The state answered with a code: its claim ends with it.
+        static let answered = "code_issued = true, claimed_until = NULL"
+
+        /// The code's row: its hash, then the state's tenant, provider and relying party, then
+        /// the grant, expiry and session.
+        static let codeColumns = "code_hash, tenant_id, provider, grant_sealed, expires_at, oauth_client_id, session_id"
+    }
+
     struct TakeStateStatement: PostgresPreparedStatement {
         typealias Row = Int32
 
         static let name = "ib_web_take_state"
         static let sql = """
             WITH taken AS (
-                UPDATE web_sign_in_states SET code_issued = true, claimed_until = NULL
-                WHERE state_hash = $1::bytea AND expires_at > $5::timestamptz AND NOT code_issued AND error IS NULL
+                UPDATE web_sign_in_states SET \(TakeFragments.answered)
+                WHERE state_hash = $1::bytea AND \(TakeFragments.answerable("web_sign_in_states", now: "$5::timestamptz"))
                 RETURNING tenant_id, provider, oauth_client_id
             )
-            INSERT INTO web_sign_in_codes (code_hash, tenant_id, provider, grant_sealed, expires_at, oauth_client_id, session_id)
+            INSERT INTO web_sign_in_codes (\(TakeFragments.codeColumns))
             SELECT $2::bytea, t.tenant_id, t.provider, $3::bytea, $4::timestamptz, t.oauth_client_id, $6::uuid FROM taken t
             RETURNING 1::int4
             """

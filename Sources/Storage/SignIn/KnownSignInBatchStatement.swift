@@ -44,45 +44,77 @@ extension AccountRepository {
         /// The posted elements, in batch order; no two with one session id.
         let requests: [SignInRequest]
 
-        static let sql = """
-            WITH \(PostedSignIns.cte),
-            stored AS MATERIALIZED (
-                SELECT DISTINCT ON (i.account_id) p.n, i.account_id, p.tenant_id
-                FROM posted p
-                CROSS JOIN LATERAL (
-                    SELECT i.account_id FROM identities i
-                    WHERE \(SignInRules.identityKey("i"))
-                        AND NOT coalesce(\(SignInRules.quiet()), false)
-                    LIMIT 1) i
-                CROSS JOIN LATERAL (
-                    SELECT 1 FROM accounts a WHERE a.tenant_id = p.tenant_id AND a.id = i.account_id AND a.status = 'active' LIMIT 1) a
-                ORDER BY i.account_id, p.n
-            ),
-            upserted AS (
-                UPDATE identities i SET
-                    \(SignInRules.identityUpdate)
-                FROM (
-                    SELECT s.n, p.tenant_id, p.provider, p.provider_scope, p.subject, \(SignInRules.broughtIdentity())
-                    FROM stored s JOIN posted p ON p.n = s.n
-                ) AS excluded
-                WHERE \(SignInRules.identityKey("i", "excluded"))
-                RETURNING excluded.n, \(identityColumns)
-            ),
-            account AS (
-                UPDATE accounts a SET
-                    \(SignInRules.accountUpdate)
-                FROM stored s JOIN upserted u ON u.n = s.n JOIN posted p ON p.n = s.n
-                WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.tenant_id = ANY(ARRAY(SELECT p.tenant_id FROM posted p))
-                    AND a.id = s.account_id AND a.tenant_id = s.tenant_id AND a.status = 'active'
-                RETURNING u.n, \(accountColumns)
-            ),
-            opened AS (
-                \(SignInRules.sessionInsert(account: "a.id", identity: "u.id"))
-                FROM account a JOIN upserted u ON u.n = a.n JOIN posted p ON p.n = a.n
-            ),
-            \(SignInRules.sessionCap(elements: "account a JOIN posted p ON p.n = a.n", opened: "", account: "a.id"))
-            SELECT a.*, u.* FROM account a JOIN upserted u ON u.n = a.n
-            """
+        static let sql = text(keepingCodes: false)
+
+        /// The statement; `keepingCodes`: the form a batch with a relying party's code takes
+        /// (``KnownCodeKeepingBatchStatement``, decision 0100), the same with the code kept. It
+        /// opens a session for each element whose account it updated.
+        static func text(keepingCodes: Bool) -> String {
+            let opened = "SELECT p.session_id FROM account a JOIN posted p ON p.n = a.n"
+            let keeping = keepingCodes ? ",\n" + SignInRules.codeKeeping(opened: opened) : ""
+            let kept = keepingCodes ? SignInRules.codeKept(session: "p.session_id") : "false"
+            let posted = keepingCodes ? " JOIN posted p ON p.n = a.n" : ""
+            return """
+                WITH \(PostedSignIns.cte),
+                stored AS MATERIALIZED (
+                    SELECT DISTINCT ON (i.account_id) p.n, i.account_id, p.tenant_id
+                    FROM posted p
+                    CROSS JOIN LATERAL (
+                        SELECT i.account_id FROM identities i
+                        WHERE \(SignInRules.identityKey("i"))
+                            AND NOT coalesce(\(SignInRules.quiet()), false)
+                        LIMIT 1) i
+                    CROSS JOIN LATERAL (
+                        SELECT 1 FROM accounts a WHERE a.tenant_id = p.tenant_id AND a.id = i.account_id AND a.status = 'active' LIMIT 1) a
+                    ORDER BY i.account_id, p.n
+                ),
+                upserted AS (
+                    UPDATE identities i SET
+                        \(SignInRules.identityUpdate)
+                    FROM (
+                        SELECT s.n, p.tenant_id, p.provider, p.provider_scope, p.subject, \(SignInRules.broughtIdentity())
+                        FROM stored s JOIN posted p ON p.n = s.n
+                    ) AS excluded
+                    WHERE \(SignInRules.identityKey("i", "excluded"))
+                    RETURNING excluded.n, \(identityColumns)
+                ),
+                account AS (
+                    UPDATE accounts a SET
+                        \(SignInRules.accountUpdate)
+                    FROM stored s JOIN upserted u ON u.n = s.n JOIN posted p ON p.n = s.n
+                    WHERE a.id = ANY(ARRAY(SELECT s.account_id FROM stored s)) AND a.tenant_id = ANY(ARRAY(SELECT p.tenant_id FROM posted p))
+                        AND a.id = s.account_id AND a.tenant_id = s.tenant_id AND a.status = 'active'
+                    RETURNING u.n, \(accountColumns)
+                ),
+                opened AS (
+                    \(SignInRules.sessionInsert(account: "a.id", identity: "u.id"))
+                    FROM account a JOIN upserted u ON u.n = a.n JOIN posted p ON p.n = a.n
+                ),
+                \(SignInRules.sessionCap(elements: "account a JOIN posted p ON p.n = a.n", opened: "", account: "a.id"))\(keeping)
+                SELECT \(kept) AS code_kept, a.*, u.* FROM account a JOIN upserted u ON u.n = a.n\(posted)
+                """
+        }
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(PostedSignIns.json(requests))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+    }
+}
+
+extension AccountRepository {
+    /// ``KnownSignInBatchStatement`` keeping the relying parties' codes its elements post, in
+    /// its commit (decision 0100): a batch with one runs it.
+    struct KnownCodeKeepingBatchStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
+
+        static let name = "ib_known_sign_in_code_batch"
+        static let sql = KnownSignInBatchStatement.text(keepingCodes: true)
+
+        let requests: [SignInRequest]
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
@@ -107,16 +139,30 @@ extension AccountRepository {
     /// identity token posted twice at once) is not posted: nil, and the full statement refuses
     /// it as a replay once the first has committed.
     static func knownSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws -> [SignInResult?] {
-        try await postedBatch(
-            requests, client: client, logger: logger, statement: KnownSignInBatchStatement.init, unanswered: nil,
-            read: { reader, posted in
-                let n = Int(try reader.next(Int32.self))
-                let account = try decodeAccount(&reader)
-                _ = try reader.next(Int32.self)  // n again, the identity's
-                let identity = try decodeIdentity(&reader)
-                guard posted.indices.contains(n) else { return (n, nil) }
-                return (n, SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id))
-            },
-            repeated: { _ in nil })
+        guard requests.contains(where: { $0.keptCode != nil }) else {
+            return try await postedBatch(
+                requests, client: client, logger: logger, statement: KnownSignInBatchStatement.init, unanswered: nil, read: readKnown,
+                repeated: { _ in nil })
+        }
+        return try await postedBatch(
+            SignInRules.codesKept(requests), client: client, logger: logger, statement: KnownCodeKeepingBatchStatement.init,
+            unanswered: nil,
+            read: readKnown, repeated: { _ in nil })
+    }
+
+    /// One row of either form of the known statement.
+    private static func readKnown(_ reader: inout RowReader, _ posted: [SignInRequest]) throws -> (n: Int, outcome: SignInResult?) {
+        let codeKept: Bool = try reader.next()
+        let n = Int(try reader.next(Int32.self))
+        let account = try decodeAccount(&reader)
+        _ = try reader.next(Int32.self)  // n again, the identity's
+        let identity = try decodeIdentity(&reader)
+        guard posted.indices.contains(n) else { return (n, nil) }
+        return (
+            n,
+            SignInResult(
+                account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id,
+                codeKept: posted[n].keptCode == nil ? nil : codeKept)
+        )
     }
 }

@@ -73,14 +73,43 @@ extension AccountRepository {
             elements: "quiet q JOIN posted p ON p.n = q.n", opened: " JOIN opened ON opened.id = q.session_id",
             account: "q.quiet_account_id")
 
-        static let sql = """
-            WITH \(PostedSignIns.cte),
-            \(quietCTE),
-            \(openedCTE),
-            \(cappedCTE)
-            SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened, q.*
-            FROM quiet q
-            """
+        static let sql = text(keepingCodes: false)
+
+        /// The statement; `keepingCodes`: the form a batch with a relying party's code takes
+        /// (``QuietCodeKeepingBatchStatement``, decision 0100), the same with the code kept.
+        static func text(keepingCodes: Bool) -> String {
+            let keeping = keepingCodes ? ",\n" + SignInRules.codeKeeping(opened: "SELECT o.id FROM opened o") : ""
+            return """
+                WITH \(PostedSignIns.cte),
+                \(quietCTE),
+                \(openedCTE),
+                \(cappedCTE)\(keeping)
+                SELECT q.session_id IN (SELECT o.id FROM opened o) AS opened,
+                    \(keepingCodes ? SignInRules.codeKept(session: "q.session_id") : "false") AS code_kept, q.*
+                FROM quiet q
+                """
+        }
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(PostedSignIns.json(requests))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+    }
+}
+
+extension AccountRepository {
+    /// ``QuietSignInBatchStatement`` keeping the relying parties' codes its elements post, in
+    /// its commit (decision 0100): a batch with one runs it.
+    struct QuietCodeKeepingBatchStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
+
+        static let name = "ib_quiet_sign_in_code_batch"
+        static let sql = QuietSignInBatchStatement.text(keepingCodes: true)
+
+        let requests: [SignInRequest]
 
         func makeBindings() throws -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 1)
@@ -114,24 +143,38 @@ extension AccountRepository {
     static func quietSignIns(_ requests: [SignInRequest], client: PostgresClient, logger: Logger) async throws
         -> [QuietSignInOutcome]
     {
-        try await postedBatch(
-            requests, client: client, logger: logger, statement: QuietSignInBatchStatement.init, unanswered: .notQuiet,
-            read: { reader, posted in
-                let opened: Bool = try reader.next()
-                let n = Int(try reader.next(Int32.self))
-                _ = try reader.next(UUID.self)  // session id
-                _ = try reader.next(UUID.self)  // account id
-                _ = try reader.next(UUID.self)  // identity id
-                let account = try decodeAccount(&reader)
-                let identity = try decodeIdentity(&reader)
-                guard opened, posted.indices.contains(n) else { return (n, .replayed) }
-                return (
-                    n, .opened(SignInResult(account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id))
-                )
-            },
-            repeated: { first in
-                if case .opened = first { return .replayed }
-                return .notQuiet
-            })
+        let repeated = { (first: QuietSignInOutcome) -> QuietSignInOutcome in
+            if case .opened = first { return .replayed }
+            return .notQuiet
+        }
+        guard requests.contains(where: { $0.keptCode != nil }) else {
+            return try await postedBatch(
+                requests, client: client, logger: logger, statement: QuietSignInBatchStatement.init, unanswered: .notQuiet,
+                read: readQuiet, repeated: repeated)
+        }
+        return try await postedBatch(
+            SignInRules.codesKept(requests), client: client, logger: logger, statement: QuietCodeKeepingBatchStatement.init,
+            unanswered: .notQuiet,
+            read: readQuiet, repeated: repeated)
+    }
+
+    /// One row of either form of the quiet statement.
+    private static func readQuiet(_ reader: inout RowReader, _ posted: [SignInRequest]) throws -> (n: Int, outcome: QuietSignInOutcome) {
+        let opened: Bool = try reader.next()
+        let codeKept: Bool = try reader.next()
+        let n = Int(try reader.next(Int32.self))
+        _ = try reader.next(UUID.self)  // session id
+        _ = try reader.next(UUID.self)  // account id
+        _ = try reader.next(UUID.self)  // identity id
+        let account = try decodeAccount(&reader)
+        let identity = try decodeIdentity(&reader)
+        guard opened, posted.indices.contains(n) else { return (n, .replayed) }
+        return (
+            n,
+            .opened(
+                SignInResult(
+                    account: account, identity: identity, isNewAccount: false, sessionID: posted[n].session.id,
+                    codeKept: posted[n].keptCode == nil ? nil : codeKept))
+        )
     }
 }

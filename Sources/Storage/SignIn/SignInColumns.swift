@@ -45,8 +45,8 @@ enum SignInColumns {
         }
 
         /// A point in time, posted as microseconds since 1970 (exact, ``UnixTime``).
-        static func time(_ name: String, _ value: @escaping @Sendable (Element) -> Date) -> Posted {
-            int(name, sql: "to_timestamp(r.\(name)::float8 / 1000000)") { UnixTime.microseconds(value($0)) }
+        static func time(_ name: String, _ value: @escaping @Sendable (Element) -> Date?) -> Posted {
+            int(name, sql: "to_timestamp(r.\(name)::float8 / 1000000)") { value($0).map(UnixTime.microseconds) }
         }
 
         /// Bytes, posted as lowercase hex.
@@ -172,6 +172,12 @@ enum SignInColumns {
             // The ids a new identity and a new account take.
             .uuid("new_identity_id") { $0.newIDs?.identity },
             .uuid("new_account_id") { $0.newIDs?.account },
+            // A relying party's authorization code kept with the session (decision 0100).
+            .bytes("code_state_hash") { $0.request.keptCode?.stateHash },
+            .bytes("code_hash") { $0.request.keptCode?.codeHash },
+            .bytes("code_grant_sealed") { $0.request.keptCode?.grantSealed },
+            .time("code_expires_at") { $0.request.keptCode?.expiresAt },
+            .time("code_now") { $0.request.keptCode?.now },
         ]
 
     private static func nonEmpty(_ value: String?) -> String? { value.flatMap { $0.isEmpty ? nil : $0 } }

@@ -1,3 +1,5 @@
+import BrokerCore
+
 /// The rules of a sign-in, each written once, as the SQL fragments every sign-in statement is
 /// made of (``AccountRepository/SignInStatement`` and the lean batches). Values a sign-in
 /// brings are read from its posted element (`p` unless a fragment is told another alias,
@@ -122,6 +124,75 @@ enum SignInRules {
                     ORDER BY o.created_at DESC, o.id DESC OFFSET p.max_open_sessions - 1) x))
         )
         """
+    }
+
+    // MARK: A relying party's code
+
+    /// How many relying parties' codes one statement keeps: a batch posts the codes of its first
+    /// this many elements that carry one, and the others keep theirs on their own after it. Each
+    /// is one more `UPDATE` the statement's plan starts every time it runs (decision 0100).
+    static let codesKeptPerStatement = 4
+
+    /// The CTEs of a statement that keeps relying parties' codes (decision 0100): `coded`, the
+    /// elements that post one and whose session the statement opened (`opened`: a query of the
+    /// session ids it opened), numbered; `code_state_1` to `code_state_4`, the web sign-in state of
+    /// each answered with its code when it may still be (``WebSignInRepository/TakeFragments``,
+    /// the rule the code kept on its own follows), in the element's tenant; and `kept_codes`, the
+    /// codes kept under their hashes naming the sessions, all in the statement's commit. Each
+    /// state is updated by an `UPDATE` of its own whose key equals one value, as
+    /// `TakeStateStatement` reads it: a generic plan reads a key equal to one value through its
+    /// index even on a table never analyzed, while `state_hash = ANY(...)` (an array PostgreSQL
+    /// takes for ten values) was planned as a sequential scan of `web_sign_in_states` once the
+    /// table had been analyzed small, and kept for the connection's life (587 buffers a batch in
+    /// `code-flow.sh`, 2026-12-05).
+    static func codeKeeping(opened: String) -> String {
+        typealias Take = WebSignInRepository.TakeFragments
+        let states = (1...codesKeptPerStatement).map { k in
+            """
+            code_state_\(k) AS (
+                UPDATE web_sign_in_states s SET \(Take.answered)
+                WHERE s.state_hash = (SELECT c.code_state_hash FROM coded c WHERE c.k = \(k))
+                    AND s.tenant_id = (SELECT c.tenant_id FROM coded c WHERE c.k = \(k))
+                    AND \(Take.answerable("s", now: "(SELECT c.code_now FROM coded c WHERE c.k = \(k))"))
+                RETURNING s.state_hash, s.tenant_id, s.provider, s.oauth_client_id
+            ),
+            """
+        }
+        let union = (1...codesKeptPerStatement).map { "SELECT * FROM code_state_\($0)" }.joined(separator: " UNION ALL ")
+        return """
+            coded AS MATERIALIZED (
+                SELECT row_number() OVER (ORDER BY p.n) AS k, p.n, p.tenant_id, p.session_id, p.code_state_hash, p.code_hash,
+                    p.code_grant_sealed, p.code_expires_at, p.code_now
+                FROM posted p WHERE p.code_state_hash IS NOT NULL AND p.session_id IN (\(opened))
+            ),
+            \(states.joined(separator: "\n"))
+            kept_codes AS (
+                INSERT INTO web_sign_in_codes (\(Take.codeColumns))
+                SELECT c.code_hash, t.tenant_id, t.provider, c.code_grant_sealed, c.code_expires_at, t.oauth_client_id, c.session_id
+                FROM (\(union)) t JOIN coded c ON c.code_state_hash = t.state_hash AND c.tenant_id = t.tenant_id
+                ON CONFLICT (code_hash) DO NOTHING
+                RETURNING session_id
+            )
+            """
+    }
+
+    /// The requests of a batch as a code-keeping statement posts them: the codes of the first
+    /// ``codesKeptPerStatement`` that carry one, none for the others (their sign-ins answer
+    /// nothing of a code, and their callers keep it on their own).
+    static func codesKept(_ requests: [SignInRequest]) -> [SignInRequest] {
+        var posted = 0
+        return requests.map { request in
+            guard request.keptCode != nil else { return request }
+            posted += 1
+            var request = request
+            if posted > codesKeptPerStatement { request.keptCode = nil }
+            return request
+        }
+    }
+
+    /// Whether the element whose session id is `session` had its code kept (``codeKeeping(opened:)``).
+    static func codeKept(session: String) -> String {
+        "(\(session) IN (SELECT k.session_id FROM kept_codes k))"
     }
 
     /// The payload of `account.created` and `identity.linked` (the latter adds `linked_by`).
