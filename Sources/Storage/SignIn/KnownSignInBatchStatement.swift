@@ -36,7 +36,7 @@ extension AccountRepository {
     /// returning sign-in that stored a provider refresh token read every account of its
     /// tenant (`HotStatementPlanTests`). The tenants' `= ANY` keeps the plan made on empty
     /// tables off a sequential scan of `accounts`, which it takes with the ids' alone.
-    struct KnownSignInBatchStatement: PostgresPreparedStatement {
+    struct KnownSignInBatchStatement: PostedBatchStatement {
         typealias Row = PostgresRow
 
         static let name = "ib_known_sign_in_batch"
@@ -94,35 +94,19 @@ extension AccountRepository {
                 SELECT \(kept) AS code_kept, a.*, u.* FROM account a JOIN upserted u ON u.n = a.n\(posted)
                 """
         }
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(PostedSignIns.json(requests))
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 }
 
 extension AccountRepository {
     /// ``KnownSignInBatchStatement`` keeping the relying parties' codes its elements post, in
     /// its commit (decision 0100): a batch with one runs it.
-    struct KnownCodeKeepingBatchStatement: PostgresPreparedStatement {
+    struct KnownCodeKeepingBatchStatement: PostedBatchStatement {
         typealias Row = PostgresRow
 
         static let name = "ib_known_sign_in_code_batch"
         static let sql = KnownSignInBatchStatement.text(keepingCodes: true)
 
         let requests: [SignInRequest]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(PostedSignIns.json(requests))
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 }
 

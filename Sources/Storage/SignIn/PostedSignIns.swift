@@ -1,5 +1,6 @@
 import BrokerCore
 import Foundation
+import PostgresNIO
 
 /// The posted record set every sign-in statement reads, `posted p`: one element per sign-in,
 /// one JSON array as the statement's only parameter, whatever the batch's size (one prepared
@@ -44,4 +45,22 @@ enum PostedSignIns {
     static func json(_ requests: [SignInRequest], newIDs: [(identity: UUID, account: UUID)]? = nil) -> String {
         json(requests.enumerated().map { n, request in SignInColumns.Element(n: n, request: request, newIDs: newIDs?[n]) })
     }
+}
+
+/// A lean batch statement whose one parameter is its requests as posted elements (no new ids),
+/// answering with its rows as they are: the quiet and known statements, each in its plain and
+/// its code-keeping form (decision 0100).
+protocol PostedBatchStatement: PostgresPreparedStatement where Row == PostgresRow {
+    /// The posted elements, in batch order; no two with one session id.
+    var requests: [SignInRequest] { get }
+}
+
+extension PostedBatchStatement {
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(PostedSignIns.json(requests))
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }

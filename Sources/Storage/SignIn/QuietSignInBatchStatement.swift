@@ -24,7 +24,7 @@ extension AccountRepository {
     /// open ones (`k`, decision 0051); the exact, sorted read of its open sessions runs only when
     /// the account has at least `k` sessions of any state (an index-only probe), so the usual
     /// sign-in pays for a probe of a few index entries, not a sort.
-    struct QuietSignInBatchStatement: PostgresPreparedStatement {
+    struct QuietSignInBatchStatement: PostedBatchStatement {
         typealias Row = PostgresRow
 
         static let name = "ib_quiet_sign_in_batch"
@@ -89,35 +89,19 @@ extension AccountRepository {
                 FROM quiet q
                 """
         }
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(PostedSignIns.json(requests))
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 }
 
 extension AccountRepository {
     /// ``QuietSignInBatchStatement`` keeping the relying parties' codes its elements post, in
     /// its commit (decision 0100): a batch with one runs it.
-    struct QuietCodeKeepingBatchStatement: PostgresPreparedStatement {
+    struct QuietCodeKeepingBatchStatement: PostedBatchStatement {
         typealias Row = PostgresRow
 
         static let name = "ib_quiet_sign_in_code_batch"
         static let sql = QuietSignInBatchStatement.text(keepingCodes: true)
 
         let requests: [SignInRequest]
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            bindings.append(PostedSignIns.json(requests))
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
     }
 }
 
