@@ -77,6 +77,11 @@ public struct WebClient: Sendable {
         ) async throws -> WebVerification
     /// Gives back a provider token kept from a web sign-in that did not complete (Apple).
     public let revokeLater: (@Sendable (_ token: KeptProviderToken, _ reason: String) -> Void)?
+    /// Whether `complete` learns the identity only from the provider's answer to the redeemed
+    /// code (OpenID Connect), so that its `beforeRedeeming` comes with nothing left to do at
+    /// the provider; false when the callback carries the identity and the code is redeemed
+    /// after the check (Apple).
+    public let identityFollowsRedemption: Bool
 
     public init(
         provider: ProviderID, clientID: String, redirectURI: String, returnURLs: [String], providerScope: String? = nil,
@@ -85,9 +90,10 @@ public struct WebClient: Sendable {
             @escaping @Sendable (
                 AuthorizationResponse, AuthorizationRequest, UUID, @Sendable (ProviderIdentity) async throws -> Void, Date
             ) async throws -> WebVerification,
-        revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = nil
+        revokeLater: (@Sendable (KeptProviderToken, String) -> Void)? = nil, identityFollowsRedemption: Bool = false
     ) {
         self.revokeLater = revokeLater
+        self.identityFollowsRedemption = identityFollowsRedemption
         self.provider = provider
         self.clientID = clientID
         self.redirectURI = redirectURI

@@ -203,6 +203,43 @@ import Testing
         }
     }
 
+    /// A disabled account through LINE, whose identity is known only once its code is redeemed:
+    /// the sign-in statement refuses it (decision 0101), back at the client's URI as
+    /// `access_denied` with `account_disabled`, no code, no session; a repeat of the callback
+    /// answers the same; the account enabled again, the same person signs in to the same account.
+    @Test func aDisabledAccountIsRefusedAtTheCallbackAndNothingOpens() async throws {
+        try await Self.run { setup in
+            let first = try await Self.code(setup, Self.request(client: setup.web.client.clientID))
+            #expect(first["code"] != nil, "\(first)")
+            let accounts = try await setup.oidc.app.database.client.query("SELECT id FROM accounts")
+            var ids: [UUID] = []
+            for try await id in accounts.decode(UUID.self) { ids.append(id) }
+            let account = try #require(ids.first)
+            #expect(ids.count == 1)
+            _ = try await setup.oidc.app.database.client.query("UPDATE accounts SET status = 'disabled' WHERE id = \(account)")
+
+            let toProvider = try await setup.browser.visit(
+                Self.authorizeURL(Self.request(client: setup.web.client.clientID, state: "st-2")))
+            let providerURL = try #require(toProvider.location)
+            let callbackURL = try #require(try await setup.browser.visit(providerURL).location)
+            let refused = try await setup.browser.visit(callbackURL)
+            let back = WebBrowser.query(try #require(refused.location))
+            #expect(back["error"] == "access_denied", "\(back)")
+            #expect(back["error_description"]?.hasPrefix("account_disabled") == true, "\(back)")
+            #expect(back["code"] == nil && back["state"] == "st-2" && back["iss"] == setup.issuer)
+            #expect(try await Self.openSessions(setup) == 1, "only the first sign-in's session")
+            let repeated = WebBrowser.query(try await setup.browser.visit(callbackURL).location ?? "")
+            #expect(repeated["error"] == "access_denied" && repeated["code"] == nil, "\(repeated)")
+
+            _ = try await setup.oidc.app.database.client.query("UPDATE accounts SET status = 'active' WHERE id = \(account)")
+            let again = try await Self.code(setup, Self.request(client: setup.web.client.clientID, state: "st-3"))
+            #expect(again["code"] != nil, "\(again)")
+            #expect(try await Self.openSessions(setup) == 2)
+            let after = try await setup.oidc.app.database.client.query("SELECT count(*)::int FROM accounts")
+            for try await count in after.decode(Int.self) { #expect(count == 1, "the same account") }
+        }
+    }
+
     @Test func aPublicClientUsesPKCEAndGetsNoRefreshTokenWithoutOfflineAccess() async throws {
         try await Self.run { setup in
             let pkce = PKCEPair()

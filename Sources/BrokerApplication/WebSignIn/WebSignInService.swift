@@ -186,13 +186,17 @@ package struct WebSignInService: Sendable {
             let (tenantID, intent, signIn) = (stored.tenantID, stored.intent, signIn)
             let scope = stored.providerScope
             // Intent is resolved before a code is redeemed (issue 9 §5): from the status read with
-            // the state when it is this identity's, else from the database.
+            // the state when it is this identity's, else from the database. A relying party's
+            // sign-in through a provider whose code is already redeemed when the identity is
+            // known leaves it to its sign-in statement, which refuses the same accounts with the
+            // same answer (decision 0101).
+            let signsInNext = stored.relyingParty != nil && intent != .signIn && client.identityFollowsRedemption
             let verification = try await client.complete(
                 response, request(for: state), stored.tenantID,
                 { identity in
                     if let account, account.subject == identity.subject, identity.providerScope == scope, identity.provider == provider {
                         try SignInService.requireSignInPossible(status: account.status, provider: identity.provider, intent: intent)
-                    } else {
+                    } else if !signsInNext {
                         try await signIn.requireSignInPossible(tenantID: tenantID, identity: identity, intent: intent)
                     }
                 }, now)

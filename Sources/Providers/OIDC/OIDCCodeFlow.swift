@@ -57,7 +57,7 @@ struct OIDCCodeFlow: Sendable {
                 // 39 F15: account_not_found and account_disabled surfaced only at the exchange).
                 try await checkIdentity(verified.identity)
                 return WebVerification(verified: verified, kept: nil)
-            })
+            }, identityFollowsRedemption: true)
     }
 
     /// Redeems `code` at the token endpoint and returns the answer's id token.
