@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tenant's OpenID Provider beside the REST API (issue 42 §6), on a PostgreSQL of its own
 # over TCP with default settings: returning Apple sign-ins through POST /v1/sign-in/apple and
-# through token exchange at /t/bench/token (RFC 8693, a public client), alternating, each with
-# fresh tokens of the same 10,000 people; then the hosted sign-in page (GET /t/bench/authorize
+# through token exchange at /t/bench/token (RFC 8693, a public client), alternating (the native
+# sign-in first in odd rounds, the exchange first in even ones), each with fresh tokens of the
+# same 10,000 people; then the hosted sign-in page (GET /t/bench/authorize
 # without a provider, with Apple and line on it): its rate, its size and the broker's CPU per page.
 # PROFILE=FILE: `perf record` samples the broker during each sign-in round into
 # FILE.<how>.<round> (not in measured runs: sampling costs CPU).
@@ -14,7 +15,11 @@ client=$("$bin/broker" client create --tenant bench --name bench-app --public --
 mint "$work/new.txt" new. 40000 10000
 signin "$work/new.txt" 10s >/dev/null
 for round in ${ROUNDS:-1 2}; do
-    for how in apple token_exchange; do
+    # Which goes first alternates from round to round: the machine's speed drifts within a run,
+    # and the second of a pair would otherwise always draw the slower minutes.
+    order="apple token_exchange"
+    if [ $(( round % 2 )) -eq 0 ]; then order="token_exchange apple"; fi
+    for how in $order; do
         mint "$work/ret.txt" new. 60000 10000 $(( RANDOM ))
         cpu_start
         perf_pid=
