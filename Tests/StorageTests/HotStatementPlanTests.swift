@@ -129,6 +129,7 @@ import Testing
                 unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
             // A web sign-in's callback and a relying party's code exchange.
             Statement("web sign-in state claimed", sql: WebSignInRepository.ClaimStateStatement.sql, parameters: 4),
+            Statement("sealed web sign-in states claimed", sql: WebSignInRepository.ClaimSealedStatesStatement.sql, parameters: 2),
             Statement("web sign-in state taken", sql: WebSignInRepository.TakeStateStatement.sql, parameters: 6),
             Statement("authorization code redeemed", sql: WebSignInRepository.RedeemCodeStatement.sql, parameters: 4),
         ]

@@ -1,7 +1,7 @@
 import BrokerCore
 import Foundation
 import PostgresNIO
-import Storage
+@testable import Storage
 import TestSupport
 import Testing
 
@@ -9,7 +9,8 @@ import Testing
 /// its first claim; it is built from the same fragments as the claim of a stored state. This
 /// grid runs both over every situation a row can be in, behind the tenant wall, and requires the
 /// same answer and the same row afterwards; then the one situation they differ in by design (no
-/// row yet), and a race of callbacks with one sealed state.
+/// row yet), and a race of callbacks with one sealed state. Decision 0102: sealed claims that
+/// arrive together go in one statement, each element answering as a lone claim would.
 @Suite struct WebSignInClaimGridTests {
     struct Situation: Sendable, CustomStringConvertible {
         let description: String
@@ -104,6 +105,82 @@ import Testing
             let (storedRow, sealedRow) = (try await row(stored.stateHash, admin), try await row(sealed.stateHash, admin))
             #expect(storedRow != nil)
             #expect(storedRow == sealedRow, "\(situation): the same row afterwards")
+        }
+    }
+
+    /// Decision 0102: every situation of the grid at once in one batch, beside a twin of each
+    /// state claimed alone; with them a state that has no row yet, one that expired before its
+    /// row was written, and one state twice. Each element answers as its twin did alone (the
+    /// subject's lookup its own), and leaves the same row; the second of the same state is not
+    /// claimed, as a double submit a moment later is not.
+    @Test(arguments: [false, true])
+    func aBatchOfClaimsAnswersEachAsALoneClaimWould(relyingParty: Bool) async throws {
+        try await TestDatabase.withFreshServing { admin, serving, _ in
+            let tenant = try await TestDatabase.createTenant("acme", in: admin)
+            let now = Self.now()
+            let until = now.addingTimeInterval(30)
+            // (the twin claimed alone, the element of the batch, the subject)
+            var pairs: [(lone: WebSignInState, batched: WebSignInState, subject: String?)] = []
+            for (i, situation) in Self.situations.enumerated() {
+                let pair = (
+                    state(UInt8(50 + i), tenantID: tenant.id, now: now, relyingParty: relyingParty),
+                    state(UInt8(80 + i), tenantID: tenant.id, now: now, relyingParty: relyingParty)
+                )
+                try await admin.webSignIns.createState(pair.0)
+                try await admin.webSignIns.createState(pair.1)
+                if let set = situation.set {
+                    var binds = try binds(pair.0.stateHash)
+                    try binds.append(pair.1.stateHash)
+                    _ = try await admin.client.query(
+                        PostgresQuery(unsafeSQL: "UPDATE web_sign_in_states SET \(set) WHERE state_hash IN ($1, $2)", binds: binds),
+                        logger: TestDatabase.logger)
+                }
+                pairs.append((pair.0, pair.1, i.isMultiple(of: 2) ? "001.x" : nil))
+            }
+            let unwritten = (
+                state(120, tenantID: tenant.id, now: now, relyingParty: relyingParty),
+                state(121, tenantID: tenant.id, now: now, relyingParty: relyingParty)
+            )
+            pairs.append((unwritten.0, unwritten.1, "001.y"))
+            var expired = (
+                state(122, tenantID: tenant.id, now: now, relyingParty: relyingParty),
+                state(123, tenantID: tenant.id, now: now, relyingParty: relyingParty)
+            )
+            expired.0.expiresAt = now
+            expired.1.expiresAt = now
+            pairs.append((expired.0, expired.1, nil))
+
+            let client = serving.client
+            let logger = TestDatabase.logger
+            let claims = try await TenantScope.tenant(tenant.id) {
+                var lone: [WebSignInRepository.ClaimStateStatement.Row?] = []
+                for pair in pairs {
+                    let claim = SealedClaim(state: pair.lone, now: now, claimUntil: until, subject: pair.subject)
+                    lone.append(try await WebSignInRepository.claimSealed([claim], client: client, logger: logger)[0])
+                }
+                // The batch in another order than the twins', the unwritten state twice.
+                var batch = pairs.reversed().map { SealedClaim(state: $0.batched, now: now, claimUntil: until, subject: $0.subject) }
+                batch.append(SealedClaim(state: unwritten.1, now: now, claimUntil: until, subject: "001.y"))
+                let batched = try await WebSignInRepository.claimSealed(batch, client: client, logger: logger)
+                return (lone, batched)
+            }
+            let batched = Array(claims.1.prefix(pairs.count).reversed())
+            #expect(claims.1.count == pairs.count + 1)
+            #expect(claims.1.last.flatMap { $0 } == nil, "the same state a second time in the batch: not claimed")
+            for (n, pair) in pairs.enumerated() {
+                let (lone, inBatch) = (claims.0[n], batched[n])
+                #expect((lone != nil) == (inBatch != nil), "element \(n)")
+                var renamed = inBatch?.state
+                renamed?.stateHash = pair.lone.stateHash
+                #expect(renamed == lone?.state, "element \(n)")
+                #expect(inBatch?.account == lone?.account, "element \(n)")
+                let (loneRow, batchedRow) = (try await row(pair.lone.stateHash, admin), try await row(pair.batched.stateHash, admin))
+                #expect(loneRow == batchedRow, "element \(n): the same row")
+            }
+            #expect(claims.0[pairs.count - 2]?.account == SubjectAccountStatus(subject: "001.y", status: nil))
+            #expect(claims.0[pairs.count - 1] == nil, "expired: not claimed")
+            #expect(try await row(expired.1.stateHash, admin) == nil, "expired: nothing written")
+            #expect(try await row(unwritten.1.stateHash, admin) != nil)
         }
     }
 

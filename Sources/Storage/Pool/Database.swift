@@ -30,6 +30,9 @@ public struct Database: Sendable {
     let accountDeleteNotifications: UnlinkingNotificationBatch?
     /// Refresh-token rotations written in batches (decision 0074); nil when batching is off.
     let refreshRotations: RefreshRotations?
+    /// Web callbacks' claims of sealed states written in batches (decision 0102); nil when
+    /// batching is off.
+    let sealedClaims: SealedClaims?
 
     public init(configuration: DatabaseConfiguration, logger: Logger) throws {
         // The pool warns when a query races its own start-up; keep its background chatter at
@@ -61,6 +64,8 @@ public struct Database: Sendable {
             pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
         self.refreshRotations = SessionRepository.rotations(
             pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
+        self.sealedClaims = WebSignInRepository.sealedClaims(
+            pool: pool, logger: logger, maxRunning: atOnce, timeout: batchTimeout)
     }
 
     /// Runs the pool until cancelled. The pool's own work (its state machine's events: a timer
@@ -85,7 +90,7 @@ public struct Database: Sendable {
     }
     public var sessions: SessionRepository { SessionRepository(client: client, logger: logger, rotations: refreshRotations) }
     public var loginPolicy: LoginPolicyRepository { LoginPolicyRepository(client: client, logger: logger) }
-    public var webSignIns: WebSignInRepository { WebSignInRepository(client: client, logger: logger) }
+    public var webSignIns: WebSignInRepository { WebSignInRepository(client: client, logger: logger, sealedClaims: sealedClaims) }
 
     public func migrator() throws -> Migrator {
         migrator(migrations: try Migration.bundled())

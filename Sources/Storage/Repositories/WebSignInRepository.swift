@@ -93,6 +93,8 @@ public struct SubjectAccountStatus: Sendable, Equatable {
 public struct WebSignInRepository: Sendable {
     let client: PostgresClient
     let logger: Logger
+    /// Sealed states' claims written in batches (decision 0102); nil when batching is off.
+    var sealedClaims: SealedClaims? = nil
 
     /// Writes a state as a broker before decision 0099 did when a sign-in started (tests of the
     /// callbacks of sign-ins started before an upgrade): no request writes one ahead of its
@@ -132,15 +134,13 @@ public struct WebSignInRepository: Sendable {
     /// `claimUntil`; a later one finds that row and claims it only when nobody answered it and its
     /// claim lapsed. Nil as there; ``repeatOf(hash:tenantID:now:codeHash:)`` then tells which.
     /// The caller has opened the state and checked that it has not expired.
+    /// The claims of callbacks that arrive together go in one statement (decision 0102).
     public func claimSealedState(_ state: WebSignInState, now: Date, claimUntil: Date, subject: String?) async throws
         -> (state: WebSignInState, account: SubjectAccountStatus?)?
     {
-        try await TenantScope.tenant(state.tenantID) {
-            try await client.rows(
-                ClaimSealedStateStatement(state: state, now: now, claimUntil: claimUntil, subject: subject), logger: logger
-            )
-            .first
-        }
+        let element = SealedClaim(state: state, now: now, claimUntil: claimUntil, subject: subject)
+        if let sealedClaims { return try await sealedClaims.run(element).get() }
+        return try await TenantScope.tenant(state.tenantID) { try await Self.claimSealed([element], client: client, logger: logger)[0] }
     }
 
     /// Runs `body` in the scope of the state's tenant (decision 0092) or, for a state of the

@@ -18,8 +18,8 @@ extension WebSignInRepository {
                 AND (web_sign_in_states.claimed_until IS NULL OR web_sign_in_states.claimed_until <= $2::timestamptz)
             """
         static let returning = """
-            RETURNING tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at, provider_scope,
-                oauth_client_id, oauth_request
+            RETURNING state_hash, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at,
+                provider_scope, oauth_client_id, oauth_request
             """
         // The account status: identity by its unique key, account by (tenant_id, id), both
         // bound in any plan (decision 0014): the account's id is the scalar subquery's value, not
@@ -27,24 +27,30 @@ extension WebSignInRepository {
         // of the tenant through; only when a subject was given and the state has a scope. An
         // identity a consent revocation unlinked answers for the account its sign-in links to
         // again (`active` when the revocation disabled it), as the native check does.
-        static let answer = """
-            SELECT s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
+        static let answer = answer(subject: "$3::text", from: "s")
+
+        /// The answer of each claimed state `s` in `from`, the subject's account looked up by
+        /// `subject`; `leading`: columns before the state's (a batch's element number).
+        static func answer(subject: String, from: String, leading: String = "") -> String {
+            """
+            SELECT \(leading)s.tenant_id, s.provider, s.client_id, s.redirect_uri, s.return_url, s.intent, s.caller_state, s.expires_at,
                 s.provider_scope, s.oauth_client_id, s.oauth_request,
-                ($3::text IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
+                (\(subject) IS NOT NULL AND s.provider_scope IS NOT NULL) AS looked_up,
                 COALESCE(
                     (SELECT a.status FROM accounts a
                         WHERE a.tenant_id = s.tenant_id AND a.id = (
                             SELECT i.account_id FROM identities i
                             WHERE i.tenant_id = s.tenant_id AND i.provider = s.provider AND i.provider_scope = s.provider_scope
-                                AND i.subject = $3::text)),
+                                AND i.subject = \(subject))),
                     (SELECT CASE WHEN a.status = 'disabled' AND a.disabled_reason = 'consent_revoked' THEN 'active' ELSE a.status END
                         FROM accounts a
                         WHERE a.tenant_id = s.tenant_id AND a.id = (
                             SELECT c.account_id FROM consent_revocations c
                             WHERE c.tenant_id = s.tenant_id AND c.provider = s.provider AND c.provider_scope = s.provider_scope
-                                AND c.subject = $3::text))) AS account_status
-            FROM s
+                                AND c.subject = \(subject)))) AS account_status
+            FROM \(from)
             """
+        }
 
         /// `$1` to `$4`, the parameters both claims begin with.
         static func bindings(hash: Data, now: Date, subject: String?, claimUntil: Date, capacity: Int) throws -> PostgresBindings {
@@ -85,6 +91,12 @@ extension WebSignInRepository {
 
         static func decode(_ row: PostgresRow, hash: Data, subject: String?) throws -> Row {
             var reader = RowReader(row)
+            return try decode(&reader, hash: hash, subject: subject)
+        }
+
+        /// The claimed state and the subject's account, from `reader` on (the columns of
+        /// ``ClaimFragments/answer(subject:from:leading:)``).
+        static func decode(_ reader: inout RowReader, hash: Data, subject: String?) throws -> Row {
             let (tenantID, provider, clientID, redirectURI, returnURL, intent, callerState, expiresAt, scope) = (
                 try reader.next(UUID.self), try reader.next(String.self), try reader.next(String.self), try reader.next(String.self),
                 try reader.next(String.self), try reader.next(String.self), try reader.next(String?.self), try reader.next(Date.self),
@@ -106,51 +118,101 @@ extension WebSignInRepository {
         }
     }
 
-    /// Claims a sealed state (decision 0099): its sign-in is written here, by its first claim,
-    /// when it has not expired; a state already written is claimed as ``ClaimStateStatement``
-    /// claims it.
-    struct ClaimSealedStateStatement: PostgresPreparedStatement {
-        typealias Row = ClaimStateStatement.Row
+    /// Claims sealed states (decision 0099), one or a batch of them at once: each state's sign-in
+    /// is written here, by its first claim, when it has not expired; a state already written is
+    /// claimed as ``ClaimStateStatement`` claims it. The states travel as one JSON array (one
+    /// parameter whatever the batch's size: one prepared statement, one generic plan), `$2` the
+    /// batch's clock. Each row is written or claimed through the unique index on `state_hash`
+    /// (`ON CONFLICT`'s arbiter), in the order of the elements, which the caller sorts by state
+    /// hash; no two elements carry one state. An element whose state was not claimed returns
+    /// no row.
+    struct ClaimSealedStatesStatement: PostgresPreparedStatement {
+        typealias Row = PostgresRow
 
-        static let name = "ib_web_claim_sealed_state"
+        static let name = "ib_web_claim_sealed_states"
         static let sql = """
-            WITH s AS (
+            WITH posted AS MATERIALIZED (
+                SELECT r.n, decode(r.state_hash, 'hex') AS state_hash, \(instant("claimed_until")) AS claimed_until, r.subject,
+                    r.tenant_id, r.provider, r.client_id, r.redirect_uri, r.return_url, r.intent, r.caller_state,
+                    \(instant("expires_at")) AS expires_at, r.provider_scope, r.oauth_client_id, r.oauth_request
+                FROM json_to_recordset($1::text::json) AS r(n int, state_hash text, claimed_until int8, subject text, tenant_id uuid,
+                    provider text, client_id text, redirect_uri text, return_url text, intent text, caller_state text, expires_at int8,
+                    provider_scope text, oauth_client_id text, oauth_request text)
+            ),
+            s AS (
                 INSERT INTO web_sign_in_states
                     (state_hash, claimed_until, tenant_id, provider, client_id, redirect_uri, return_url, intent, caller_state, expires_at,
                     provider_scope, oauth_client_id, oauth_request)
-                SELECT $1::bytea, $4::timestamptz, $5::uuid, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,
-                    $12::timestamptz, $13::text, $14::text, $15::text
-                WHERE $12::timestamptz > $2::timestamptz
-                ON CONFLICT (state_hash) DO UPDATE SET claimed_until = $4::timestamptz
+                SELECT p.state_hash, p.claimed_until, p.tenant_id, p.provider, p.client_id, p.redirect_uri, p.return_url, p.intent,
+                    p.caller_state, p.expires_at, p.provider_scope, p.oauth_client_id, p.oauth_request
+                FROM posted p
+                WHERE p.expires_at > $2::timestamptz
+                ORDER BY p.n
+                ON CONFLICT (state_hash) DO UPDATE SET claimed_until = EXCLUDED.claimed_until
                 WHERE \(ClaimFragments.claimable)
                 \(ClaimFragments.returning)
             )
-            \(ClaimFragments.answer)
+            \(ClaimFragments.answer(subject: "p.subject", from: "s JOIN posted p ON p.state_hash = s.state_hash", leading: "p.n, "))
             """
 
-        let state: WebSignInState
+        /// Microseconds since 1970 (``UnixTime/microseconds(_:)``) as the instant, exactly.
+        private static func instant(_ member: String) -> String {
+            "(timestamptz 'epoch' + r.\(member) * interval '1 microsecond')"
+        }
+
+        struct Element: Sendable {
+            let state: WebSignInState
+            let claimUntil: Date
+            let subject: String?
+        }
+
+        let elements: [Element]
         let now: Date
-        let claimUntil: Date
-        let subject: String?
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = try ClaimFragments.bindings(
-                hash: state.stateHash, now: now, subject: subject, claimUntil: claimUntil, capacity: 15)
-            bindings.append(state.tenantID)
-            bindings.append(state.provider)
-            bindings.append(state.clientID)
-            bindings.append(state.redirectURI)
-            bindings.append(state.returnURL)
-            bindings.append(state.intent.rawValue)
-            bindings.append(state.callerState)
-            bindings.append(state.expiresAt)
-            bindings.append(state.providerScope)
-            bindings.append(state.relyingParty?.clientID)
-            bindings.append(state.relyingParty?.request.json)
+            var writer = JSONWriter(capacity: 700 * elements.count)
+            writer.beginArray()
+            for (n, element) in elements.enumerated() {
+                let state = element.state
+                writer.beginObject()
+                writer.member("n", n)
+                writer.member("state_hash", Hex.encode(state.stateHash))
+                writer.member("claimed_until", UnixTime.microseconds(element.claimUntil))
+                writer.member("subject", element.subject)
+                writer.member("tenant_id", state.tenantID.lowercasedString)
+                writer.member("provider", state.provider)
+                writer.member("client_id", state.clientID)
+                writer.member("redirect_uri", state.redirectURI)
+                writer.member("return_url", state.returnURL)
+                writer.member("intent", state.intent.rawValue)
+                writer.member("caller_state", state.callerState)
+                writer.member("expires_at", UnixTime.microseconds(state.expiresAt))
+                writer.member("provider_scope", state.providerScope)
+                writer.member("oauth_client_id", state.relyingParty?.clientID)
+                writer.member("oauth_request", state.relyingParty?.request.json)
+                writer.endObject()
+            }
+            writer.endArray()
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(String(decoding: writer.bytes, as: UTF8.self))
+            bindings.append(now)
             return bindings
         }
 
-        func decodeRow(_ row: PostgresRow) throws -> Row { try ClaimStateStatement.decode(row, hash: state.stateHash, subject: subject) }
+        func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+
+        /// Each element's claim, in the elements' order (nil: not claimed).
+        func claims(_ rows: [PostgresRow]) throws -> [ClaimStateStatement.Row?] {
+            var claims = [ClaimStateStatement.Row?](repeating: nil, count: elements.count)
+            for row in rows {
+                var reader = RowReader(row)
+                let n = Int(try reader.next(Int32.self))
+                guard claims.indices.contains(n) else { throw BatchMismatch() }
+                let element = elements[n]
+                claims[n] = try ClaimStateStatement.decode(&reader, hash: element.state.stateHash, subject: element.subject)
+            }
+            return claims
+        }
     }
 
     /// The parts of a state's answer with a code, so that a state is answered by one rule
