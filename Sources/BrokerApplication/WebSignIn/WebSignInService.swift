@@ -275,7 +275,7 @@ package struct WebSignInService: Sendable {
             kept = codeKept
         } else {
             // The statement that opened the session kept no code for it (the full statement, or
-            // a batch past its first four codes): the code is kept on its own, the sign-in
+            // a batch past its first eight codes): the code is kept on its own, the sign-in
             // committed.
             do {
                 kept = try await database.webSignIns.takeState(

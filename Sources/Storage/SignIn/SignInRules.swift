@@ -131,11 +131,11 @@ enum SignInRules {
     /// How many relying parties' codes one statement keeps: a batch posts the codes of its first
     /// this many elements that carry one, and the others keep theirs on their own after it. Each
     /// is one more `UPDATE` the statement's plan starts every time it runs (decision 0100).
-    static let codesKeptPerStatement = 4
+    static let codesKeptPerStatement = 8
 
     /// The CTEs of a statement that keeps relying parties' codes (decision 0100): `coded`, the
     /// elements that post one and whose session the statement opened (`opened`: a query of the
-    /// session ids it opened), numbered; `code_state_1` to `code_state_4`, the web sign-in state of
+    /// session ids it opened), numbered; `code_state_1` to `code_state_8`, the web sign-in state of
     /// each answered with its code when it may still be (``WebSignInRepository/TakeFragments``,
     /// the rule the code kept on its own follows), in the element's tenant; and `kept_codes`, the
     /// codes kept under their hashes naming the sessions, all in the statement's commit. Each
