@@ -84,7 +84,8 @@ extension BrokerConfiguration {
             """
             Returning sign-ins that arrive together are written in one statement and one commit; so are first \
             sign-ins (new people, and people this process has not signed in yet; decision 0059), refresh-token \
-            rotations (decision 0074) and Apple's `email-disabled`, `email-enabled`, `consent-revoked` and \
+            rotations (decision 0074), web callbacks' claims of their states (decision 0102) and Apple's \
+            `email-disabled`, `email-enabled`, `consent-revoked` and \
             `account-delete` notifications (decisions 0046, 0058). At most this many such statements of each \
             kind run at once (0–64); what arrives while they run waits and goes together as the next one. A \
             lone sign-in never waits. `0` writes each in a statement of its own. Decision 0030.

@@ -44,6 +44,10 @@ package final class ExpiringCache<Key: Hashable & Sendable, Value: Sendable>: Se
         }
     }
 
+    /// Whether an entry for `key` is stored, expired or not: what a removal takes away (tests of
+    /// invalidations, which must not depend on how long a loaded machine takes to reach them).
+    package func holds(_ key: Key) -> Bool { state.withLock { $0.entries[key] != nil } }
+
     /// The cached value for `key`, or what `read` returns, stored unless a removal came while it
     /// read (``set(_:for:unlessClearedSince:)``).
     package func value(for key: Key, orRead read: () async throws -> Value) async rethrows -> Value {
