@@ -20,6 +20,25 @@ import Testing
 @Suite(.timeLimit(.minutes(10))) struct OpenIDProviderAppleTests {
     static let redirectURI = "https://app.example.com/callback"
 
+    /// The tenant's confidential client with ``redirectURI``.
+    static func webClient(_ setup: AppleTestSetup) async throws -> ClientAdmin.Issued {
+        try await ClientAdmin(database: setup.app.database, actor: "test").create(
+            tenant: "acme", name: "web", redirectURIs: [redirectURI], isPublic: false, allowLoopback: false)
+    }
+
+    /// A browser that follows the broker's redirects on both its origins.
+    static func browser(_ setup: AppleTestSetup) -> WebBrowser {
+        WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+    }
+
+    /// A plain authorization request of `issued` that goes straight to Apple.
+    static func straightToApple(_ issued: ClientAdmin.Issued) -> [(String, String)] {
+        [
+            ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", redirectURI), ("scope", "openid"),
+            ("state", "x"), ("provider", "apple"),
+        ]
+    }
+
     @Test func anAppleSignInOfTheRelyingPartyIsTheNativeSignInsAccount() async throws {
         try await AppleTestSetup.run { setup in
             let subject = "000777.oidc0person0000000000000000.0001"
@@ -29,8 +48,7 @@ import Testing
             ])
             let accountID = try #require(native[path: "account.id"] as? String)
 
-            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
-                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
+            let issued = try await Self.webClient(setup)
             let verifier = Base64URL.encode(Data((0..<32).map { _ in UInt8.random(in: 0...255) }))
             let challenge = Base64URL.encode(Data(SHA256.hash(data: Data(verifier.utf8))))
             let fields = [
@@ -38,7 +56,7 @@ import Testing
                 ("scope", "openid email profile"), ("state", "x"), ("nonce", "n"), ("code_challenge", challenge),
                 ("code_challenge_method", "S256"), ("provider", "apple"),
             ]
-            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let browser = Self.browser(setup)
             let started = try await browser.visit("/t/acme/authorize?" + FormEncoding.encode(fields))
             #expect(started.status == 303)
             let authorize = try #require(started.location)
@@ -77,13 +95,9 @@ import Testing
     @Test func appleCancellingComesBackToTheClientAsAccessDenied() async throws {
         try await AppleTestSetup.run { setup in
             setup.apple.authorizeFault = .cancel
-            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
-                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
-            let fields = [
-                ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", Self.redirectURI), ("scope", "openid"),
-                ("state", "x"), ("provider", "apple"),
-            ]
-            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let issued = try await Self.webClient(setup)
+            let fields = Self.straightToApple(issued)
+            let browser = Self.browser(setup)
             let back = WebBrowser.query(
                 try await browser.follow("/t/acme/authorize?" + FormEncoding.encode(fields), until: Self.redirectURI))
             #expect(back["error"] == "access_denied", "\(back)")
@@ -100,8 +114,7 @@ import Testing
         try await AppleTestSetup.run { setup in
             _ = try await setup.app.database.client.query("UPDATE apple_clients SET return_urls = '{}' WHERE client_id = 'com.acme.web'")
             await setup.app.services.invalidate(.appleClients, tenantID: nil)
-            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
-                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
+            let issued = try await Self.webClient(setup)
             let options = try await setup.client.execute(
                 uri: "/v1/login-options?platform=web", method: .get, headers: [.authorization: "Bearer \(setup.apiKey)"])
             #expect(!String(buffer: options.body).contains("/v1/sign-in/apple/web/start"), "the REST web flow has no return URL")
@@ -111,7 +124,7 @@ import Testing
             ]
             let page = try await setup.client.execute(uri: "/t/acme/authorize?" + FormEncoding.encode(fields), method: .get)
             #expect(String(buffer: page.body).contains("Sign in with Apple"))
-            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let browser = Self.browser(setup)
             let back = WebBrowser.query(
                 try await browser.follow(
                     "/t/acme/authorize?" + FormEncoding.encode(fields + [("provider", "apple")]), until: Self.redirectURI))
@@ -126,13 +139,9 @@ import Testing
     /// code nobody could redeem.
     @Test func aStateAnsweredWhileItsSignInRunsHandsOutNoCodeAndEndsTheSession() async throws {
         try await AppleTestSetup.run { setup in
-            let issued = try await ClientAdmin(database: setup.app.database, actor: "test").create(
-                tenant: "acme", name: "web", redirectURIs: [Self.redirectURI], isPublic: false, allowLoopback: false)
-            let fields = [
-                ("response_type", "code"), ("client_id", issued.client.clientID), ("redirect_uri", Self.redirectURI), ("scope", "openid"),
-                ("state", "x"), ("provider", "apple"),
-            ]
-            let browser = WebBrowser(broker: setup.client, brokerOrigins: ["https://acme.example.com", TestApp.publicURL])
+            let issued = try await Self.webClient(setup)
+            let fields = Self.straightToApple(issued)
+            let browser = Self.browser(setup)
             let started = try await browser.visit("/t/acme/authorize?" + FormEncoding.encode(fields))
             let apple = try #require(started.location)
             let form = try #require(WebBrowser.form(in: try await WebBrowser.get(apple).body))

@@ -40,32 +40,33 @@ import Testing
         let identity = ProviderIdentity(
             provider: .google, providerScope: "", subject: "s", email: "a@example.com", emailVerified: true, isPrivateEmail: false,
             name: PersonName(givenName: nil, familyName: nil))
+        // The session cap reads an account's open sessions through the leading column of its
+        // sessions index.
+        let sessionCap: [String: Set<String>] = ["sessions_account_identity_idx": ["identity_id", "created_at"]]
         return [
-            // The session cap reads an account's open sessions through the leading column of
-            // its sessions index.
             Statement(
                 "sign-in", sql: AccountRepository.SignInStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             Statement(
                 "quiet sign-in, alone or in a batch", sql: AccountRepository.QuietSignInBatchStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             Statement(
                 "first sign-in, alone or in a batch", sql: AccountRepository.FirstSignInBatchStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             // The same with a relying party's code kept in its commit (decision 0100): the web
             // sign-in's state read through its key.
             Statement(
                 "quiet sign-in keeping a code", sql: AccountRepository.QuietCodeKeepingBatchStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             Statement(
                 "first sign-in keeping a code", sql: AccountRepository.FirstCodeKeepingBatchStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             Statement(
                 "known identity's sign-in keeping a code", sql: AccountRepository.KnownCodeKeepingBatchStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             Statement(
                 "known identity's sign-in, alone or in a batch", sql: AccountRepository.KnownSignInBatchStatement.sql, parameters: 1,
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             Statement("refresh rotation, alone or in a batch", sql: SessionRepository.RotateStatement.sql, parameters: 1),
             Statement("refresh rotation of a token issued before 0010", sql: SessionRepository.LegacyRotateStatement.sql, parameters: 1),
             Statement(
@@ -91,7 +92,7 @@ import Testing
             Statement("revoke session", SessionRepository.revokeQuery(tenantID: tenant, sessionID: id, reason: "revoked")),
             Statement(
                 "sign out", SessionRepository.revokeAllQuery(tenantID: tenant, accountID: id, reason: "signed_out"),
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             // An account read lists the account's identities: through the leading column of their
             // account index.
             Statement(
@@ -117,16 +118,16 @@ import Testing
             Statement("account status change", AccountStatusRepository.updateQuery(tenantID: tenant, accountID: id, .disabled)),
             Statement(
                 "account status sessions", AccountStatusRepository.revokeQuery(tenantID: tenant, accountID: id),
-                unboundAllowed: ["sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap),
             // Apple's notifications, alone or in a batch: an account's identities and open
             // sessions through the leading column of their account indexes.
             Statement("email notifications", sql: EmailNotificationBatchStatement.sql, parameters: 1),
             Statement(
                 "consent revocations", sql: ConsentRevocationStatement.sql, parameters: 3,
-                unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap.merging(["identities_account_id_idx": ["id"]]) { $1 }),
             Statement(
                 "account-delete notifications", sql: AccountDeleteNotificationStatement.sql, parameters: 4,
-                unboundAllowed: ["identities_account_id_idx": ["id"], "sessions_account_identity_idx": ["identity_id", "created_at"]]),
+                unboundAllowed: sessionCap.merging(["identities_account_id_idx": ["id"]]) { $1 }),
             // A web sign-in's callback and a relying party's code exchange.
             Statement("web sign-in state claimed", sql: WebSignInRepository.ClaimStateStatement.sql, parameters: 4),
             Statement("sealed web sign-in states claimed", sql: WebSignInRepository.ClaimSealedStatesStatement.sql, parameters: 2),
